@@ -1,0 +1,114 @@
+# talon - build, test and benchmark. `make` needs the CUDA toolkit (nvcc) but no GPU.
+#   make            cubins, embedded header, build/lib/libtalon.a, tools
+#   make test       CPU tests (no GPU): dispatcher on a fake driver, bundle integrity,
+#                   header compile checks, CPU references
+#   make test-gpu   GPU tests on an H100/H200 (also under compute-sanitizer: make sanitize)
+#   make bench      benchmarks on an H100/H200 (C harness, then bench/peers.py)
+#   V=1 shows commands. NVCC=/path/to/nvcc or CUDA_HOME=/usr/local/cuda pick the toolkit.
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(if $(wildcard $(CUDA_HOME)/bin/nvcc),$(CUDA_HOME)/bin/nvcc,nvcc)
+NVCC_MIN := 12.4
+NVCC_VERSION := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+ifeq ($(NVCC_VERSION),)
+$(error nvcc not found (tried '$(NVCC)'): install the CUDA toolkit and set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda)
+endif
+ifneq ($(shell printf '%s\n%s\n' $(NVCC_MIN) $(NVCC_VERSION) | sort -V | head -n1),$(NVCC_MIN))
+$(error nvcc $(NVCC_VERSION) at '$(NVCC)' is older than $(NVCC_MIN): set NVCC= or CUDA_HOME= to a newer CUDA toolkit)
+endif
+CUDA_INC := $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))/include
+
+ARCH := sm_90a
+CC ?= cc
+CXX ?= c++
+Q := $(if $(V),,@)
+say = $(if $(V),,@printf '  %-8s %s\n' $(1) $(2);)
+
+NVCCFLAGS := -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Iinclude -Xptxas -warn-spills
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Werror
+INC := -Iinclude -Ibuild/include -isystem $(CUDA_INC)
+LIBS := -ldl -lpthread
+
+KERNELS := $(wildcard kernels/*.cu)
+CUBINS := $(patsubst kernels/%.cu,cubins/%.cubin,$(KERNELS))
+EMBED := build/include/talon_cubins.h
+LIB := build/lib/libtalon.a
+GPU_HELPERS := tests/gpu.c tests/ref.c
+GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+
+all: $(LIB) build/bin/talon-info
+.PHONY: all test test-gpu sanitize bench clean
+
+cubins/%.cubin: kernels/%.cu include/talon.h
+	$(call say,NVCC,$@)mkdir -p cubins build/dep
+	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -MF build/dep/$*.d -MT $@ -cubin $< -o $@
+
+$(EMBED): $(CUBINS) tools/embed.sh
+	$(call say,EMBED,$@)mkdir -p $(@D)
+	$(Q)sh tools/embed.sh $(NVCC_VERSION) $(ARCH) $(GIT_COMMIT) $(CUBINS) > $@.tmp && mv $@.tmp $@
+
+build/obj/talon.o: include/talon.h $(EMBED)
+	$(call say,CC,$@)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic $(INC) -DTALON_IMPLEMENTATION -x c -c include/talon.h -o $@
+
+$(LIB): build/obj/talon.o
+	$(call say,AR,$@)mkdir -p $(@D)
+	$(Q)rm -f $@ && ar rcD $@ $^
+
+build/bin/talon-info: tools/talon-info.c $(GPU_HELPERS) $(LIB)
+	$(call say,CC,$@)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/talon-info.d $< $(GPU_HELPERS) $(LIB) -lm $(LIBS) -o $@
+
+# ---------------------------------------------------------------- CPU tests
+CPU_TESTS := build/tests/test_dispatch build/tests/test_bundle build/tests/test_ref
+build/tests/test_%: tests/test_%.c tests/ref.c $(EMBED)
+	$(call say,CC,$@)mkdir -p $(@D) build/dep
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_$*.d $< tests/ref.c -lcmocka -lm $(LIBS) -o $@
+
+# The header compiles as C99 and C++17, pedantic, header-only and against the archive.
+COMPILE_CHECKS := c99-header-only c99-archive cxx17-header-only cxx17-archive
+build/compile/c99-header-only: tests/compile_check.c $(EMBED)
+	$(call say,CC,$@)mkdir -p $(@D)
+	$(Q)$(CC) -std=c99 $(WARN) -pedantic $(INC) -DTALON_IMPLEMENTATION $< $(LIBS) -o $@
+build/compile/c99-archive: tests/compile_check.c $(LIB)
+	$(call say,CC,$@)mkdir -p $(@D)
+	$(Q)$(CC) -std=c99 $(WARN) -pedantic $(INC) $< $(LIB) $(LIBS) -o $@
+build/compile/cxx17-header-only: tests/compile_check.c $(EMBED)
+	$(call say,CXX,$@)mkdir -p $(@D)
+	$(Q)$(CXX) -x c++ -std=c++17 $(WARN) -pedantic $(INC) -DTALON_IMPLEMENTATION $< $(LIBS) -o $@
+build/compile/cxx17-archive: tests/compile_check.c $(LIB)
+	$(call say,CXX,$@)mkdir -p $(@D)
+	$(Q)$(CXX) -x c++ -std=c++17 $(WARN) -pedantic $(INC) $< -x none $(LIB) $(LIBS) -o $@
+
+test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon-info
+	$(Q)for t in $(CPU_TESTS); do $$t || exit 1; done
+	$(Q)for c in $(COMPILE_CHECKS); do build/compile/$$c || exit 1; done
+	$(Q)sh tests/check_version.sh
+	@echo "make test: all CPU tests passed"
+
+# ---------------------------------------------------------------- GPU tests and benchmarks
+# GPU binaries carry libcmocka.so.0 beside them (rpath $ORIGIN): the H100 has no cmocka.
+CMOCKA_SO := $(shell $(CC) -print-file-name=libcmocka.so.0)
+build/tests/libcmocka.so.0: $(CMOCKA_SO)
+	$(Q)mkdir -p $(@D) && cp -L $< $@
+build/tests/test_gpu: tests/test_gpu.c $(GPU_HELPERS) $(LIB) build/tests/libcmocka.so.0
+	$(call say,CC,$@)mkdir -p $(@D) build/dep
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_gpu.d $< $(GPU_HELPERS) $(LIB) -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm $(LIBS) -o $@
+build/bin/talon-bench: bench/bench.c $(GPU_HELPERS) $(LIB)
+	$(call say,CC,$@)mkdir -p $(@D) build/dep
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/bench.d $< $(GPU_HELPERS) $(LIB) -lm $(LIBS) -o $@
+
+gpu-build: build/tests/test_gpu build/bin/talon-bench build/bin/talon-info
+test-gpu: build/tests/test_gpu
+	$(Q)build/tests/test_gpu
+sanitize: build/tests/test_gpu
+	$(Q)TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 build/tests/test_gpu
+bench: build/bin/talon-bench
+	$(Q)build/bin/talon-bench --json build/bench-talon.json
+	$(Q)python3 bench/peers.py --talon build/bench-talon.json --out bench/results
+
+clean:
+	rm -rf build cubins dist
+
+-include $(wildcard build/dep/*.d)

@@ -1,0 +1,837 @@
+/* talon.h - precompiled CUDA kernels for LLM inference on Hopper (sm_90a), C API.
+
+   WHAT IT IS
+   talon ships kernels compiled offline by nvcc to sm_90a cubins (machine code, no PTX),
+   embedded in C as byte arrays and loaded at run time through the CUDA Driver API.
+   Nothing is compiled at run time; the CUDA runtime (cudart) and NVRTC are not used.
+   The driver (libcuda.so.1) is opened with dlopen when the first context is created, so a
+   program linked with talon starts on a machine without a driver and gets
+   TALON_ERROR_NO_DRIVER instead of a loader failure.
+
+   USING IT (pick one)
+   1. Header-only: in exactly one C or C++ file
+          #define TALON_IMPLEMENTATION
+          #include "talon.h"
+      with both include/ and the generated build/include/ (talon_cubins.h) on the include
+      path; every other file includes talon.h without the define. Link -ldl -lpthread.
+   2. Archive: include talon.h anywhere (never define TALON_IMPLEMENTATION) and link
+      build/lib/libtalon.a -ldl -lpthread.
+   3. Vendoring: copy include/ and build/include/ (or the release tarball's include/) into
+      your tree and use 1.
+   cuda.h from the CUDA toolkit must be on the include path (for the CU* types only).
+
+       talon_ctx *ctx;
+       if (talon_ctx_create(&ctx, NULL) != TALON_SUCCESS)      // binds the current CUcontext
+           fprintf(stderr, "talon: %s\n", talon_last_error());
+       talon_rmsnorm_args a = {0};
+       a.out = y; a.in = x; a.weight = w; a.rows = tokens; a.cols = 4096;
+       a.eps = 1e-6f; a.dtype = TALON_DTYPE_BF16;
+       talon_status s = talon_rmsnorm(ctx, stream, &a);           // asynchronous on stream
+       ...
+       talon_ctx_destroy(ctx);
+
+   ERROR MODEL
+   Every function returns a talon_status. On failure, talon_last_error() returns a message
+   for the calling thread naming the function, the offending argument and its value, or the
+   CUresult with the driver's own name and string. The message stays until the next failure
+   on that thread. Invalid arguments are detected on the host before anything is launched.
+   talon never prints, never exits or aborts, and never allocates or synchronises inside an op.
+
+   THREAD SAFETY
+   A talon_ctx may be used from any number of threads at once. Kernels are loaded lazily on
+   first use under a per-context lock (each module exactly once), or all at once by
+   talon_ctx_preload() / TALON_CTX_PRELOAD. The context's CUcontext must be current on the
+   calling thread when an op is called (as with other CUDA libraries).
+
+   CUDA GRAPHS
+   Ops are legal inside stream capture: they launch exactly one kernel on the given stream and
+   make no other driver call that capture forbids. Loading a module during capture is not
+   allowed, so an op whose module is not loaded yet fails with TALON_ERROR_NOT_LOADED while
+   its stream is capturing: call talon_ctx_preload() (or create with TALON_CTX_PRELOAD) first.
+   Argument structs are read when the op is called; device pointers are baked into the graph.
+
+   REQUIREMENTS
+   An sm_90 GPU (H100/H200) and a driver supporting the CUDA version the cubins were built with
+   (CUDA 13 needs R580 or newer). The CUDA toolkit is needed only to build talon from source.
+
+   LICENSE: Apache-2.0. */
+#ifndef TALON_H
+#define TALON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda.h>
+
+#define TALON_VERSION_MAJOR 0
+#define TALON_VERSION_MINOR 1
+#define TALON_VERSION_PATCH 0
+#define TALON_VERSION_STRING "0.1.0"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status codes */
+/* X(name, value, description) */
+#define TALON_STATUS_LIST(X)                                                                   \
+    X(TALON_SUCCESS,                    0, "success")                                          \
+    X(TALON_ERROR_INVALID_ARGUMENT,     1, "invalid argument")                                 \
+    X(TALON_ERROR_NO_DRIVER,            2, "no CUDA driver (libcuda.so.1) could be loaded")    \
+    X(TALON_ERROR_UNSUPPORTED_DEVICE,   3, "device is not sm_90 (H100/H200)")                  \
+    X(TALON_ERROR_MODULE_LOAD,          4, "the driver could not load an embedded cubin")      \
+    X(TALON_ERROR_NOT_LOADED,           5, "kernel not loaded and the stream is capturing")    \
+    X(TALON_ERROR_DRIVER,               6, "a CUDA driver call failed")                        \
+    X(TALON_ERROR_OUT_OF_MEMORY,        7, "host memory allocation failed")
+
+typedef enum talon_status {
+#define TALON__STATUS_ENUM(name, value, text) name = value,
+    TALON_STATUS_LIST(TALON__STATUS_ENUM)
+#undef TALON__STATUS_ENUM
+    TALON__STATUS_COUNT
+} talon_status;
+
+/* Static description of a status code ("unknown status" for values outside the list). */
+const char *talon_status_string(talon_status status);
+
+/* Detail of the most recent failure on the calling thread ("" if none). Thread-safe. */
+const char *talon_last_error(void);
+
+/* ---------------------------------------------------------------- version and bundle */
+/* Run-time version of the compiled dispatcher: compare with TALON_VERSION_* to detect a
+   header/archive mismatch. Encoded as major*10000 + minor*100 + patch. */
+int talon_version(void);
+
+typedef struct talon_bundle_info {
+    const char *version;            /* "0.1.0" */
+    const char *git_commit;         /* commit the bundle was built from */
+    const char *nvcc_version;       /* e.g. "13.0.88" */
+    const char *arch;               /* "sm_90a" */
+    int num_images;                 /* embedded cubins */
+    int num_kernels;
+    const char *const *kernel_names; /* num_kernels symbol names */
+} talon_bundle_info;
+
+/* Static description of what was compiled in. Never NULL; needs no GPU or driver. */
+const talon_bundle_info *talon_bundle_info_get(void);
+
+/* ---------------------------------------------------------------- context */
+typedef struct talon_ctx talon_ctx;
+
+enum { TALON_CTX_PRELOAD = 1 }; /* load every module at create time */
+
+typedef struct talon_ctx_options {
+    CUcontext context;  /* NULL: the context current on the calling thread */
+    unsigned flags;     /* TALON_CTX_PRELOAD */
+} talon_ctx_options;
+
+/* Creates a context bound to one CUcontext. options may be NULL (all defaults).
+   Errors: INVALID_ARGUMENT (out NULL, unknown flags, no current context), NO_DRIVER,
+   UNSUPPORTED_DEVICE (names the device and its sm), MODULE_LOAD (with TALON_CTX_PRELOAD),
+   DRIVER, OUT_OF_MEMORY. Not legal during stream capture of the calling thread's streams
+   when TALON_CTX_PRELOAD is given. Thread-safe. */
+talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options);
+
+/* Loads every embedded module now (idempotent). Call before capturing a graph. */
+talon_status talon_ctx_preload(talon_ctx *ctx);
+
+/* Unloads the modules and frees the context. NULL is a no-op. The caller guarantees no op is
+   running on this ctx from another thread and no launched kernel still needs it. */
+void talon_ctx_destroy(talon_ctx *ctx);
+
+/* ---------------------------------------------------------------- ops */
+/* Conventions for every op:
+   - talon_status talon_<op>(talon_ctx *ctx, CUstream stream, const talon_<op>_args *args);
+     stream 0 is the legacy default stream. Launches one kernel, asynchronously.
+   - Device pointers are CUdeviceptr; sizes int64_t; strides are row strides in elements, and
+     0 means contiguous (the row length). Tensors are row-major.
+   - Math is fp32; inputs and outputs share dtype. Outputs must not overlap inputs unless the
+     op says so.
+   - A 16-byte vector path is used when every pointer is 16-byte aligned and cols and every
+     stride are multiples of 8; otherwise an element-wise path handles any shape. Pointers
+     must be aligned to the element size (2 bytes). */
+
+typedef enum talon_dtype {
+    TALON_DTYPE_BF16 = 0,   /* zero-initialised args mean bf16 */
+    TALON_DTYPE_F16 = 1,
+    TALON_DTYPE_F32 = 2     /* reserved for later ops; rejected by this family */
+} talon_dtype;
+
+/* out[r, :] = in[r, :] * rsqrt(mean(in[r, :]^2) + eps) * weight
+   in, out: [rows, cols] (out may equal in with the same stride); weight: [cols].
+   rows in [1, 2^31-1], cols >= 1. */
+typedef struct talon_rmsnorm_args {
+    CUdeviceptr out, in, weight;
+    int64_t rows, cols;
+    int64_t out_stride, in_stride;  /* 0: cols */
+    float eps;
+    talon_dtype dtype;
+} talon_rmsnorm_args;
+talon_status talon_rmsnorm(talon_ctx *ctx, CUstream stream, const talon_rmsnorm_args *args);
+
+/* In place (vLLM/FlashInfer semantics):
+     residual[r, :] = round(residual[r, :] + in[r, :])
+     in[r, :]       = rmsnorm(residual[r, :]) * weight
+   The norm is computed from the rounded residual, so it equals talon_rmsnorm of it. */
+typedef struct talon_fused_add_rmsnorm_args {
+    CUdeviceptr in, residual, weight;
+    int64_t rows, cols;
+    int64_t in_stride, residual_stride; /* 0: cols */
+    float eps;
+    talon_dtype dtype;
+} talon_fused_add_rmsnorm_args;
+talon_status talon_fused_add_rmsnorm(talon_ctx *ctx, CUstream stream,
+                                     const talon_fused_add_rmsnorm_args *args);
+
+/* out[r, :] = (in[r, :] - mean) * rsqrt(var + eps) * weight + bias   (biased variance)
+   bias 0 means none. Shapes and aliasing as rmsnorm. */
+typedef struct talon_layernorm_args {
+    CUdeviceptr out, in, weight, bias;
+    int64_t rows, cols;
+    int64_t out_stride, in_stride;
+    float eps;
+    talon_dtype dtype;
+} talon_layernorm_args;
+talon_status talon_layernorm(talon_ctx *ctx, CUstream stream, const talon_layernorm_args *args);
+
+/* Gated activations: in [rows, 2*cols], out [rows, cols]
+     out[r, j] = act(in[r, j]) * in[r, cols + j]
+   silu(x) = x / (1 + exp(-x)); gelu erf: 0.5 x (1 + erf(x / sqrt 2));
+   gelu tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+   rows * ceil(cols / 2048) (vector path) or rows * ceil(cols / 256) must be < 2^31. */
+typedef struct talon_silu_and_mul_args {
+    CUdeviceptr out, in;
+    int64_t rows, cols;             /* cols of out; in has 2*cols */
+    int64_t out_stride, in_stride;  /* 0: cols and 2*cols */
+    talon_dtype dtype;
+} talon_silu_and_mul_args;
+talon_status talon_silu_and_mul(talon_ctx *ctx, CUstream stream,
+                                const talon_silu_and_mul_args *args);
+
+typedef enum talon_gelu_approx { TALON_GELU_ERF = 0, TALON_GELU_TANH = 1 } talon_gelu_approx;
+
+typedef struct talon_gelu_and_mul_args {
+    CUdeviceptr out, in;
+    int64_t rows, cols;
+    int64_t out_stride, in_stride;
+    talon_dtype dtype;
+    talon_gelu_approx approx;
+} talon_gelu_and_mul_args;
+talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
+                                const talon_gelu_and_mul_args *args);
+
+/* ================================================================ kernel metadata
+   The single source of truth for every kernel: the kernel sources instantiate from these
+   lists, the dispatcher builds its launch table from them, and the tests check the cubins
+   against them. Adding a variant is one line.
+   X(symbol, body, dtype, vec, image, block, smem, params)
+     body:   kernel template in kernels/<image>.cu and the op selector in the dispatcher
+     dtype:  element type (BF16, F16); vec: elements per access (8 = 16-byte path)
+     block:  threads per block; smem: dynamic shared memory bytes; params: the one
+             by-value kernel parameter */
+typedef struct talon__norm_params {
+    CUdeviceptr out, in, residual, weight, bias;
+    int64_t cols, out_stride, in_stride, residual_stride;
+    float eps;
+} talon__norm_params;
+
+typedef struct talon__act_params {
+    CUdeviceptr out, in;
+    int64_t cols, out_stride, in_stride;
+    int64_t chunks; /* blocks per row */
+} talon__act_params;
+
+#define TALON__IMAGES(X) X(norm) X(act)
+
+#define TALON__KERNELS_norm(X)                                                                 \
+    X(talon_rmsnorm_bf16,             rmsnorm,           BF16, 1, norm, 256, 32, talon__norm_params) \
+    X(talon_rmsnorm_bf16_v8,          rmsnorm,           BF16, 8, norm, 256, 32, talon__norm_params) \
+    X(talon_rmsnorm_f16,              rmsnorm,           F16,  1, norm, 256, 32, talon__norm_params) \
+    X(talon_rmsnorm_f16_v8,           rmsnorm,           F16,  8, norm, 256, 32, talon__norm_params) \
+    X(talon_fused_add_rmsnorm_bf16,   fused_add_rmsnorm, BF16, 1, norm, 256, 32, talon__norm_params) \
+    X(talon_fused_add_rmsnorm_bf16_v8, fused_add_rmsnorm, BF16, 8, norm, 256, 32, talon__norm_params) \
+    X(talon_fused_add_rmsnorm_f16,    fused_add_rmsnorm, F16,  1, norm, 256, 32, talon__norm_params) \
+    X(talon_fused_add_rmsnorm_f16_v8, fused_add_rmsnorm, F16,  8, norm, 256, 32, talon__norm_params) \
+    X(talon_layernorm_bf16,           layernorm,         BF16, 1, norm, 256, 32, talon__norm_params) \
+    X(talon_layernorm_bf16_v8,        layernorm,         BF16, 8, norm, 256, 32, talon__norm_params) \
+    X(talon_layernorm_f16,            layernorm,         F16,  1, norm, 256, 32, talon__norm_params) \
+    X(talon_layernorm_f16_v8,         layernorm,         F16,  8, norm, 256, 32, talon__norm_params)
+
+#define TALON__KERNELS_act(X)                                                                  \
+    X(talon_silu_and_mul_bf16,        silu_mul,          BF16, 1, act,  256, 0, talon__act_params) \
+    X(talon_silu_and_mul_bf16_v8,     silu_mul,          BF16, 8, act,  256, 0, talon__act_params) \
+    X(talon_silu_and_mul_f16,         silu_mul,          F16,  1, act,  256, 0, talon__act_params) \
+    X(talon_silu_and_mul_f16_v8,      silu_mul,          F16,  8, act,  256, 0, talon__act_params) \
+    X(talon_gelu_and_mul_bf16,        gelu_erf_mul,      BF16, 1, act,  256, 0, talon__act_params) \
+    X(talon_gelu_and_mul_bf16_v8,     gelu_erf_mul,      BF16, 8, act,  256, 0, talon__act_params) \
+    X(talon_gelu_and_mul_f16,         gelu_erf_mul,      F16,  1, act,  256, 0, talon__act_params) \
+    X(talon_gelu_and_mul_f16_v8,      gelu_erf_mul,      F16,  8, act,  256, 0, talon__act_params) \
+    X(talon_gelu_tanh_and_mul_bf16,   gelu_tanh_mul,     BF16, 1, act,  256, 0, talon__act_params) \
+    X(talon_gelu_tanh_and_mul_bf16_v8, gelu_tanh_mul,    BF16, 8, act,  256, 0, talon__act_params) \
+    X(talon_gelu_tanh_and_mul_f16,    gelu_tanh_mul,     F16,  1, act,  256, 0, talon__act_params) \
+    X(talon_gelu_tanh_and_mul_f16_v8, gelu_tanh_mul,     F16,  8, act,  256, 0, talon__act_params)
+
+#define TALON__KERNELS(X) TALON__KERNELS_norm(X) TALON__KERNELS_act(X)
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TALON_H */
+
+/* ================================================================ implementation */
+#if defined(TALON_IMPLEMENTATION) && !defined(TALON__IMPLEMENTED)
+#define TALON__IMPLEMENTED
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "talon_cubins.h" /* generated: embedded images and build facts */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__cplusplus)
+#define TALON__THREAD_LOCAL thread_local
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define TALON__THREAD_LOCAL _Thread_local
+#else
+#define TALON__THREAD_LOCAL __thread
+#endif
+
+/* ---------------------------------------------------------------- driver table */
+/* Every driver entry point talon uses, resolved at run time. Tests replace the table with a
+   fake through talon__driver_fake; `loaded` 0 means "no driver". */
+#define TALON__DRIVER_FUNCS(X)                                                                 \
+    X(cuInit, (unsigned int flags))                                                            \
+    X(cuDriverGetVersion, (int *version))                                                      \
+    X(cuCtxGetCurrent, (CUcontext * ctx))                                                      \
+    X(cuCtxPushCurrent, (CUcontext ctx))                                                       \
+    X(cuCtxPopCurrent, (CUcontext * ctx))                                                      \
+    X(cuCtxGetDevice, (CUdevice * dev))                                                        \
+    X(cuDeviceGetAttribute, (int *value, CUdevice_attribute attr, CUdevice dev))               \
+    X(cuDeviceGetName, (char *name, int len, CUdevice dev))                                    \
+    X(cuModuleLoadData, (CUmodule * module, const void *image))                                \
+    X(cuModuleUnload, (CUmodule module))                                                       \
+    X(cuModuleGetFunction, (CUfunction * fn, CUmodule module, const char *name))               \
+    X(cuFuncSetAttribute, (CUfunction fn, CUfunction_attribute attr, int value))               \
+    X(cuLaunchKernel, (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,      \
+                       unsigned by, unsigned bz, unsigned smem, CUstream stream, void **params, \
+                       void **extra))                                                          \
+    X(cuStreamIsCapturing, (CUstream stream, CUstreamCaptureStatus * status))                  \
+    X(cuGetErrorName, (CUresult error, const char **str))                                      \
+    X(cuGetErrorString, (CUresult error, const char **str))
+
+typedef struct talon__driver {
+    int loaded;
+#define TALON__DRIVER_FIELD(name, args) CUresult (*name) args;
+    TALON__DRIVER_FUNCS(TALON__DRIVER_FIELD)
+#undef TALON__DRIVER_FIELD
+} talon__driver;
+
+static const talon__driver *talon__driver_fake; /* test seam: used instead of libcuda */
+static talon__driver talon__driver_real;
+static pthread_once_t talon__driver_once = PTHREAD_ONCE_INIT;
+
+/* Opens libname and fills *d through cuGetProcAddress; d->loaded stays 0 on any failure. */
+static void talon__driver_open(const char *libname, talon__driver *d) {
+    typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
+                                    CUdriverProcAddressQueryResult *);
+    get_proc_fn get_proc;
+    void *lib = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
+    memset(d, 0, sizeof *d);
+    if (!lib) return;
+    *(void **)(&get_proc) = dlsym(lib, "cuGetProcAddress_v2");
+    if (!get_proc) return;
+#define TALON__DRIVER_RESOLVE(name, args)                                                      \
+    if (get_proc(#name, (void **)&d->name, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL) != \
+            CUDA_SUCCESS || !d->name)                                                          \
+        return;
+    TALON__DRIVER_FUNCS(TALON__DRIVER_RESOLVE)
+#undef TALON__DRIVER_RESOLVE
+    d->loaded = d->cuInit(0) == CUDA_SUCCESS;
+}
+
+static void talon__driver_load_once(void) { talon__driver_open("libcuda.so.1", &talon__driver_real); }
+
+static const talon__driver *talon__driver_get(void) {
+    const talon__driver *d = talon__driver_fake;
+    if (!d) {
+        pthread_once(&talon__driver_once, talon__driver_load_once);
+        d = &talon__driver_real;
+    }
+    return d->loaded ? d : NULL;
+}
+
+/* ---------------------------------------------------------------- errors */
+static TALON__THREAD_LOCAL char talon__error_buf[512];
+
+const char *talon_status_string(talon_status status) {
+    switch (status) {
+#define TALON__STATUS_CASE(name, value, text) case name: return text;
+        TALON_STATUS_LIST(TALON__STATUS_CASE)
+#undef TALON__STATUS_CASE
+    default: return "unknown status";
+    }
+}
+
+const char *talon_last_error(void) { return talon__error_buf; }
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static talon_status talon__fail(talon_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(talon__error_buf, sizeof talon__error_buf, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* Fails with the driver's own name and text for r, plus advice for the errors users hit. */
+static talon_status talon__fail_cu(const talon__driver *d, talon_status status, CUresult r,
+                                   const char *what) {
+    const char *name = "?", *text = "?", *advice = "";
+    int version = 0;
+    if (d->cuGetErrorName(r, &name) != CUDA_SUCCESS) name = "unknown CUresult";
+    if (d->cuGetErrorString(r, &text) != CUDA_SUCCESS) text = "";
+    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
+        r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+        d->cuDriverGetVersion(&version);
+        advice = "; the cubins are sm_90a built with CUDA " TALON__BUNDLE_CUDA
+                 ": use an H100/H200 and a driver that supports that CUDA version";
+    }
+    if (version)
+        return talon__fail(status, "%s failed: %s (%d): %s%s (this driver supports CUDA %d.%d)",
+                           what, name, (int)r, text, advice, version / 1000, version % 1000 / 10);
+    return talon__fail(status, "%s failed: %s (%d): %s%s", what, name, (int)r, text, advice);
+}
+
+/* ---------------------------------------------------------------- bundle */
+enum {
+#define TALON__IMAGE_ENUM(img) TALON__IMG_##img,
+    TALON__IMAGES(TALON__IMAGE_ENUM)
+#undef TALON__IMAGE_ENUM
+    TALON__NUM_IMAGES
+};
+
+enum {
+#define TALON__KERNEL_ENUM(sym, body, dt, vec, img, block, smem, P) TALON__K_##sym,
+    TALON__KERNELS(TALON__KERNEL_ENUM)
+#undef TALON__KERNEL_ENUM
+    TALON__NUM_KERNELS
+};
+
+/* Kernel bodies: the dispatcher picks a kernel by (body, dtype, vec). */
+typedef enum talon__body {
+    TALON__B_rmsnorm, TALON__B_fused_add_rmsnorm, TALON__B_layernorm,
+    TALON__B_silu_mul, TALON__B_gelu_erf_mul, TALON__B_gelu_tanh_mul
+} talon__body;
+
+typedef struct talon__kernel {
+    const char *symbol;
+    talon__body body;
+    talon_dtype dtype;
+    int vec, image, block, smem, param_size;
+} talon__kernel;
+
+static const talon__kernel talon__kernels[TALON__NUM_KERNELS] = {
+#define TALON__KERNEL_ROW(sym, body, dt, vec, img, block, smem, P) \
+    {#sym, TALON__B_##body, TALON_DTYPE_##dt, vec, TALON__IMG_##img, block, smem, (int)sizeof(P)},
+    TALON__KERNELS(TALON__KERNEL_ROW)
+#undef TALON__KERNEL_ROW
+};
+
+static const struct talon__image { const char *name; const unsigned char *data; size_t size; }
+    talon__images[TALON__NUM_IMAGES] = {
+#define TALON__IMAGE_ROW(img) {#img, talon__image_##img, sizeof talon__image_##img},
+        TALON__IMAGES(TALON__IMAGE_ROW)
+#undef TALON__IMAGE_ROW
+};
+
+static const char *const talon__kernel_names[TALON__NUM_KERNELS] = {
+#define TALON__KERNEL_NAME(sym, body, dt, vec, img, block, smem, P) #sym,
+    TALON__KERNELS(TALON__KERNEL_NAME)
+#undef TALON__KERNEL_NAME
+};
+
+int talon_version(void) {
+    return TALON_VERSION_MAJOR * 10000 + TALON_VERSION_MINOR * 100 + TALON_VERSION_PATCH;
+}
+
+const talon_bundle_info *talon_bundle_info_get(void) {
+    static const talon_bundle_info info = {
+        TALON_VERSION_STRING, TALON__BUNDLE_COMMIT, TALON__BUNDLE_NVCC, TALON__BUNDLE_ARCH,
+        TALON__NUM_IMAGES,    TALON__NUM_KERNELS,   talon__kernel_names};
+    return &info;
+}
+
+/* ---------------------------------------------------------------- context */
+struct talon_ctx {
+    const talon__driver *drv;
+    CUcontext cu;
+    pthread_mutex_t lock;
+    CUmodule modules[TALON__NUM_IMAGES];     /* written under lock */
+    CUfunction functions[TALON__NUM_KERNELS]; /* published with release, read with acquire */
+};
+
+/* Loads one image and resolves all its kernels; caller holds ctx->lock. */
+static talon_status talon__load_image(talon_ctx *ctx, int image) {
+    const talon__driver *d = ctx->drv;
+    CUmodule module;
+    CUcontext prev;
+    CUresult r;
+    int k;
+    char what[96];
+    if (ctx->modules[image]) return TALON_SUCCESS;
+    if ((r = d->cuCtxPushCurrent(ctx->cu)) != CUDA_SUCCESS)
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "cuCtxPushCurrent");
+    r = d->cuModuleLoadData(&module, talon__images[image].data);
+    d->cuCtxPopCurrent(&prev);
+    if (r != CUDA_SUCCESS) {
+        snprintf(what, sizeof what, "cuModuleLoadData(image \"%s\", %zu bytes)",
+                 talon__images[image].name, talon__images[image].size);
+        return talon__fail_cu(d, TALON_ERROR_MODULE_LOAD, r, what);
+    }
+    for (k = 0; k < TALON__NUM_KERNELS; k++) {
+        const talon__kernel *kd = &talon__kernels[k];
+        CUfunction f;
+        if (kd->image != image) continue;
+        r = d->cuModuleGetFunction(&f, module, kd->symbol);
+        if (r == CUDA_SUCCESS && kd->smem > 48 * 1024)
+            r = d->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kd->smem);
+        if (r != CUDA_SUCCESS) {
+            snprintf(what, sizeof what, "cuModuleGetFunction(\"%s\")", kd->symbol);
+            d->cuModuleUnload(module);
+            return talon__fail_cu(d, TALON_ERROR_MODULE_LOAD, r, what);
+        }
+        __atomic_store_n(&ctx->functions[k], f, __ATOMIC_RELEASE);
+    }
+    ctx->modules[image] = module;
+    return TALON_SUCCESS;
+}
+
+talon_status talon_ctx_preload(talon_ctx *ctx) {
+    talon_status s = TALON_SUCCESS;
+    int i;
+    if (!ctx) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_preload: ctx is NULL");
+    pthread_mutex_lock(&ctx->lock);
+    for (i = 0; i < TALON__NUM_IMAGES && s == TALON_SUCCESS; i++) s = talon__load_image(ctx, i);
+    pthread_mutex_unlock(&ctx->lock);
+    return s;
+}
+
+talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options) {
+    static const talon_ctx_options defaults = {NULL, 0};
+    const talon_ctx_options *o = options ? options : &defaults;
+    const talon__driver *d;
+    talon_ctx *ctx;
+    CUcontext cu = o->context, prev;
+    CUdevice dev;
+    CUresult r;
+    int major = 0, minor = 0;
+    char name[128];
+    talon_status s;
+
+    if (!out) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_create: out is NULL");
+    *out = NULL;
+    if (o->flags & ~(unsigned)TALON_CTX_PRELOAD)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "talon_ctx_create: options->flags = 0x%x has unknown bits", o->flags);
+    if (!(d = talon__driver_get()))
+        return talon__fail(TALON_ERROR_NO_DRIVER,
+                           "talon_ctx_create: could not load libcuda.so.1 and cuInit it; install "
+                           "an NVIDIA driver (R580+ for CUDA 13 cubins)");
+    if (!cu && (r = d->cuCtxGetCurrent(&cu)) != CUDA_SUCCESS)
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_create: cuCtxGetCurrent");
+    if (!cu)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "talon_ctx_create: options->context is NULL and no CUDA context is "
+                           "current on this thread (cuCtxSetCurrent or cuDevicePrimaryCtxRetain)");
+    if ((r = d->cuCtxPushCurrent(cu)) != CUDA_SUCCESS)
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_create: cuCtxPushCurrent");
+    r = d->cuCtxGetDevice(&dev);
+    if (r == CUDA_SUCCESS)
+        r = d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    if (r == CUDA_SUCCESS)
+        r = d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    if (r == CUDA_SUCCESS) r = d->cuDeviceGetName(name, (int)sizeof name, dev);
+    d->cuCtxPopCurrent(&prev);
+    if (r != CUDA_SUCCESS)
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_create: querying the device");
+    if (major != 9 || minor != 0)
+        return talon__fail(TALON_ERROR_UNSUPPORTED_DEVICE,
+                           "talon_ctx_create: device %d \"%s\" is sm_%d%d; talon's cubins are "
+                           "sm_90a and run only on sm_90 (H100/H200)",
+                           (int)dev, name, major, minor);
+    if (!(ctx = (talon_ctx *)calloc(1, sizeof *ctx)))
+        return talon__fail(TALON_ERROR_OUT_OF_MEMORY, "talon_ctx_create: calloc(%zu) failed",
+                           sizeof *ctx);
+    ctx->drv = d;
+    ctx->cu = cu;
+    pthread_mutex_init(&ctx->lock, NULL);
+    if ((o->flags & TALON_CTX_PRELOAD) && (s = talon_ctx_preload(ctx)) != TALON_SUCCESS) {
+        talon_ctx_destroy(ctx);
+        return s;
+    }
+    *out = ctx;
+    return TALON_SUCCESS;
+}
+
+void talon_ctx_destroy(talon_ctx *ctx) {
+    CUcontext prev;
+    int i;
+    if (!ctx) return;
+    if (ctx->drv->cuCtxPushCurrent(ctx->cu) == CUDA_SUCCESS) {
+        for (i = 0; i < TALON__NUM_IMAGES; i++)
+            if (ctx->modules[i]) ctx->drv->cuModuleUnload(ctx->modules[i]);
+        ctx->drv->cuCtxPopCurrent(&prev);
+    }
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
+/* ---------------------------------------------------------------- launch */
+/* Picks the kernel for (body, dtype, vec); the table is small, a scan costs nanoseconds. */
+static int talon__pick(talon__body body, talon_dtype dtype, int vec) {
+    int k;
+    for (k = 0; k < TALON__NUM_KERNELS; k++)
+        if (talon__kernels[k].body == body && talon__kernels[k].dtype == dtype &&
+            talon__kernels[k].vec == vec)
+            return k;
+    return -1;
+}
+
+static talon_status talon__launch(talon_ctx *ctx, CUstream stream, const char *op, int k,
+                                  int64_t blocks, void *params) {
+    const talon__driver *d = ctx->drv;
+    const talon__kernel *kd = &talon__kernels[k];
+    CUfunction f = __atomic_load_n(&ctx->functions[k], __ATOMIC_ACQUIRE);
+    CUresult r;
+    void *argv[1];
+    char what[96];
+    if (!f) {
+        CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+        talon_status s;
+        if ((r = d->cuStreamIsCapturing(stream, &cap)) != CUDA_SUCCESS) {
+            snprintf(what, sizeof what, "%s: cuStreamIsCapturing", op);
+            return talon__fail_cu(d, TALON_ERROR_DRIVER, r, what);
+        }
+        if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
+            return talon__fail(TALON_ERROR_NOT_LOADED,
+                               "%s: kernel %s is not loaded and the stream is capturing; call "
+                               "talon_ctx_preload() (or create the ctx with TALON_CTX_PRELOAD) "
+                               "before capture",
+                               op, kd->symbol);
+        pthread_mutex_lock(&ctx->lock);
+        s = talon__load_image(ctx, kd->image);
+        pthread_mutex_unlock(&ctx->lock);
+        if (s != TALON_SUCCESS) return s;
+        f = __atomic_load_n(&ctx->functions[k], __ATOMIC_ACQUIRE);
+    }
+    argv[0] = params;
+    r = d->cuLaunchKernel(f, (unsigned)blocks, 1, 1, (unsigned)kd->block, 1, 1,
+                          (unsigned)kd->smem, stream, argv, NULL);
+    if (r != CUDA_SUCCESS) {
+        snprintf(what, sizeof what, "%s: cuLaunchKernel(%s)", op, kd->symbol);
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, what);
+    }
+    return TALON_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- validation */
+#define TALON__GRID_MAX 2147483647LL
+
+static talon_status talon__check_common(const char *op, const void *ctx, const void *args) {
+    if (!ctx) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
+    if (!args) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args is NULL", op);
+    return TALON_SUCCESS;
+}
+
+static talon_status talon__check_dtype(const char *op, talon_dtype t) {
+    if (t == TALON_DTYPE_BF16 || t == TALON_DTYPE_F16) return TALON_SUCCESS;
+    return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                       "%s: args->dtype = %d is not supported (bf16 = %d, f16 = %d)", op, (int)t,
+                       (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16);
+}
+
+/* Device pointers must be non-NULL (unless optional) and element-aligned. */
+static talon_status talon__check_ptr(const char *op, const char *name, CUdeviceptr p,
+                                     int optional) {
+    if (!p && !optional)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s is NULL", op, name);
+    if (p % 2)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->%s = 0x%llx is not aligned to the 2-byte element", op,
+                           name, (unsigned long long)p);
+    return TALON_SUCCESS;
+}
+
+static talon_status talon__check_size(const char *op, const char *name, int64_t v, int64_t max) {
+    if (v < 1 || v > max)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->%s = %lld is out of range [1, %lld]", op, name,
+                           (long long)v, (long long)max);
+    return TALON_SUCCESS;
+}
+
+/* Resolves a row stride (0 = min) into *out; a stride shorter than a row is an error. */
+static talon_status talon__check_stride(const char *op, const char *name, int64_t stride,
+                                        int64_t min, int64_t *out) {
+    *out = stride ? stride : min;
+    if (stride && stride < min)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->%s = %lld is shorter than a row (%lld elements)", op, name,
+                           (long long)stride, (long long)min);
+    return TALON_SUCCESS;
+}
+
+/* The 16-byte path: every pointer 16-byte aligned and every length a multiple of 8. */
+static int talon__vec8(const CUdeviceptr *ptrs, int nptrs, const int64_t *lens, int nlens) {
+    int i;
+    for (i = 0; i < nptrs; i++)
+        if (ptrs[i] % 16) return 0;
+    for (i = 0; i < nlens; i++)
+        if (lens[i] % 8) return 0;
+    return 1;
+}
+
+#define TALON__TRY(expr)                                                                       \
+    do {                                                                                       \
+        talon_status talon__s = (expr);                                                        \
+        if (talon__s != TALON_SUCCESS) return talon__s;                                        \
+    } while (0)
+
+/* ---------------------------------------------------------------- norms */
+/* Shared by the three norms: validates the row geometry and launches one block per row. */
+static talon_status talon__norm(talon_ctx *ctx, CUstream stream, const char *op,
+                                talon__body body, talon_dtype dtype, int64_t rows,
+                                talon__norm_params *p) {
+    CUdeviceptr ptrs[5];
+    int64_t lens[4];
+    int n = 0, vec, k;
+    TALON__TRY(talon__check_dtype(op, dtype));
+    TALON__TRY(talon__check_size(op, "rows", rows, TALON__GRID_MAX));
+    ptrs[n++] = p->out;
+    ptrs[n++] = p->in;
+    ptrs[n++] = p->weight;
+    if (p->residual) ptrs[n++] = p->residual;
+    if (p->bias) ptrs[n++] = p->bias;
+    lens[0] = p->cols; lens[1] = p->out_stride; lens[2] = p->in_stride;
+    lens[3] = p->residual_stride;
+    vec = talon__vec8(ptrs, n, lens, 4) ? 8 : 1;
+    k = talon__pick(body, dtype, vec);
+    return talon__launch(ctx, stream, op, k, rows, p);
+}
+
+talon_status talon_rmsnorm(talon_ctx *ctx, CUstream stream, const talon_rmsnorm_args *a) {
+    static const char op[] = "talon_rmsnorm";
+    talon__norm_params p;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr(op, "out", a->out, 0));
+    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
+    TALON__TRY(talon__check_ptr(op, "weight", a->weight, 0));
+    memset(&p, 0, sizeof p);
+    p.out = a->out; p.in = a->in; p.weight = a->weight; p.cols = a->cols; p.eps = a->eps;
+    TALON__TRY(talon__check_size(op, "cols", a->cols, INT64_MAX / 2));
+    TALON__TRY(talon__check_stride(op, "out_stride", a->out_stride, a->cols, &p.out_stride));
+    TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
+    return talon__norm(ctx, stream, op, TALON__B_rmsnorm, a->dtype, a->rows, &p);
+}
+
+talon_status talon_fused_add_rmsnorm(talon_ctx *ctx, CUstream stream,
+                                     const talon_fused_add_rmsnorm_args *a) {
+    static const char op[] = "talon_fused_add_rmsnorm";
+    talon__norm_params p;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
+    TALON__TRY(talon__check_ptr(op, "residual", a->residual, 0));
+    TALON__TRY(talon__check_ptr(op, "weight", a->weight, 0));
+    memset(&p, 0, sizeof p);
+    p.out = a->in; p.in = a->in; p.residual = a->residual; p.weight = a->weight;
+    p.cols = a->cols; p.eps = a->eps;
+    TALON__TRY(talon__check_size(op, "cols", a->cols, INT64_MAX / 2));
+    TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
+    TALON__TRY(talon__check_stride(op, "residual_stride", a->residual_stride, a->cols,
+                                   &p.residual_stride));
+    p.out_stride = p.in_stride;
+    return talon__norm(ctx, stream, op, TALON__B_fused_add_rmsnorm, a->dtype, a->rows, &p);
+}
+
+talon_status talon_layernorm(talon_ctx *ctx, CUstream stream, const talon_layernorm_args *a) {
+    static const char op[] = "talon_layernorm";
+    talon__norm_params p;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr(op, "out", a->out, 0));
+    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
+    TALON__TRY(talon__check_ptr(op, "weight", a->weight, 0));
+    TALON__TRY(talon__check_ptr(op, "bias", a->bias, 1));
+    memset(&p, 0, sizeof p);
+    p.out = a->out; p.in = a->in; p.weight = a->weight; p.bias = a->bias;
+    p.cols = a->cols; p.eps = a->eps;
+    TALON__TRY(talon__check_size(op, "cols", a->cols, INT64_MAX / 2));
+    TALON__TRY(talon__check_stride(op, "out_stride", a->out_stride, a->cols, &p.out_stride));
+    TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
+    return talon__norm(ctx, stream, op, TALON__B_layernorm, a->dtype, a->rows, &p);
+}
+
+/* ---------------------------------------------------------------- gated activations */
+static talon_status talon__gated(talon_ctx *ctx, CUstream stream, const char *op,
+                                 talon__body body, CUdeviceptr out, CUdeviceptr in,
+                                 int64_t rows, int64_t cols, int64_t out_stride,
+                                 int64_t in_stride, talon_dtype dtype) {
+    talon__act_params p;
+    CUdeviceptr ptrs[2];
+    int64_t lens[3];
+    int vec, k;
+    TALON__TRY(talon__check_ptr(op, "out", out, 0));
+    TALON__TRY(talon__check_ptr(op, "in", in, 0));
+    TALON__TRY(talon__check_size(op, "rows", rows, TALON__GRID_MAX));
+    TALON__TRY(talon__check_size(op, "cols", cols, INT64_MAX / 4));
+    memset(&p, 0, sizeof p);
+    p.out = out; p.in = in; p.cols = cols;
+    TALON__TRY(talon__check_stride(op, "out_stride", out_stride, cols, &p.out_stride));
+    TALON__TRY(talon__check_stride(op, "in_stride", in_stride, 2 * cols, &p.in_stride));
+    TALON__TRY(talon__check_dtype(op, dtype));
+    ptrs[0] = out; ptrs[1] = in;
+    lens[0] = cols; lens[1] = p.out_stride; lens[2] = p.in_stride;
+    vec = talon__vec8(ptrs, 2, lens, 3) ? 8 : 1;
+    k = talon__pick(body, dtype, vec);
+    p.chunks = (cols + (int64_t)talon__kernels[k].block * vec - 1) /
+               ((int64_t)talon__kernels[k].block * vec);
+    if (p.chunks > TALON__GRID_MAX / rows)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->rows = %lld with args->cols = %lld needs %lld blocks, more "
+                           "than the grid limit %lld",
+                           op, (long long)rows, (long long)cols, (long long)(p.chunks * rows),
+                           TALON__GRID_MAX);
+    return talon__launch(ctx, stream, op, k, rows * p.chunks, &p);
+}
+
+talon_status talon_silu_and_mul(talon_ctx *ctx, CUstream stream,
+                                const talon_silu_and_mul_args *a) {
+    static const char op[] = "talon_silu_and_mul";
+    TALON__TRY(talon__check_common(op, ctx, a));
+    return talon__gated(ctx, stream, op, TALON__B_silu_mul, a->out, a->in, a->rows, a->cols,
+                        a->out_stride, a->in_stride, a->dtype);
+}
+
+talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
+                                const talon_gelu_and_mul_args *a) {
+    static const char op[] = "talon_gelu_and_mul";
+    TALON__TRY(talon__check_common(op, ctx, a));
+    if (a->approx != TALON_GELU_ERF && a->approx != TALON_GELU_TANH)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->approx = %d is not TALON_GELU_ERF (0) or TALON_GELU_TANH (1)",
+                           op, (int)a->approx);
+    return talon__gated(ctx, stream, op,
+                        a->approx == TALON_GELU_TANH ? TALON__B_gelu_tanh_mul : TALON__B_gelu_erf_mul,
+                        a->out, a->in, a->rows, a->cols, a->out_stride, a->in_stride, a->dtype);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TALON_IMPLEMENTATION */

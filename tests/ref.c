@@ -1,0 +1,87 @@
+/* fp64 CPU references; see ref.h. */
+#include "ref.h"
+#include <math.h>
+#include <string.h>
+
+static uint32_t f32_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static float bits_f32(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+
+static uint16_t bf16_from_f32(float x) {
+    uint32_t u = f32_bits(x);
+    if (isnan(x)) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fff + ((u >> 16) & 1); /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+static uint16_t f16_from_f32(float x) {
+    uint32_t u = f32_bits(x), sign = (u >> 16) & 0x8000, mant;
+    int exp;
+    float a = fabsf(x);
+    if (isnan(x)) return (uint16_t)(sign | 0x7e00);
+    if (a >= 65520.0f) return (uint16_t)(sign | 0x7c00); /* rounds to inf */
+    if (a < 6.103515625e-05f) {                           /* subnormal: multiples of 2^-24 */
+        float q = a * 16777216.0f;                        /* exact scaling */
+        return (uint16_t)(sign | (uint32_t)nearbyintf(q)); /* nearbyint: ties to even */
+    }
+    exp = (int)((u >> 23) & 0xff) - 127 + 15;
+    mant = u & 0x7fffff;
+    {
+        uint32_t half = mant >> 13, rest = mant & 0x1fff;
+        uint32_t h = ((uint32_t)exp << 10) | half;
+        if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) h++; /* carry may bump exponent */
+        return (uint16_t)(sign | h);
+    }
+}
+
+uint16_t ref_from_f32(talon_dtype t, float x) {
+    return t == TALON_DTYPE_BF16 ? bf16_from_f32(x) : f16_from_f32(x);
+}
+
+float ref_to_f32(talon_dtype t, uint16_t b) {
+    uint32_t sign = (uint32_t)(b & 0x8000) << 16, exp = (b >> 10) & 0x1f, mant = b & 0x3ff;
+    if (t == TALON_DTYPE_BF16) return bits_f32((uint32_t)b << 16);
+    if (exp == 0) return (sign ? -1.0f : 1.0f) * (float)mant * 5.9604644775390625e-08f;
+    if (exp == 31) return bits_f32(sign | 0x7f800000 | (mant << 13));
+    return bits_f32(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+
+void ref_rmsnorm(const double *in, const double *w, double *out, int64_t rows, int64_t cols,
+                 double eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        const double *x = in + r * cols;
+        double ss = 0, scale;
+        for (int64_t c = 0; c < cols; c++) ss += x[c] * x[c];
+        scale = 1.0 / sqrt(ss / (double)cols + eps);
+        for (int64_t c = 0; c < cols; c++) out[r * cols + c] = x[c] * scale * w[c];
+    }
+}
+
+void ref_layernorm(const double *in, const double *w, const double *bias, double *out,
+                   int64_t rows, int64_t cols, double eps) {
+    for (int64_t r = 0; r < rows; r++) {
+        const double *x = in + r * cols;
+        double mean = 0, var = 0, scale;
+        for (int64_t c = 0; c < cols; c++) mean += x[c];
+        mean /= (double)cols;
+        for (int64_t c = 0; c < cols; c++) var += (x[c] - mean) * (x[c] - mean);
+        scale = 1.0 / sqrt(var / (double)cols + eps);
+        for (int64_t c = 0; c < cols; c++)
+            out[r * cols + c] = (x[c] - mean) * scale * w[c] + (bias ? bias[c] : 0.0);
+    }
+}
+
+double ref_act(enum ref_act act, double x) {
+    switch (act) {
+    case REF_SILU: return x / (1.0 + exp(-x));
+    case REF_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case REF_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    }
+    return NAN;
+}
+
+void ref_gated(enum ref_act act, const double *in, double *out, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            out[r * cols + c] = ref_act(act, in[r * 2 * cols + c]) * in[r * 2 * cols + cols + c];
+}

@@ -1,0 +1,20 @@
+/* fp64 CPU references for talon's ops, and host bf16/f16 conversion (round to nearest even).
+   Arrays are contiguous row-major doubles; callers handle strides and element types. */
+#ifndef TALON_TESTS_REF_H
+#define TALON_TESTS_REF_H
+#include <stdint.h>
+#include "talon.h"
+
+uint16_t ref_from_f32(talon_dtype t, float x); /* bf16 or f16 bits of x, rounded */
+float ref_to_f32(talon_dtype t, uint16_t bits);  /* exact */
+
+void ref_rmsnorm(const double *in, const double *w, double *out, int64_t rows, int64_t cols,
+                 double eps);
+void ref_layernorm(const double *in, const double *w, const double *bias /* may be NULL */,
+                   double *out, int64_t rows, int64_t cols, double eps);
+
+enum ref_act { REF_SILU, REF_GELU_ERF, REF_GELU_TANH };
+double ref_act(enum ref_act act, double x);
+/* in [rows, 2*cols] -> out [rows, cols] */
+void ref_gated(enum ref_act act, const double *in, double *out, int64_t rows, int64_t cols);
+#endif
