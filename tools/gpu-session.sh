@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Everything a GPU machine is needed for, in one go, on binaries built elsewhere by
+# `make all gpu-build`: talon-info, the GPU tests, the GPU tests under compute-sanitizer
+# memcheck, and the benchmarks with their PyTorch peers. Logs and JSON go to $OUT
+# (default build/gpu-out). Exits non-zero if any step failed.
+set -u
+out=${OUT:-build/gpu-out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+rc=0
+step() { # step NAME COMMAND...: runs COMMAND, logs to $out/NAME.log, records its status
+    local name=$1; shift
+    local t0=$SECONDS
+    "$@" >"$out/$name.log" 2>&1
+    local s=$?
+    printf '%-10s rc=%d %4ds\n' "$name" "$s" $((SECONDS - t0)) | tee -a "$out/summary.txt"
+    [ "$s" -eq 0 ] || rc=1
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
+    --format=csv >"$out/nvidia-smi.csv" 2>&1
+step info build/bin/talon-info
+step test-gpu build/tests/test_gpu
+step sanitize env TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    --leak-check full build/tests/test_gpu
+step bench build/bin/talon-bench --json "$out/bench-talon.json"
+step peers python3 bench/peers.py --talon "$out/bench-talon.json" --out "$out" --targets
+for f in info test-gpu sanitize; do echo "== $f"; tail -n 4 "$out/$f.log"; done
+echo "== peers"; tail -n 60 "$out/peers.log"
+exit $rc
