@@ -17,7 +17,7 @@ step() { # step NAME COMMAND...: runs COMMAND, logs to $out/NAME.log, records it
     [ "$s" -eq 0 ] || rc=1
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
-    --format=csv >"$out/nvidia-smi.csv" 2>&1
+    --format=csv >"$out/summary.txt" 2>&1
 step info build/bin/talon-info
 step test-gpu build/tests/test_gpu
 step sanitize env TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
