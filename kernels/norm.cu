@@ -13,7 +13,9 @@
 // any shape.
 #include "common.cuh"
 
-constexpr int CACHE = 32; // elements per thread held in registers
+// Elements per thread held in registers: 32 on the 16-byte path (rows up to 8192 read once);
+// 16 on the element-wise path, where each element takes a register of its own.
+template <int VEC> constexpr int CACHE = VEC == 8 ? 32 : 16;
 
 enum Mode { RMS, ADD_RMS, LAYER };
 
@@ -32,7 +34,7 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
 
 template <typename T, int VEC, Mode M>
 __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
-    constexpr int NV = CACHE / VEC;
+    constexpr int NV = CACHE<VEC> / VEC;
     extern __shared__ float red[];
     const int64_t row = blockIdx.x, nvec = p.cols / VEC, step = blockDim.x;
     const T *in = reinterpret_cast<const T *>(p.in) + row * p.in_stride;
@@ -68,6 +70,18 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
         if (i < nvec) {
             load_f32<T, VEC>(in + i * VEC, x[k]);
             if (M == ADD_RMS) load_f32<T, VEC>(res + i * VEC, r[k % NR]);
+        }
+    }
+    // Weights (and bias) for the cached part are fetched now, in flight with the row, instead
+    // of after the reduction where each would cost a round trip behind the stores.
+    constexpr int NB = M == LAYER ? NV : 1;
+    vec_t<T, VEC> wc[NV], bc[NB];
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int64_t i = threadIdx.x + k * step;
+        if (i < nvec) {
+            wc[k] = load_ro<T, VEC>(w + i * VEC);
+            if (M == LAYER && b) bc[k % NB] = load_ro<T, VEC>(b + i * VEC);
         }
     }
     if (M == ADD_RMS)
@@ -112,10 +126,10 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
         scale = rsqrtf(s / p.cols + p.eps);
     }
 
-    auto emit = [&](int64_t i, float (&v)[VEC]) {
+    auto emit = [&](int64_t i, float (&v)[VEC], const vec_t<T, VEC> &wr, const vec_t<T, VEC> &br) {
         float wv[VEC], bv[VEC];
-        load_f32<T, VEC>(w + i * VEC, wv);
-        if (M == LAYER && b) load_f32<T, VEC>(b + i * VEC, bv);
+        to_f32(wr, wv);
+        if (M == LAYER && b) to_f32(br, bv);
 #pragma unroll
         for (int j = 0; j < VEC; j++) {
             v[j] = (v[j] - mean) * scale * wv[j];
@@ -126,12 +140,12 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int64_t i = threadIdx.x + k * step;
-        if (i < nvec) emit(i, x[k]);
+        if (i < nvec) emit(i, x[k], wc[k], bc[k % NB]);
     }
     for (int64_t i = threadIdx.x + NV * step; i < nvec; i += step) {
         float v[VEC];
         load_f32<T, VEC>(src + i * VEC, v);
-        emit(i, v);
+        emit(i, v, load_ro<T, VEC>(w + i * VEC), M == LAYER && b ? load_ro<T, VEC>(b + i * VEC) : vec_t<T, VEC>());
     }
 }
 
