@@ -344,14 +344,20 @@ static void talon__driver_open(const char *libname, talon__driver *d) {
     memset(d, 0, sizeof *d);
     if (!lib) return;
     *(void **)(&get_proc) = dlsym(lib, "cuGetProcAddress_v2");
-    if (!get_proc) return;
+    if (!get_proc) goto fail;
 #define TALON__DRIVER_RESOLVE(name, args)                                                      \
     if (get_proc(#name, (void **)&d->name, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL) != \
             CUDA_SUCCESS || !d->name)                                                          \
-        return;
+        goto fail;
     TALON__DRIVER_FUNCS(TALON__DRIVER_RESOLVE)
 #undef TALON__DRIVER_RESOLVE
-    d->loaded = d->cuInit(0) == CUDA_SUCCESS;
+    if (d->cuInit(0) == CUDA_SUCCESS) {
+        d->loaded = 1;
+        return;
+    }
+fail:
+    dlclose(lib);
+    memset(d, 0, sizeof *d);
 }
 
 static void talon__driver_load_once(void) { talon__driver_open("libcuda.so.1", &talon__driver_real); }
@@ -477,9 +483,12 @@ struct talon_ctx {
     CUfunction functions[TALON__NUM_KERNELS]; /* published with release, read with acquire */
 };
 
-/* Loads one image and resolves all its kernels; caller holds ctx->lock. */
+/* Loads one image and resolves all its kernels; caller holds ctx->lock. Nothing is published
+   until every kernel resolved: the lock-free fast path in talon__launch would otherwise launch
+   a handle into a module that a later failure unloaded. */
 static talon_status talon__load_image(talon_ctx *ctx, int image) {
     const talon__driver *d = ctx->drv;
+    CUfunction fns[TALON__NUM_KERNELS] = {0};
     CUmodule module;
     CUcontext prev;
     CUresult r;
@@ -489,26 +498,32 @@ static talon_status talon__load_image(talon_ctx *ctx, int image) {
     if ((r = d->cuCtxPushCurrent(ctx->cu)) != CUDA_SUCCESS)
         return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "cuCtxPushCurrent");
     r = d->cuModuleLoadData(&module, talon__images[image].data);
-    d->cuCtxPopCurrent(&prev);
     if (r != CUDA_SUCCESS) {
+        d->cuCtxPopCurrent(&prev);
         snprintf(what, sizeof what, "cuModuleLoadData(image \"%s\", %zu bytes)",
                  talon__images[image].name, talon__images[image].size);
         return talon__fail_cu(d, TALON_ERROR_MODULE_LOAD, r, what);
     }
     for (k = 0; k < TALON__NUM_KERNELS; k++) {
         const talon__kernel *kd = &talon__kernels[k];
-        CUfunction f;
         if (kd->image != image) continue;
-        r = d->cuModuleGetFunction(&f, module, kd->symbol);
-        if (r == CUDA_SUCCESS && kd->smem > 48 * 1024)
-            r = d->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kd->smem);
+        snprintf(what, sizeof what, "cuModuleGetFunction(\"%s\")", kd->symbol);
+        r = d->cuModuleGetFunction(&fns[k], module, kd->symbol);
+        if (r == CUDA_SUCCESS && kd->smem > 48 * 1024) {
+            snprintf(what, sizeof what, "cuFuncSetAttribute(\"%s\")", kd->symbol);
+            r = d->cuFuncSetAttribute(fns[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      kd->smem);
+        }
         if (r != CUDA_SUCCESS) {
-            snprintf(what, sizeof what, "cuModuleGetFunction(\"%s\")", kd->symbol);
             d->cuModuleUnload(module);
+            d->cuCtxPopCurrent(&prev);
             return talon__fail_cu(d, TALON_ERROR_MODULE_LOAD, r, what);
         }
-        __atomic_store_n(&ctx->functions[k], f, __ATOMIC_RELEASE);
     }
+    d->cuCtxPopCurrent(&prev);
+    for (k = 0; k < TALON__NUM_KERNELS; k++)
+        if (talon__kernels[k].image == image)
+            __atomic_store_n(&ctx->functions[k], fns[k], __ATOMIC_RELEASE);
     ctx->modules[image] = module;
     return TALON_SUCCESS;
 }
@@ -803,9 +818,9 @@ static talon_status talon__gated(talon_ctx *ctx, CUstream stream, const char *op
                ((int64_t)talon__kernels[k].block * vec);
     if (p.chunks > TALON__GRID_MAX / rows)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->rows = %lld with args->cols = %lld needs %lld blocks, more "
+                           "%s: args->rows = %lld with args->cols = %lld needs %.0f blocks, more "
                            "than the grid limit %lld",
-                           op, (long long)rows, (long long)cols, (long long)(p.chunks * rows),
+                           op, (long long)rows, (long long)cols, (double)p.chunks * (double)rows,
                            TALON__GRID_MAX);
     return talon__launch(ctx, stream, op, k, rows * p.chunks, &p);
 }
