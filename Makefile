@@ -10,6 +10,7 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(if $(wildcard $(CUDA_HOME)/bin/nvcc),$(CUDA_HOME)/bin/nvcc,nvcc)
 NVCC_MIN := 12.4
 NVCC_VERSION := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+NVCC_FULL_VERSION := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release .*, V\([0-9.]*\).*/\1/p')
 ifeq ($(NVCC_VERSION),)
 $(error nvcc not found (tried '$(NVCC)'): install the CUDA toolkit and set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda)
 endif
@@ -46,7 +47,7 @@ cubins/%.cubin: kernels/%.cu include/talon.h
 
 $(EMBED): $(CUBINS) tools/embed.sh
 	$(call say,EMBED,$@)mkdir -p $(@D)
-	$(Q)sh tools/embed.sh $(NVCC_VERSION) $(ARCH) $(GIT_COMMIT) $(CUBINS) > $@.tmp && mv $@.tmp $@
+	$(Q)sh tools/embed.sh $(NVCC_FULL_VERSION) $(ARCH) $(GIT_COMMIT) $(CUBINS) > $@.tmp && mv $@.tmp $@
 
 build/obj/talon.o: include/talon.h $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D)

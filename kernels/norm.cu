@@ -4,8 +4,9 @@
 // registers, so rows up to CACHE * 256 elements are read from memory once; the tail of a
 // longer row is re-read (mostly from L2) by the later passes. All loads of a thread are issued
 // before any arithmetic so several 16-byte requests are in flight. Block reductions use warp
-// shuffles and one float per warp in dynamic shared memory (32 floats). fused_add_rmsnorm
-// rounds the new residual to the element type and normalises that rounded value. layernorm
+// shuffles and one float per warp in dynamic shared memory (block / 32 floats: the 32 bytes
+// of smem in the table). fused_add_rmsnorm rounds the new residual to the element type and
+// normalises that rounded value. layernorm
 // takes the variance around the mean (two passes over the registers, not E[x^2] - E[x]^2).
 //
 // Variants (one line each in talon.h, TALON__KERNELS_norm): element type x VEC, where VEC = 8

@@ -1,0 +1,125 @@
+/* Built four ways (C99 and C++17, -pedantic, header-only and against libtalon.a): touches
+   every public declaration of talon.h and runs without a GPU. Exit status 0 when the header's
+   version macros agree with the compiled talon_version() and every call behaved. */
+#include <stdio.h>
+#include <string.h>
+#include "talon.h"
+
+static int failures = 0;
+
+static void expect(int ok, const char *what) {
+    if (!ok) {
+        fprintf(stderr, "compile_check: %s\n", what);
+        failures++;
+    }
+}
+
+/* Every op rejects a NULL ctx on the host, so none of this needs a driver. */
+static void check_ops(void) {
+    talon_rmsnorm_args rms;
+    talon_fused_add_rmsnorm_args add;
+    talon_layernorm_args ln;
+    talon_silu_and_mul_args silu;
+    talon_gelu_and_mul_args gelu;
+    talon_ctx *ctx = NULL;
+    CUstream stream = NULL;
+
+    memset(&rms, 0, sizeof rms);
+    rms.out = 0x1000; rms.in = 0x2000; rms.weight = 0x3000; rms.rows = 2; rms.cols = 8;
+    rms.out_stride = 0; rms.in_stride = 0; rms.eps = 1e-6f; rms.dtype = TALON_DTYPE_BF16;
+    expect(talon_rmsnorm(ctx, stream, &rms) == TALON_ERROR_INVALID_ARGUMENT, "talon_rmsnorm(NULL ctx)");
+
+    memset(&add, 0, sizeof add);
+    add.in = 0x1000; add.residual = 0x2000; add.weight = 0x3000; add.rows = 2; add.cols = 8;
+    add.in_stride = 0; add.residual_stride = 0; add.eps = 1e-6f; add.dtype = TALON_DTYPE_F16;
+    expect(talon_fused_add_rmsnorm(ctx, stream, &add) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_fused_add_rmsnorm(NULL ctx)");
+
+    memset(&ln, 0, sizeof ln);
+    ln.out = 0x1000; ln.in = 0x2000; ln.weight = 0x3000; ln.bias = 0; ln.rows = 2; ln.cols = 8;
+    ln.out_stride = 0; ln.in_stride = 0; ln.eps = 1e-5f; ln.dtype = TALON_DTYPE_F32;
+    expect(talon_layernorm(ctx, stream, &ln) == TALON_ERROR_INVALID_ARGUMENT, "talon_layernorm(NULL ctx)");
+
+    memset(&silu, 0, sizeof silu);
+    silu.out = 0x1000; silu.in = 0x2000; silu.rows = 2; silu.cols = 8;
+    silu.out_stride = 0; silu.in_stride = 0; silu.dtype = TALON_DTYPE_BF16;
+    expect(talon_silu_and_mul(ctx, stream, &silu) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_silu_and_mul(NULL ctx)");
+
+    memset(&gelu, 0, sizeof gelu);
+    gelu.out = 0x1000; gelu.in = 0x2000; gelu.rows = 2; gelu.cols = 8;
+    gelu.out_stride = 0; gelu.in_stride = 0; gelu.dtype = TALON_DTYPE_F16; gelu.approx = TALON_GELU_ERF;
+    expect(talon_gelu_and_mul(ctx, stream, &gelu) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_gelu_and_mul(NULL ctx)");
+    gelu.approx = TALON_GELU_TANH;
+    expect(talon_gelu_and_mul(ctx, stream, &gelu) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_gelu_and_mul(NULL ctx, tanh)");
+    expect(talon_last_error()[0] != '\0', "talon_last_error() empty after a failure");
+}
+
+static void check_statuses(void) {
+#define STATUS_VALUE(name, value, text) name,
+    static const talon_status all[] = {TALON_STATUS_LIST(STATUS_VALUE)};
+#undef STATUS_VALUE
+    const char *unknown = talon_status_string(TALON__STATUS_COUNT);
+    size_t i;
+    expect(unknown != NULL && unknown[0] != '\0', "talon_status_string(out of range) empty");
+    for (i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const char *s = talon_status_string(all[i]);
+        expect(s != NULL && s[0] != '\0', "talon_status_string empty");
+        expect(s != NULL && unknown != NULL && strcmp(s, unknown) != 0, "talon_status_string unknown for a listed status");
+    }
+}
+
+static void check_version(void) {
+    const talon_bundle_info *info = talon_bundle_info_get();
+    char v[32];
+    int i;
+    snprintf(v, sizeof v, "%d.%d.%d", TALON_VERSION_MAJOR, TALON_VERSION_MINOR, TALON_VERSION_PATCH);
+    expect(talon_version() ==
+               TALON_VERSION_MAJOR * 10000 + TALON_VERSION_MINOR * 100 + TALON_VERSION_PATCH,
+           "talon_version() disagrees with TALON_VERSION_* (header and archive differ?)");
+    expect(strcmp(v, TALON_VERSION_STRING) == 0, "TALON_VERSION_STRING disagrees with TALON_VERSION_*");
+    expect(info != NULL, "talon_bundle_info_get() is NULL");
+    if (!info) return;
+    expect(strcmp(info->version, TALON_VERSION_STRING) == 0, "bundle version disagrees with the header");
+    expect(info->num_images > 0 && info->num_kernels > 0 && info->kernel_names != NULL,
+           "empty bundle");
+    for (i = 0; info->kernel_names && i < info->num_kernels; i++)
+        expect(info->kernel_names[i] != NULL && info->kernel_names[i][0] != '\0', "empty kernel name");
+    printf("talon %s (commit %s, nvcc %s, %s): %d images, %d kernels\n", info->version,
+           info->git_commit, info->nvcc_version, info->arch, info->num_images, info->num_kernels);
+}
+
+/* Without a GPU or driver creation fails cleanly; with one, the ctx is torn down again. */
+static void check_ctx(void) {
+    talon_ctx *ctx = NULL;
+    talon_ctx_options opt;
+    talon_status s;
+    memset(&opt, 0, sizeof opt);
+    opt.context = NULL;
+    opt.flags = 0u;
+    expect(talon_ctx_create(NULL, &opt) == TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_create(NULL out)");
+    opt.flags = 0x80u;
+    expect(talon_ctx_create(&ctx, &opt) == TALON_ERROR_INVALID_ARGUMENT && ctx == NULL,
+           "talon_ctx_create(unknown flags)");
+    opt.flags = (unsigned)TALON_CTX_PRELOAD;
+    s = talon_ctx_create(&ctx, &opt);
+    if (s == TALON_SUCCESS) {
+        expect(ctx != NULL && talon_ctx_preload(ctx) == TALON_SUCCESS, "talon_ctx_preload");
+    } else {
+        expect(ctx == NULL, "talon_ctx_create failed but set *out");
+        expect(talon_last_error()[0] != '\0', "talon_ctx_create failed without a message");
+    }
+    talon_ctx_destroy(ctx);
+    talon_ctx_destroy(NULL);
+    expect(talon_ctx_preload(NULL) == TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_preload(NULL)");
+}
+
+int main(void) {
+    check_version();
+    check_statuses();
+    check_ops();
+    check_ctx();
+    return failures ? 1 : 0;
+}
