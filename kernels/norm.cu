@@ -6,8 +6,8 @@
 // before any arithmetic so several 16-byte requests are in flight. Block reductions use warp
 // shuffles and one float per warp in dynamic shared memory (block / 32 floats: the 32 bytes
 // of smem in the table). fused_add_rmsnorm rounds the new residual to the element type and
-// normalises that rounded value. layernorm
-// takes the variance around the mean (two passes over the registers, not E[x^2] - E[x]^2).
+// normalises that rounded value. layernorm takes the variance around the mean (two passes
+// over the registers, not E[x^2] - E[x]^2).
 //
 // Variants (one line each in talon.h, TALON__KERNELS_norm): element type x VEC, where VEC = 8
 // is the 16-byte path (aligned pointers, cols and strides multiples of 8) and VEC = 1 takes
