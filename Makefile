@@ -35,7 +35,7 @@ KERNELS := $(wildcard kernels/*.cu)
 CUBINS := $(patsubst kernels/%.cu,cubins/%.cubin,$(KERNELS))
 EMBED := build/include/talon_cubins.h
 LIB := build/lib/libtalon.a
-GPU_HELPERS := tests/gpu.c tests/ref.c
+GPU_HELPERS := tests/gpu.c tests/ref.c tests/opcheck.c
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 
 all: $(LIB) build/bin/talon-info
