@@ -68,7 +68,10 @@ build/tests/test_%: tests/test_%.c tests/ref.c $(EMBED)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_$*.d $< tests/ref.c -lcmocka -lm $(LIBS) -o $@
 
 # The header compiles as C99 and C++17, pedantic, header-only and against the archive.
-COMPILE_CHECKS := c99-header-only c99-archive cxx17-header-only cxx17-archive
+COMPILE_CHECKS := c99-header-only c99-archive cxx17-header-only cxx17-archive driver-abi
+build/compile/driver-abi: tests/driver_abi_check.c $(EMBED) tests/gpu.h
+	$(call say,CC,$@)mkdir -p $(@D)
+	$(Q)$(CC) -std=c11 $(WARN) $(INC) -Itests $< $(LIBS) -o $@
 build/compile/c99-header-only: tests/compile_check.c $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) -std=c99 $(WARN) -pedantic $(INC) -DTALON_IMPLEMENTATION $< $(LIBS) -o $@

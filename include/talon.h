@@ -302,31 +302,34 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------- driver table */
-/* Every driver entry point talon uses, resolved at run time. Tests replace the table with a
-   fake through talon__driver_fake; `loaded` 0 means "no driver". */
+/* Every driver entry point talon uses, resolved at run time, each at the ABI version whose
+   signature is written here (cudaTypedefs.h names it PFN_<name>_v<version>; test_dispatch
+   checks they agree). Asking for the header's CUDA_VERSION instead would hand back newer
+   variants with other signatures: CUDA 13's cuCtxGetDevice takes a context too. Tests replace
+   the table with a fake through talon__driver_fake; `loaded` 0 means "no driver". */
 #define TALON__DRIVER_FUNCS(X)                                                                 \
-    X(cuInit, (unsigned int flags))                                                            \
-    X(cuDriverGetVersion, (int *version))                                                      \
-    X(cuCtxGetCurrent, (CUcontext * ctx))                                                      \
-    X(cuCtxPushCurrent, (CUcontext ctx))                                                       \
-    X(cuCtxPopCurrent, (CUcontext * ctx))                                                      \
-    X(cuCtxGetDevice, (CUdevice * dev))                                                        \
-    X(cuDeviceGetAttribute, (int *value, CUdevice_attribute attr, CUdevice dev))               \
-    X(cuDeviceGetName, (char *name, int len, CUdevice dev))                                    \
-    X(cuModuleLoadData, (CUmodule * module, const void *image))                                \
-    X(cuModuleUnload, (CUmodule module))                                                       \
-    X(cuModuleGetFunction, (CUfunction * fn, CUmodule module, const char *name))               \
-    X(cuFuncSetAttribute, (CUfunction fn, CUfunction_attribute attr, int value))               \
-    X(cuLaunchKernel, (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,      \
-                       unsigned by, unsigned bz, unsigned smem, CUstream stream, void **params, \
-                       void **extra))                                                          \
-    X(cuStreamIsCapturing, (CUstream stream, CUstreamCaptureStatus * status))                  \
-    X(cuGetErrorName, (CUresult error, const char **str))                                      \
-    X(cuGetErrorString, (CUresult error, const char **str))
+    X(cuInit, 2000, (unsigned int flags))                                                      \
+    X(cuDriverGetVersion, 2020, (int *version))                                                \
+    X(cuCtxGetCurrent, 4000, (CUcontext * ctx))                                                \
+    X(cuCtxPushCurrent, 4000, (CUcontext ctx))                                                 \
+    X(cuCtxPopCurrent, 4000, (CUcontext * ctx))                                                \
+    X(cuCtxGetDevice, 2000, (CUdevice * dev))                                                  \
+    X(cuDeviceGetAttribute, 2000, (int *value, CUdevice_attribute attr, CUdevice dev))         \
+    X(cuDeviceGetName, 2000, (char *name, int len, CUdevice dev))                              \
+    X(cuModuleLoadData, 2000, (CUmodule * module, const void *image))                          \
+    X(cuModuleUnload, 2000, (CUmodule module))                                                 \
+    X(cuModuleGetFunction, 2000, (CUfunction * fn, CUmodule module, const char *name))         \
+    X(cuFuncSetAttribute, 9000, (CUfunction fn, CUfunction_attribute attr, int value))         \
+    X(cuLaunchKernel, 4000, (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, \
+                             unsigned by, unsigned bz, unsigned smem, CUstream stream,         \
+                             void **params, void **extra))                                     \
+    X(cuStreamIsCapturing, 10000, (CUstream stream, CUstreamCaptureStatus * status))           \
+    X(cuGetErrorName, 6000, (CUresult error, const char **str))                                \
+    X(cuGetErrorString, 6000, (CUresult error, const char **str))
 
 typedef struct talon__driver {
     int loaded;
-#define TALON__DRIVER_FIELD(name, args) CUresult (*name) args;
+#define TALON__DRIVER_FIELD(name, version, args) CUresult (*name) args;
     TALON__DRIVER_FUNCS(TALON__DRIVER_FIELD)
 #undef TALON__DRIVER_FIELD
 } talon__driver;
@@ -345,8 +348,8 @@ static void talon__driver_open(const char *libname, talon__driver *d) {
     if (!lib) return;
     *(void **)(&get_proc) = dlsym(lib, "cuGetProcAddress_v2");
     if (!get_proc) goto fail;
-#define TALON__DRIVER_RESOLVE(name, args)                                                      \
-    if (get_proc(#name, (void **)&d->name, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL) != \
+#define TALON__DRIVER_RESOLVE(name, version, args)                                             \
+    if (get_proc(#name, (void **)&d->name, version, CU_GET_PROC_ADDRESS_DEFAULT, NULL) !=      \
             CUDA_SUCCESS || !d->name)                                                          \
         goto fail;
     TALON__DRIVER_FUNCS(TALON__DRIVER_RESOLVE)

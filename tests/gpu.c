@@ -29,8 +29,8 @@ int gpu_open(gpu *g, char *err, size_t errlen) {
         snprintf(err, errlen, "libcuda.so.1 has no cuGetProcAddress_v2 (driver too old)");
         return -1;
     }
-#define GPU_RESOLVE(name, args)                                                                \
-    if (get_proc(#name, (void **)&cu.name, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL) || \
+#define GPU_RESOLVE(name, version, args)                                                       \
+    if (get_proc(#name, (void **)&cu.name, version, CU_GET_PROC_ADDRESS_DEFAULT, NULL) ||      \
         !cu.name) {                                                                            \
         snprintf(err, errlen, "driver lacks %s", #name);                                      \
         return -1;                                                                             \

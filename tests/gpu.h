@@ -5,38 +5,41 @@
 #include <stddef.h>
 #include <cuda.h>
 
+/* X(name, ABI version, args): each resolved at the version whose signature is written here
+   (cudaTypedefs.h: PFN_<name>_v<version>), never the header's CUDA_VERSION, whose variants of
+   cuCtxSynchronize and cuCtxGetDevice take a context argument. */
 #define GPU_FUNCS(X)                                                                           \
-    X(cuInit, (unsigned int))                                                                  \
-    X(cuDeviceGetCount, (int *))                                                               \
-    X(cuDeviceGet, (CUdevice *, int))                                                          \
-    X(cuDeviceGetName, (char *, int, CUdevice))                                                \
-    X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                       \
-    X(cuCtxSetCurrent, (CUcontext))                                                            \
-    X(cuCtxSynchronize, (void))                                                                \
-    X(cuMemAlloc, (CUdeviceptr *, size_t))                                                     \
-    X(cuMemFree, (CUdeviceptr))                                                                \
-    X(cuMemcpyHtoD, (CUdeviceptr, const void *, size_t))                                       \
-    X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t))                                             \
-    X(cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                         \
-    X(cuMemsetD8, (CUdeviceptr, unsigned char, size_t))                                        \
-    X(cuStreamCreate, (CUstream *, unsigned int))                                              \
-    X(cuStreamDestroy, (CUstream))                                                             \
-    X(cuStreamSynchronize, (CUstream))                                                         \
-    X(cuStreamBeginCapture, (CUstream, CUstreamCaptureMode))                                   \
-    X(cuStreamEndCapture, (CUstream, CUgraph *))                                               \
-    X(cuGraphInstantiate, (CUgraphExec *, CUgraph, unsigned long long))                        \
-    X(cuGraphLaunch, (CUgraphExec, CUstream))                                                  \
-    X(cuGraphExecDestroy, (CUgraphExec))                                                       \
-    X(cuGraphDestroy, (CUgraph))                                                               \
-    X(cuEventCreate, (CUevent *, unsigned int))                                                \
-    X(cuEventDestroy, (CUevent))                                                               \
-    X(cuEventRecord, (CUevent, CUstream))                                                      \
-    X(cuEventSynchronize, (CUevent))                                                           \
-    X(cuEventElapsedTime, (float *, CUevent, CUevent))                                         \
-    X(cuGetErrorString, (CUresult, const char **))
+    X(cuInit, 2000, (unsigned int))                                                            \
+    X(cuDeviceGetCount, 2000, (int *))                                                         \
+    X(cuDeviceGet, 2000, (CUdevice *, int))                                                    \
+    X(cuDeviceGetName, 2000, (char *, int, CUdevice))                                          \
+    X(cuDevicePrimaryCtxRetain, 7000, (CUcontext *, CUdevice))                                 \
+    X(cuCtxSetCurrent, 4000, (CUcontext))                                                      \
+    X(cuCtxSynchronize, 2000, (void))                                                          \
+    X(cuMemAlloc, 3020, (CUdeviceptr *, size_t))                                               \
+    X(cuMemFree, 3020, (CUdeviceptr))                                                          \
+    X(cuMemcpyHtoD, 3020, (CUdeviceptr, const void *, size_t))                                 \
+    X(cuMemcpyDtoH, 3020, (void *, CUdeviceptr, size_t))                                       \
+    X(cuMemcpyDtoDAsync, 3020, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                   \
+    X(cuMemsetD8, 3020, (CUdeviceptr, unsigned char, size_t))                                  \
+    X(cuStreamCreate, 2000, (CUstream *, unsigned int))                                        \
+    X(cuStreamDestroy, 4000, (CUstream))                                                       \
+    X(cuStreamSynchronize, 2000, (CUstream))                                                   \
+    X(cuStreamBeginCapture, 10010, (CUstream, CUstreamCaptureMode))                            \
+    X(cuStreamEndCapture, 10000, (CUstream, CUgraph *))                                        \
+    X(cuGraphInstantiateWithFlags, 11040, (CUgraphExec *, CUgraph, unsigned long long))        \
+    X(cuGraphLaunch, 10000, (CUgraphExec, CUstream))                                           \
+    X(cuGraphExecDestroy, 10000, (CUgraphExec))                                                \
+    X(cuGraphDestroy, 10000, (CUgraph))                                                        \
+    X(cuEventCreate, 2000, (CUevent *, unsigned int))                                          \
+    X(cuEventDestroy, 4000, (CUevent))                                                         \
+    X(cuEventRecord, 2000, (CUevent, CUstream))                                                \
+    X(cuEventSynchronize, 2000, (CUevent))                                                     \
+    X(cuEventElapsedTime, 2000, (float *, CUevent, CUevent))                                   \
+    X(cuGetErrorString, 6000, (CUresult, const char **))
 
 typedef struct gpu_driver {
-#define GPU_FIELD(name, args) CUresult (*name) args;
+#define GPU_FIELD(name, version, args) CUresult (*name) args;
     GPU_FUNCS(GPU_FIELD)
 #undef GPU_FIELD
 } gpu_driver;

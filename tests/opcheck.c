@@ -14,7 +14,10 @@
 #define SENTINEL 0xDEADu   /* padding and guards: must survive the launch */
 #define POISON 0xFFFFu     /* outputs before a launch: NaN in bf16 and f16 */
 #define GUARD 72           /* sentinel elements after the last row of every tensor */
-#define NOISE 0x1p-18      /* see opcheck.h */
+#ifndef OPCHECK_NOISE
+#define OPCHECK_NOISE 0x1p-18 /* see opcheck.h */
+#endif
+#define NOISE OPCHECK_NOISE
 
 enum { T_IN, T_OUT, T_RES, T_W, T_B, NT };
 static const char *const tensor_name[NT] = {"in", "out", "residual", "weight", "bias"};
@@ -194,14 +197,16 @@ void opcheck_cleanup(void) {
 typedef void (*rows_fn)(void *arg, int64_t r0, int64_t r1, int tid);
 
 #define MAX_THREADS 64
+static int nthreads;
+static pthread_once_t nthreads_once = PTHREAD_ONCE_INIT;
+static void nthreads_init(void) {
+    const char *e = getenv("OPCHECK_THREADS");
+    long v = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    nthreads = v < 1 ? 1 : v > MAX_THREADS ? MAX_THREADS : (int)v;
+}
 static int num_threads(void) {
-    static int n;
-    if (!n) {
-        const char *e = getenv("OPCHECK_THREADS");
-        long v = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-        n = v < 1 ? 1 : v > MAX_THREADS ? MAX_THREADS : (int)v;
-    }
-    return n;
+    pthread_once(&nthreads_once, nthreads_init);
+    return nthreads;
 }
 
 typedef struct {
@@ -853,9 +858,9 @@ int opcheck_run_graph(talon_ctx *ctx, CUstream stream, const opcheck_case *c, in
         goto out;
     }
     if (launched) goto out;
-    if ((e = cu.cuGraphInstantiate(&exec, graph, 0)) != CUDA_SUCCESS) {
+    if ((e = cu.cuGraphInstantiateWithFlags(&exec, graph, 0)) != CUDA_SUCCESS) {
         exec = NULL;
-        fail_cu(r, "cuGraphInstantiate", e);
+        fail_cu(r, "cuGraphInstantiateWithFlags", e);
         goto out;
     }
     rc = 0;

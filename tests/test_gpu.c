@@ -110,6 +110,7 @@ static unsigned op_tensors(opcheck_op op) {
 typedef struct tally {
     const char *test;
     int64_t cases, failures, elements;
+    double max_ulp, max_tol_ratio; /* over passing cases */
     struct timespec t0;
 } tally;
 
@@ -126,7 +127,11 @@ static void tally_case(tally *t, const char *how, int rc, const opcheck_case *c,
     t->elements += r->elements;
     g_cases++;
     g_elements += r->elements;
-    if (rc == 0 && r->pass) return;
+    if (rc == 0 && r->pass) {
+        if (r->max_ulp > t->max_ulp) t->max_ulp = r->max_ulp;
+        if (r->max_tol_ratio > t->max_tol_ratio) t->max_tol_ratio = r->max_tol_ratio;
+        return;
+    }
     if (t->failures++ < MAX_PRINTED) {
         char desc[512], res[1400];
         opcheck_describe(c, desc, sizeof desc);
@@ -141,8 +146,10 @@ static void tally_end(tally *t) {
     double s;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     s = (double)(t1.tv_sec - t->t0.tv_sec) + (double)(t1.tv_nsec - t->t0.tv_nsec) * 1e-9;
-    print_message("%s: %lld cases, %lld elements checked, %.1f s\n", t->test,
-                  (long long)t->cases, (long long)t->elements, s);
+    print_message("%s: %lld cases, %lld elements checked, worst error %.2f ulp = %.2f of "
+                  "the tolerance, %.1f s\n",
+                  t->test, (long long)t->cases, (long long)t->elements, t->max_ulp,
+                  t->max_tol_ratio, s);
     if (t->failures) {
         if (t->failures > MAX_PRINTED)
             print_error("... and %lld more failing cases\n",
