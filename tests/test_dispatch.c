@@ -252,7 +252,7 @@ static CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *stat
    fake implements it. */
 static const talon__driver fake_driver = {
     .loaded = 1,
-#define FAKE_ENTRY(name, args) .name = fake_##name,
+#define FAKE_ENTRY(name, version, args) .name = fake_##name,
     TALON__DRIVER_FUNCS(FAKE_ENTRY)
 #undef FAKE_ENTRY
 };
