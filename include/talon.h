@@ -243,18 +243,18 @@ typedef struct talon__act_params {
 #define TALON__IMAGES(X) X(norm) X(act)
 
 #define TALON__KERNELS_norm(X)                                                                 \
-    X(talon_rmsnorm_bf16,             rmsnorm,           BF16, 1, norm, 256, 32, talon__norm_params) \
-    X(talon_rmsnorm_bf16_v8,          rmsnorm,           BF16, 8, norm, 256, 32, talon__norm_params) \
-    X(talon_rmsnorm_f16,              rmsnorm,           F16,  1, norm, 256, 32, talon__norm_params) \
-    X(talon_rmsnorm_f16_v8,           rmsnorm,           F16,  8, norm, 256, 32, talon__norm_params) \
-    X(talon_fused_add_rmsnorm_bf16,   fused_add_rmsnorm, BF16, 1, norm, 256, 32, talon__norm_params) \
-    X(talon_fused_add_rmsnorm_bf16_v8, fused_add_rmsnorm, BF16, 8, norm, 256, 32, talon__norm_params) \
-    X(talon_fused_add_rmsnorm_f16,    fused_add_rmsnorm, F16,  1, norm, 256, 32, talon__norm_params) \
-    X(talon_fused_add_rmsnorm_f16_v8, fused_add_rmsnorm, F16,  8, norm, 256, 32, talon__norm_params) \
-    X(talon_layernorm_bf16,           layernorm,         BF16, 1, norm, 256, 32, talon__norm_params) \
-    X(talon_layernorm_bf16_v8,        layernorm,         BF16, 8, norm, 256, 32, talon__norm_params) \
-    X(talon_layernorm_f16,            layernorm,         F16,  1, norm, 256, 32, talon__norm_params) \
-    X(talon_layernorm_f16_v8,         layernorm,         F16,  8, norm, 256, 32, talon__norm_params)
+    X(talon_rmsnorm_bf16,             rmsnorm,           BF16, 1, norm, 256, 0, talon__norm_params) \
+    X(talon_rmsnorm_bf16_v8,          rmsnorm,           BF16, 8, norm, 256, 0, talon__norm_params) \
+    X(talon_rmsnorm_f16,              rmsnorm,           F16,  1, norm, 256, 0, talon__norm_params) \
+    X(talon_rmsnorm_f16_v8,           rmsnorm,           F16,  8, norm, 256, 0, talon__norm_params) \
+    X(talon_fused_add_rmsnorm_bf16,   fused_add_rmsnorm, BF16, 1, norm, 256, 0, talon__norm_params) \
+    X(talon_fused_add_rmsnorm_bf16_v8, fused_add_rmsnorm, BF16, 8, norm, 256, 0, talon__norm_params) \
+    X(talon_fused_add_rmsnorm_f16,    fused_add_rmsnorm, F16,  1, norm, 256, 0, talon__norm_params) \
+    X(talon_fused_add_rmsnorm_f16_v8, fused_add_rmsnorm, F16,  8, norm, 256, 0, talon__norm_params) \
+    X(talon_layernorm_bf16,           layernorm,         BF16, 1, norm, 256, 0, talon__norm_params) \
+    X(talon_layernorm_bf16_v8,        layernorm,         BF16, 8, norm, 256, 0, talon__norm_params) \
+    X(talon_layernorm_f16,            layernorm,         F16,  1, norm, 256, 0, talon__norm_params) \
+    X(talon_layernorm_f16_v8,         layernorm,         F16,  8, norm, 256, 0, talon__norm_params)
 
 #define TALON__KERNELS_act(X)                                                                  \
     X(talon_silu_and_mul_bf16,        silu_mul,          BF16, 1, act,  256, 0, talon__act_params) \

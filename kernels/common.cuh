@@ -14,37 +14,14 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return 
 template <> __device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
 
 // VEC consecutive elements moved as one access (16 bytes when VEC = 8).
-template <typename T, int VEC> struct alignas(sizeof(T) * VEC) vec_t { T v[VEC]; };
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) vec_t {
+    static_assert(VEC == 1 || VEC == 8, "one element or 16 bytes");
+    T v[VEC];
+};
 
 template <typename T, int VEC>
-__device__ __forceinline__ void load_f32(const T *p, float (&x)[VEC]) {
-    vec_t<T, VEC> v = *reinterpret_cast<const vec_t<T, VEC> *>(p);
-#pragma unroll
-    for (int i = 0; i < VEC; i++) x[i] = to_f32(v.v[i]);
-}
-
-// Pairs are packed into 32-bit words first so the store stays one 16-byte instruction.
-__device__ __forceinline__ uint32_t pack2(float a, float b, __nv_bfloat16) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-__device__ __forceinline__ uint32_t pack2(float a, float b, __half) {
-    __half2 h = __floats2half2_rn(a, b);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-
-template <typename T, int VEC>
-__device__ __forceinline__ void store_f32(T *p, const float (&x)[VEC]) {
-    static_assert(VEC == 1 || VEC == 8, "stores are one element or 16 bytes");
-    if constexpr (VEC == 1) {
-        *p = from_f32<T>(x[0]);
-    } else {
-        // Written in PTX: NVVM otherwise splits some of these into four 4-byte stores.
-        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p),
-                     "r"(pack2(x[0], x[1], T())), "r"(pack2(x[2], x[3], T())),
-                     "r"(pack2(x[4], x[5], T())), "r"(pack2(x[6], x[7], T()))
-                     : "memory");
-    }
+__device__ __forceinline__ vec_t<T, VEC> load_vec(const T *p) {
+    return *reinterpret_cast<const vec_t<T, VEC> *>(p);
 }
 
 // Read-only data (weights, bias) through the non-coherent cache.
@@ -61,7 +38,38 @@ __device__ __forceinline__ vec_t<T, VEC> load_ro(const T *p) {
 }
 
 template <typename T, int VEC>
+__device__ __forceinline__ void store_vec(T *p, const vec_t<T, VEC> &v) {
+    if constexpr (VEC == 1) {
+        *p = v.v[0];
+    } else {
+        // Written in PTX: NVVM otherwise splits some of these into four 4-byte stores.
+        const uint4 u = *reinterpret_cast<const uint4 *>(&v);
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
+                     "r"(u.z), "r"(u.w)
+                     : "memory");
+    }
+}
+
+template <typename T, int VEC>
 __device__ __forceinline__ void to_f32(const vec_t<T, VEC> &v, float (&x)[VEC]) {
 #pragma unroll
     for (int i = 0; i < VEC; i++) x[i] = to_f32(v.v[i]);
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ vec_t<T, VEC> to_vec(const float (&x)[VEC]) {
+    vec_t<T, VEC> v;
+#pragma unroll
+    for (int i = 0; i < VEC; i++) v.v[i] = from_f32<T>(x[i]);
+    return v;
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void load_f32(const T *p, float (&x)[VEC]) {
+    to_f32(load_vec<T, VEC>(p), x);
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void store_f32(T *p, const float (&x)[VEC]) {
+    store_vec(p, to_vec<T, VEC>(x));
 }

@@ -1,161 +1,182 @@
 // norm.cu - rmsnorm, fused_add_rmsnorm, layernorm (bf16/f16 in and out, fp32 math).
 //
-// Strategy: one block per row. Each thread keeps up to CACHE elements of the row in
-// registers, so rows up to CACHE * 256 elements are read from memory once; the tail of a
-// longer row is re-read (mostly from L2) by the later passes. All loads of a thread are issued
-// before any arithmetic so several 16-byte requests are in flight. Block reductions use warp
-// shuffles and one float per warp in dynamic shared memory (block / 32 floats: the 32 bytes
-// of smem in the table). fused_add_rmsnorm rounds the new residual to the element type and
-// normalises that rounded value. layernorm takes the variance around the mean (two passes
-// over the registers, not E[x^2] - E[x]^2).
+// Strategy: one block per row. Each thread keeps up to CACHE elements of the row on chip
+// (shared memory, 16 KB per block), so rows up to CACHE * 256 elements are read from memory
+// once; the tail of a longer row is re-read (mostly from L2) when the output is written. A thread issues all its loads, weights included, before any
+// arithmetic, so one memory round trip covers them. Each row needs one block reduction: the
+// sum of squares, or for layernorm each thread's (count, mean, M2), from two passes over its
+// own values, merged with Chan's parallel formula: as stable as two passes over the row
+// without a second block reduction. fused_add_rmsnorm
+// rounds the new residual to the element type and normalises that rounded value.
 //
 // Variants (one line each in talon.h, TALON__KERNELS_norm): element type x VEC, where VEC = 8
 // is the 16-byte path (aligned pointers, cols and strides multiples of 8) and VEC = 1 takes
 // any shape.
+#include <type_traits>
 #include "common.cuh"
 
-// Elements per thread held in registers: 32 on the 16-byte path (rows up to 8192 read once);
+// Elements per thread held in registers: 32 on the 16-byte path (rows up to 8192 read once),
 // 16 on the element-wise path, where each element takes a register of its own.
 template <int VEC> constexpr int CACHE = VEC == 8 ? 32 : 16;
 
 enum Mode { RMS, ADD_RMS, LAYER };
 
-__device__ __forceinline__ float block_sum(float v, float *red) {
+// Count, mean and sum of squared deviations of a set of values.
+struct Stats {
+    float n, mean, m2;
+};
+
+__device__ __forceinline__ float combine(float a, float b) { return a + b; }
+__device__ __forceinline__ Stats combine(Stats a, Stats b) {
+    const float n = a.n + b.n;
+    if (n == 0.f) return a;
+    const float d = b.mean - a.mean, f = b.n / n;
+    return {n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
+}
+
+__device__ __forceinline__ float shfl(float v, int o) { return __shfl_xor_sync(~0u, v, o); }
+__device__ __forceinline__ Stats shfl(Stats s, int o) {
+    return {shfl(s.n, o), shfl(s.mean, o), shfl(s.m2, o)};
+}
+
+// Whole-block reduction; every thread gets the result. Called once per kernel.
+template <typename R> __device__ __forceinline__ R block_reduce(R v) {
+    __shared__ R red[32];
 #pragma unroll
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(~0u, v, o);
+    for (int o = 16; o; o >>= 1) v = combine(v, shfl(v, o));
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads(); // red may still be read by the previous reduction
     if (lane == 0) red[warp] = v;
     __syncthreads();
-    v = lane < blockDim.x / 32 ? red[lane] : 0.f;
+    v = lane < int(blockDim.x / 32) ? red[lane] : R{};
 #pragma unroll
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(~0u, v, o);
+    for (int o = 16; o; o >>= 1) v = combine(v, shfl(v, o));
     return v;
 }
 
-template <typename T, int VEC, Mode M>
+template <typename T, int VEC, int BLOCK, Mode M>
 __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
-    constexpr int NV = CACHE<VEC> / VEC;
-    extern __shared__ float red[];
-    const int64_t row = blockIdx.x, nvec = p.cols / VEC, step = blockDim.x;
+    using V = vec_t<T, VEC>;
+    using R = std::conditional_t<M == LAYER, Stats, float>;
+    constexpr int NV = CACHE<VEC> / VEC, NR = M == ADD_RMS ? NV : 1;
+    // The block size is a compile-time constant so the cached vectors of a thread sit at
+    // immediate offsets from one address per array.
+    constexpr int step = BLOCK;
+    const int64_t row = blockIdx.x, nvec = p.cols / VEC;
     const T *in = reinterpret_cast<const T *>(p.in) + row * p.in_stride;
     T *res = reinterpret_cast<T *>(p.residual) + row * p.residual_stride;
     T *out = reinterpret_cast<T *>(p.out) + row * p.out_stride;
     const T *w = reinterpret_cast<const T *>(p.weight);
     const T *b = reinterpret_cast<const T *>(p.bias);
-    const T *src = M == ADD_RMS ? res : in; // where the normalised value lives after pass 1
+    const T *src = M == ADD_RMS ? res : in; // where the value to normalise lives after pass 1
+    auto live = [&](int k) { return threadIdx.x + k * step < nvec; };
+    auto at = [&](int64_t i) { return i * VEC; }; // element offset of vector i
+    auto vi = [&](int k) { return threadIdx.x + k * step; };
 
-    // ADD_RMS: residual += in, stored rounded; the rounded value is what gets normalised.
-    auto add_residual = [&](int64_t i, float (&v)[VEC], const float (&r)[VEC]) {
-#pragma unroll
-        for (int j = 0; j < VEC; j++) v[j] += r[j];
-        store_f32<T, VEC>(res + i * VEC, v);
-#pragma unroll
-        for (int j = 0; j < VEC; j++) v[j] = to_f32(from_f32<T>(v[j]));
-    };
-    auto fetch = [&](int64_t i, float (&v)[VEC]) {
-        load_f32<T, VEC>(in + i * VEC, v);
-        if (M == ADD_RMS) {
-            float r[VEC];
-            load_f32<T, VEC>(res + i * VEC, r);
-            add_residual(i, v, r);
-        }
-    };
-
-    // Every load before any store, so the compiler need not fear aliasing between them.
-    constexpr int NR = M == ADD_RMS ? NV : 1;
-    float x[NV][VEC], r[NR][VEC];
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const int64_t i = threadIdx.x + k * step;
-        if (i < nvec) {
-            load_f32<T, VEC>(in + i * VEC, x[k]);
-            if (M == ADD_RMS) load_f32<T, VEC>(res + i * VEC, r[k % NR]);
-        }
-    }
-    // Weights (and bias) for the cached part are fetched now, in flight with the row, instead
-    // of after the reduction where each would cost a round trip behind the stores.
-    constexpr int NB = M == LAYER ? NV : 1;
-    vec_t<T, VEC> wc[NV], bc[NB];
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const int64_t i = threadIdx.x + k * step;
-        if (i < nvec) {
-            wc[k] = load_ro<T, VEC>(w + i * VEC);
-            if (M == LAYER && b) bc[k % NB] = load_ro<T, VEC>(b + i * VEC);
-        }
-    }
-    if (M == ADD_RMS)
-#pragma unroll
-        for (int k = 0; k < NV; k++) {
-            const int64_t i = threadIdx.x + k * step;
-            if (i < nvec) add_residual(i, x[k], r[k % NR]);
-        }
-
-    // First moment: sum of squares (RMS) or sum (LAYER).
-    float s = 0.f;
+    // Every load of the cached part first, weights included: one round trip, and no store
+    // in between for the compiler to fear aliasing with.
+    V x[NV], r[NR], wv[NV];
 #pragma unroll
     for (int k = 0; k < NV; k++)
-        if (threadIdx.x + k * step < nvec)
-#pragma unroll
-            for (int j = 0; j < VEC; j++) s += M == LAYER ? x[k][j] : x[k][j] * x[k][j];
-    for (int64_t i = threadIdx.x + NV * step; i < nvec; i += step) {
-        float v[VEC];
-        fetch(i, v);
-#pragma unroll
-        for (int j = 0; j < VEC; j++) s += M == LAYER ? v[j] : v[j] * v[j];
-    }
-    s = block_sum(s, red);
-
-    float mean = 0.f, scale;
-    if (M == LAYER) {
-        mean = s / p.cols;
-        float q = 0.f;
-#pragma unroll
-        for (int k = 0; k < NV; k++)
-            if (threadIdx.x + k * step < nvec)
-#pragma unroll
-                for (int j = 0; j < VEC; j++) q += (x[k][j] - mean) * (x[k][j] - mean);
-        for (int64_t i = threadIdx.x + NV * step; i < nvec; i += step) {
-            float v[VEC];
-            load_f32<T, VEC>(src + i * VEC, v);
-#pragma unroll
-            for (int j = 0; j < VEC; j++) q += (v[j] - mean) * (v[j] - mean);
+        if (live(k)) {
+            x[k] = load_vec<T, VEC>(in + at(vi(k)));
+            if (M == ADD_RMS) r[k % NR] = load_vec<T, VEC>(res + at(vi(k)));
+            wv[k] = load_ro<T, VEC>(w + at(vi(k)));
         }
-        scale = rsqrtf(block_sum(q, red) / p.cols + p.eps);
-    } else {
-        scale = rsqrtf(s / p.cols + p.eps);
-    }
 
-    auto emit = [&](int64_t i, float (&v)[VEC], const vec_t<T, VEC> &wr, const vec_t<T, VEC> &br) {
-        float wv[VEC], bv[VEC];
-        to_f32(wr, wv);
-        if (M == LAYER && b) to_f32(br, bv);
+    // fused_add_rmsnorm: residual = round(residual + in), stored; x becomes the rounded sum.
+    auto add_residual = [&](int64_t e, V &xv, const V &rv) {
+        float a[VEC], c[VEC];
+        to_f32(xv, a);
+        to_f32(rv, c);
 #pragma unroll
-        for (int j = 0; j < VEC; j++) {
-            v[j] = (v[j] - mean) * scale * wv[j];
-            if (M == LAYER && b) v[j] += bv[j];
-        }
-        store_f32<T, VEC>(out + i * VEC, v);
+        for (int j = 0; j < VEC; j++) a[j] += c[j];
+        xv = to_vec<T, VEC>(a);
+        store_vec(res + e, xv);
     };
 #pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const int64_t i = threadIdx.x + k * step;
-        if (i < nvec) emit(i, x[k], wc[k], bc[k % NB]);
+    for (int k = 0; k < NV; k++)
+        if (M == ADD_RMS && live(k)) add_residual(at(vi(k)), x[k], r[k % NR]);
+    for (int64_t i = vi(NV); M == ADD_RMS && i < nvec; i += step) {
+        V v = load_vec<T, VEC>(in + at(i));
+        add_residual(at(i), v, load_vec<T, VEC>(res + at(i)));
     }
-    for (int64_t i = threadIdx.x + NV * step; i < nvec; i += step) {
-        float v[VEC];
-        load_f32<T, VEC>(src + i * VEC, v);
-        emit(i, v, load_ro<T, VEC>(w + i * VEC), M == LAYER && b ? load_ro<T, VEC>(b + i * VEC) : vec_t<T, VEC>());
+
+    // Sum of g(x) over this thread's elements: the cached vectors, then the tail (re-read).
+    auto thread_sum = [&](auto g) {
+        float s = 0.f, a[VEC];
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (live(k)) {
+                to_f32(x[k], a);
+#pragma unroll
+                for (int j = 0; j < VEC; j++) s += g(a[j]);
+            }
+        for (int64_t i = vi(NV); i < nvec; i += step) {
+            to_f32(load_vec<T, VEC>(src + at(i)), a);
+#pragma unroll
+            for (int j = 0; j < VEC; j++) s += g(a[j]);
+        }
+        return s;
+    };
+    R acc;
+    if constexpr (M == LAYER) {
+        // Two passes over the thread's own values, then one merge across the block.
+        const int64_t mine = threadIdx.x < nvec ? (nvec - 1 - threadIdx.x) / step + 1 : 0;
+        const float n = float(mine * VEC), m = n > 0.f ? thread_sum([](float a) { return a; }) / n : 0.f;
+        acc = {n, m, thread_sum([m](float a) { return (a - m) * (a - m); })};
+    } else {
+        acc = thread_sum([](float a) { return a * a; });
     }
+
+    // The cached row waits out the reduction in shared memory, not registers: held in
+    // registers (the compiler keeps them unpacked to fp32) it capped occupancy at 2-3 blocks
+    // per SM. Each thread reads back only its own vectors.
+    __shared__ V stage[NV][BLOCK];
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+        if (live(k)) stage[k][threadIdx.x] = x[k];
+    acc = block_reduce(acc);
+
+    float mean = 0.f, scale;
+    if constexpr (M == LAYER) {
+        mean = acc.mean;
+        scale = rsqrtf(acc.m2 / p.cols + p.eps);
+    } else {
+        scale = rsqrtf(acc / p.cols + p.eps);
+    }
+
+    auto emit = [&](int64_t e, const V &xv, const V &wr, const V &br) {
+        float y[VEC], wf[VEC], bf[VEC];
+        to_f32(xv, y);
+        to_f32(wr, wf);
+        if (M == LAYER && b) to_f32(br, bf);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            y[j] = (y[j] - mean) * scale * wf[j];
+            if (M == LAYER && b) y[j] += bf[j];
+        }
+        store_f32(out + e, y);
+    };
+    constexpr int NB = M == LAYER ? NV : 1;
+    V bv[NB];
+    if (M == LAYER && b)
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (live(k)) bv[k % NB] = load_ro<T, VEC>(b + at(vi(k)));
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+        if (live(k)) emit(at(vi(k)), stage[k][threadIdx.x], wv[k], bv[k % NB]);
+    for (int64_t i = vi(NV); i < nvec; i += step)
+        emit(at(i), load_vec<T, VEC>(src + at(i)), load_ro<T, VEC>(w + at(i)),
+             M == LAYER && b ? load_ro<T, VEC>(b + at(i)) : V{});
 }
 
-template <typename T, int VEC> __device__ void rmsnorm(const talon__norm_params &p) { norm_row<T, VEC, RMS>(p); }
-template <typename T, int VEC> __device__ void fused_add_rmsnorm(const talon__norm_params &p) { norm_row<T, VEC, ADD_RMS>(p); }
-template <typename T, int VEC> __device__ void layernorm(const talon__norm_params &p) { norm_row<T, VEC, LAYER>(p); }
+template <typename T, int VEC, int BLOCK> __device__ void rmsnorm(const talon__norm_params &p) { norm_row<T, VEC, BLOCK, RMS>(p); }
+template <typename T, int VEC, int BLOCK> __device__ void fused_add_rmsnorm(const talon__norm_params &p) { norm_row<T, VEC, BLOCK, ADD_RMS>(p); }
+template <typename T, int VEC, int BLOCK> __device__ void layernorm(const talon__norm_params &p) { norm_row<T, VEC, BLOCK, LAYER>(p); }
 
 #define X(sym, body, dt, vec, img, block, smem, P)                                             \
     extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
-        body<talon__ct_##dt, vec>(p);                                                          \
+        body<talon__ct_##dt, vec, block>(p);                                                          \
     }
 TALON__KERNELS_norm(X)
