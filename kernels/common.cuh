@@ -7,7 +7,8 @@
 typedef __nv_bfloat16 talon__ct_BF16;
 typedef __half talon__ct_F16;
 
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+// bf16 is the top half of an fp32: a shift (ptxas allocates registers better for it than for cvt).
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __uint_as_float(uint32_t(__bfloat16_as_ushort(x)) << 16); }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 template <typename T> __device__ __forceinline__ T from_f32(float x);
 template <> __device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }

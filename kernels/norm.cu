@@ -4,9 +4,9 @@
 // (shared memory, 16 KB per block), so rows up to CACHE * 256 elements are read from memory
 // once; the tail of a longer row is re-read (mostly from L2) when the output is written. A thread issues all its loads, weights included, before any
 // arithmetic, so one memory round trip covers them. Each row needs one block reduction: the
-// sum of squares, or for layernorm each thread's (count, mean, M2), from two passes over its
-// own values, merged with Chan's parallel formula: as stable as two passes over the row
-// without a second block reduction. fused_add_rmsnorm
+// sum of squares, or for layernorm each thread's (count, mean, M2), from one pass over its own
+// values shifted by the first of them, merged with Chan's parallel formula: no cancellation
+// from a large mean, and no second block reduction. fused_add_rmsnorm
 // rounds the new residual to the element type and normalises that rounded value.
 //
 // Variants (one line each in talon.h, TALON__KERNELS_norm): element type x VEC, where VEC = 8
@@ -72,15 +72,15 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
     auto at = [&](int64_t i) { return i * VEC; }; // element offset of vector i
     auto vi = [&](int k) { return threadIdx.x + k * step; };
 
-    // Every load of the cached part first, weights included: one round trip, and no store
-    // in between for the compiler to fear aliasing with.
+    // Every load of the cached part first, weights included (but for layernorm, below): one
+    // round trip, and no store in between for the compiler to fear aliasing with.
     V x[NV], r[NR], wv[NV];
 #pragma unroll
     for (int k = 0; k < NV; k++)
         if (live(k)) {
             x[k] = load_vec<T, VEC>(in + at(vi(k)));
             if (M == ADD_RMS) r[k % NR] = load_vec<T, VEC>(res + at(vi(k)));
-            wv[k] = load_ro<T, VEC>(w + at(vi(k)));
+            if (M != LAYER) wv[k] = load_ro<T, VEC>(w + at(vi(k)));
         }
 
     // fused_add_rmsnorm: residual = round(residual + in), stored; x becomes the rounded sum.
@@ -101,31 +101,36 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
         add_residual(at(i), v, load_vec<T, VEC>(res + at(i)));
     }
 
-    // Sum of g(x) over this thread's elements: the cached vectors, then the tail (re-read).
+    // Sums of g(x) over this thread's elements: the cached vectors, then the tail (re-read).
     auto thread_sum = [&](auto g) {
-        float s = 0.f, a[VEC];
+        float2 s = {0.f, 0.f};
+        float a[VEC];
 #pragma unroll
         for (int k = 0; k < NV; k++)
             if (live(k)) {
                 to_f32(x[k], a);
 #pragma unroll
-                for (int j = 0; j < VEC; j++) s += g(a[j]);
+                for (int j = 0; j < VEC; j++) s = g(s, a[j]);
             }
         for (int64_t i = vi(NV); i < nvec; i += step) {
             to_f32(load_vec<T, VEC>(src + at(i)), a);
 #pragma unroll
-            for (int j = 0; j < VEC; j++) s += g(a[j]);
+            for (int j = 0; j < VEC; j++) s = g(s, a[j]);
         }
         return s;
     };
     R acc;
     if constexpr (M == LAYER) {
-        // Two passes over the thread's own values, then one merge across the block.
+        // One pass over the thread's own values, shifted by the first of them (close to the
+        // mean, so no cancellation to speak of), then one merge across the block.
         const int64_t mine = threadIdx.x < nvec ? (nvec - 1 - threadIdx.x) / step + 1 : 0;
-        const float n = float(mine * VEC), m = n > 0.f ? thread_sum([](float a) { return a; }) / n : 0.f;
-        acc = {n, m, thread_sum([m](float a) { return (a - m) * (a - m); })};
+        const float n = float(mine * VEC), shift = mine ? to_f32(x[0].v[0]) : 0.f;
+        const float2 s = thread_sum([shift](float2 s, float a) {
+            return make_float2(s.x + (a - shift), s.y + (a - shift) * (a - shift));
+        });
+        acc = n > 0.f ? Stats{n, shift + s.x / n, fmaxf(s.y - s.x * s.x / n, 0.f)} : Stats{};
     } else {
-        acc = thread_sum([](float a) { return a * a; });
+        acc = thread_sum([](float2 s, float a) { return make_float2(s.x + a * a, 0.f); }).x;
     }
 
     // The cached row waits out the reduction in shared memory, not registers: held in
@@ -135,6 +140,17 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
 #pragma unroll
     for (int k = 0; k < NV; k++)
         if (live(k)) stage[k][threadIdx.x] = x[k];
+    // layernorm fetches weight and bias only now, with the row already staged, so their
+    // latency hides behind the reduction without holding registers next to the row's.
+    constexpr int NB = M == LAYER ? NV : 1;
+    V bv[NB];
+    if (M == LAYER)
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (live(k)) {
+                wv[k] = load_ro<T, VEC>(w + at(vi(k)));
+                if (b) bv[k % NB] = load_ro<T, VEC>(b + at(vi(k)));
+            }
     acc = block_reduce(acc);
 
     float mean = 0.f, scale;
@@ -157,12 +173,6 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
         }
         store_f32(out + e, y);
     };
-    constexpr int NB = M == LAYER ? NV : 1;
-    V bv[NB];
-    if (M == LAYER && b)
-#pragma unroll
-        for (int k = 0; k < NV; k++)
-            if (live(k)) bv[k % NB] = load_ro<T, VEC>(b + at(vi(k)));
 #pragma unroll
     for (int k = 0; k < NV; k++)
         if (live(k)) emit(at(vi(k)), stage[k][threadIdx.x], wv[k], bv[k % NB]);
