@@ -33,7 +33,7 @@ F = None
 DEVICE = "cuda"
 
 # ---------------------------------------------------------------- peers
-# One function per op: torch.compile makes one compiled function of each (one graph per shape).
+# The eager peers; torch.compile compiles each afresh for every shape (time_peers).
 
 
 def peer_rmsnorm(x, w):
@@ -245,7 +245,7 @@ def raise_compile_limits():
             pass
 
 
-def time_peers(e, compiled, use_compile, talon_warmup):
+def time_peers(e, use_compile, talon_warmup):
     """Fills e with eager_us / compile_us (None on failure) for one talon entry."""
     dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[e["dtype"]]
     warmup = int(e.get("warmup", talon_warmup))
@@ -262,9 +262,10 @@ def time_peers(e, compiled, use_compile, talon_warmup):
         free_cuda()
     if use_compile:
         try:
-            if e["op"] not in compiled:
-                compiled[e["op"]] = torch.compile(fn, dynamic=False)
-            cfn = compiled[e["op"]]
+            # A fresh compile per shape: one function reused across shapes piles up guards
+            # and recompiles (seen: 1x8 then 1x4096 ran 13x slower than its own compile).
+            torch._dynamo.reset()
+            cfn = torch.compile(fn, dynamic=False)
             t0 = time.perf_counter()
             cfn(*sets[0])  # compiles for this shape (outside the timed region)
             torch.cuda.synchronize()
@@ -355,11 +356,10 @@ def main(argv=None):
         if use_compile:
             import torch._dynamo  # noqa: F401
             raise_compile_limits()
-        compiled = {}
         for i, e in enumerate(results):
             t0 = time.perf_counter()
             try:
-                time_peers(e, compiled, use_compile, talon.get("warmup", 10))
+                time_peers(e, use_compile, talon.get("warmup", 10))
             except Exception as exc:  # e.g. out of memory making the input sets
                 e["peer_error"] = short_error(exc)
                 e.setdefault("eager_us", None)

@@ -72,15 +72,15 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
     auto at = [&](int64_t i) { return i * VEC; }; // element offset of vector i
     auto vi = [&](int k) { return threadIdx.x + k * step; };
 
-    // Every load of the cached part first, weights included (but for layernorm, below): one
-    // round trip, and no store in between for the compiler to fear aliasing with.
+    // Every load of the cached part first, weights included: one round trip, and no store in
+    // between for the compiler to fear aliasing with.
     V x[NV], r[NR], wv[NV];
 #pragma unroll
     for (int k = 0; k < NV; k++)
         if (live(k)) {
             x[k] = load_vec<T, VEC>(in + at(vi(k)));
             if (M == ADD_RMS) r[k % NR] = load_vec<T, VEC>(res + at(vi(k)));
-            if (M != LAYER) wv[k] = load_ro<T, VEC>(w + at(vi(k)));
+            wv[k] = load_ro<T, VEC>(w + at(vi(k)));
         }
 
     // fused_add_rmsnorm: residual = round(residual + in), stored; x becomes the rounded sum.
@@ -140,17 +140,14 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
 #pragma unroll
     for (int k = 0; k < NV; k++)
         if (live(k)) stage[k][threadIdx.x] = x[k];
-    // layernorm fetches weight and bias only now, with the row already staged, so their
-    // latency hides behind the reduction without holding registers next to the row's.
+    // The bias is fetched now, with the row already staged, so its latency hides behind the
+    // reduction without holding registers next to the row's.
     constexpr int NB = M == LAYER ? NV : 1;
     V bv[NB];
-    if (M == LAYER)
+    if (M == LAYER && b)
 #pragma unroll
         for (int k = 0; k < NV; k++)
-            if (live(k)) {
-                wv[k] = load_ro<T, VEC>(w + at(vi(k)));
-                if (b) bv[k % NB] = load_ro<T, VEC>(b + at(vi(k)));
-            }
+            if (live(k)) bv[k % NB] = load_ro<T, VEC>(b + at(vi(k)));
     acc = block_reduce(acc);
 
     float mean = 0.f, scale;
