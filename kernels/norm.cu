@@ -28,9 +28,10 @@ struct Stats {
 
 __device__ __forceinline__ float combine(float a, float b) { return a + b; }
 __device__ __forceinline__ Stats combine(Stats a, Stats b) {
-    const float n = a.n + b.n;
-    if (n == 0.f) return a;
-    const float d = b.mean - a.mean, f = b.n / n;
+    // Fast division here and below: IEEE division (a subroutine with a slow path) in the
+    // reduction every row waits on cost layernorm 10% of its bandwidth; the operands are
+    // counts and sums far from the range where the fast form loses accuracy.
+    const float n = a.n + b.n, d = b.mean - a.mean, f = n > 0.f ? __fdividef(b.n, n) : 0.f;
     return {n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
 }
 
@@ -128,7 +129,8 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
         const float2 s = thread_sum([shift](float2 s, float a) {
             return make_float2(s.x + (a - shift), s.y + (a - shift) * (a - shift));
         });
-        acc = n > 0.f ? Stats{n, shift + s.x / n, fmaxf(s.y - s.x * s.x / n, 0.f)} : Stats{};
+        const float mean_d = n > 0.f ? __fdividef(s.x, n) : 0.f;
+        acc = {n, shift + mean_d, fmaxf(s.y - s.x * mean_d, 0.f)};
     } else {
         acc = thread_sum([](float2 s, float a) { return make_float2(s.x + a * a, 0.f); }).x;
     }
@@ -153,9 +155,9 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
     float mean = 0.f, scale;
     if constexpr (M == LAYER) {
         mean = acc.mean;
-        scale = rsqrtf(acc.m2 / p.cols + p.eps);
+        scale = rsqrtf(__fdividef(acc.m2, float(p.cols)) + p.eps);
     } else {
-        scale = rsqrtf(acc / p.cols + p.eps);
+        scale = rsqrtf(__fdividef(acc, float(p.cols)) + p.eps);
     }
 
     auto emit = [&](int64_t e, const V &xv, const V &wr, const V &br) {
