@@ -15,7 +15,7 @@
 #include <type_traits>
 #include "common.cuh"
 
-// Elements per thread held in registers: 32 on the 16-byte path (rows up to 8192 read once),
+// Elements per thread kept on chip: 32 on the 16-byte path (rows up to 8192 read once),
 // 12 on the element-wise path, where each element takes a register of its own (16 made
 // ptxas spill).
 template <int VEC> constexpr int CACHE = VEC == 8 ? 32 : 12;

@@ -30,13 +30,28 @@ enum { K_INPUT,    /* unchanged, bit for bit */
 static double rtol_of(talon_dtype t) { return t == TALON_DTYPE_BF16 ? 0x1p-7 : 0x1p-10; }
 static double atol_of(talon_dtype t) { return t == TALON_DTYPE_BF16 ? 1e-5 : 1e-6; }
 
-/* One unit in the last place of the bf16/f16 value nearest to x. */
+/* bf16/f16 bits -> float through a table built from ref_to_f32 (the hot loops convert
+   billions of elements). */
+static float f32_table[2][65536];
+static pthread_once_t f32_table_once = PTHREAD_ONCE_INIT;
+static void f32_table_init(void) {
+    uint32_t b;
+    for (b = 0; b < 65536; b++) {
+        f32_table[0][b] = ref_to_f32(TALON_DTYPE_BF16, (uint16_t)b);
+        f32_table[1][b] = ref_to_f32(TALON_DTYPE_F16, (uint16_t)b);
+    }
+}
+#define TO_F32(dt, bits) (f32_table[(dt) == TALON_DTYPE_F16][(bits)])
+
+/* One unit in the last place of bf16/f16 at x (normal, nonzero; callers pass |x| >= atol):
+   2^floor(log2 |x|), clamped to the smallest normal exponent, times 2^-7 or 2^-10. */
 static double ulp_of(talon_dtype t, double x) {
-    int e;
-    if (x == 0 || !isfinite(x)) return t == TALON_DTYPE_BF16 ? 0x1p-133 : 0x1p-24;
-    e = ilogb(x);
-    if (t == TALON_DTYPE_BF16) return ldexp(1.0, (e < -126 ? -126 : e) - 7);
-    return ldexp(1.0, (e < -14 ? -14 : e) - 10);
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    u &= 0x7FF0000000000000ull; /* 2^floor(log2 |x|) */
+    memcpy(&x, &u, sizeof x);
+    if (t == TALON_DTYPE_BF16) return (x < 0x1p-126 ? 0x1p-126 : x) * 0x1p-7;
+    return (x < 0x1p-14 ? 0x1p-14 : x) * 0x1p-10;
 }
 
 /* ---------------------------------------------------------------- names */
@@ -129,18 +144,20 @@ int opcheck_format(const opcheck_result *r, char *buf, size_t len) {
 
 /* ---------------------------------------------------------------- host buffer cache */
 /* Big host buffers are reused: faulting hundreds of MB in per case would cost more than
-   the check itself. */
+   the check itself. Small ones come from malloc. A cached buffer is reused for a request
+   of at least an eighth of its size; when every slot is taken, the smallest free one goes. */
 #define POOL_SLOTS 16
+#define POOL_MIN ((size_t)4 << 20)
 static struct { void *p; size_t cap; int busy; } pool[POOL_SLOTS];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *hbuf_get(size_t bytes) {
     int i, best = -1, slot = -1;
     void *p = NULL;
-    if (bytes == 0) bytes = 1;
+    if (bytes < POOL_MIN) return malloc(bytes ? bytes : 1);
     pthread_mutex_lock(&pool_lock);
     for (i = 0; i < POOL_SLOTS; i++)
-        if (pool[i].p && !pool[i].busy && pool[i].cap >= bytes &&
+        if (pool[i].p && !pool[i].busy && pool[i].cap >= bytes && pool[i].cap / 8 <= bytes &&
             (best < 0 || pool[i].cap < pool[best].cap))
             best = i;
     if (best >= 0) {
@@ -149,8 +166,9 @@ static void *hbuf_get(size_t bytes) {
     } else {
         for (i = 0; i < POOL_SLOTS && slot < 0; i++)
             if (!pool[i].p) slot = i;
-        for (i = 0; i < POOL_SLOTS && slot < 0; i++)
-            if (!pool[i].busy) slot = i;
+        if (slot < 0)
+            for (i = 0; i < POOL_SLOTS; i++)
+                if (!pool[i].busy && (slot < 0 || pool[i].cap < pool[slot].cap)) slot = i;
         if (slot >= 0) {
             free(pool[slot].p);
             pool[slot].p = NULL;
@@ -367,6 +385,7 @@ opcheck_job *opcheck_prepare(const opcheck_case *c, opcheck_result *r) {
     int64_t in_width;
     CUresult e;
 
+    pthread_once(&f32_table_once, f32_table_init);
     memset(r, 0, sizeof *r);
     r->first.row = r->first.col = -1;
     if ((unsigned)c->op >= OPCHECK_NUM_OPS || (c->dtype != TALON_DTYPE_BF16 && c->dtype != TALON_DTYPE_F16) ||
@@ -620,7 +639,7 @@ static void compare(stats *st, const opcheck_job *j, int64_t row, const double *
     const uint16_t *d = t->back + row_start(t, row);
     int64_t c;
     for (c = 0; c < j->c.cols; c++) {
-        double dev = ref_to_f32(dt, d[c]), err = fabs(dev - ref[c]);
+        double dev = TO_F32(dt, d[c]), err = fabs(dev - ref[c]);
         double tol = atol + rtol * fabs(ref[c]) + NOISE * mag[c], u;
         if (err != err) err = INFINITY; /* NaN */
         if (err > st->max_abs) st->max_abs = err;
@@ -667,7 +686,7 @@ static void check_rows(void *p, int64_t r0, int64_t r1, int tid) {
 
         switch (c->op) {
         case OPCHECK_RMSNORM:
-            for (k = 0; k < cols; k++) x[k] = ref_to_f32(dt, in[k]);
+            for (k = 0; k < cols; k++) x[k] = TO_F32(dt, in[k]);
             ref_rmsnorm(x, j->w, ref, 1, cols, j->eps);
             for (k = 0; k < cols; k++) mag[k] = fabs(ref[k]);
             break;
@@ -676,9 +695,9 @@ static void check_rows(void *p, int64_t r0, int64_t r1, int tid) {
             const uint16_t *got = tres->back + row_start(tres, r);
             for (k = 0; k < cols; k++) {
                 /* fp32 add, one rounding: exactly what the kernel does */
-                float sum = ref_to_f32(dt, in[k]) + ref_to_f32(dt, res[k]);
+                float sum = TO_F32(dt, in[k]) + TO_F32(dt, res[k]);
                 rb[k] = ref_from_f32(dt, sum);
-                x[k] = ref_to_f32(dt, rb[k]);
+                x[k] = TO_F32(dt, rb[k]);
                 if (got[k] != rb[k]) {
                     st->mismatches++;
                     note(st, "%s", "residual (must be exact)", r, k, got[k], rb[k],
@@ -693,7 +712,7 @@ static void check_rows(void *p, int64_t r0, int64_t r1, int tid) {
         case OPCHECK_LAYERNORM:
         case OPCHECK_LAYERNORM_BIAS: {
             double mean = 0, var = 0, rstd;
-            for (k = 0; k < cols; k++) x[k] = ref_to_f32(dt, in[k]);
+            for (k = 0; k < cols; k++) x[k] = TO_F32(dt, in[k]);
             ref_layernorm(x, j->w, c->op == OPCHECK_LAYERNORM_BIAS ? j->b : NULL, ref, 1, cols,
                           j->eps);
             for (k = 0; k < cols; k++) mean += x[k];
@@ -708,7 +727,7 @@ static void check_rows(void *p, int64_t r0, int64_t r1, int tid) {
             enum ref_act act = c->op == OPCHECK_SILU       ? REF_SILU
                                : c->op == OPCHECK_GELU_ERF ? REF_GELU_ERF
                                                            : REF_GELU_TANH;
-            for (k = 0; k < 2 * cols; k++) x[k] = ref_to_f32(dt, in[k]);
+            for (k = 0; k < 2 * cols; k++) x[k] = TO_F32(dt, in[k]);
             ref_gated(act, x, ref, 1, cols);
             for (k = 0; k < cols; k++) mag[k] = fabs(x[k] * x[cols + k]);
             break;

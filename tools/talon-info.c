@@ -61,8 +61,8 @@ int main(void) {
         c.seed = 1;
         c.timed = 1;
         if (opcheck_run(ctx, stream, &c, &r) == 0) {
-            printf("  %-18s PASS  max abs err %.3g (%.2f ulp)  %8.1f us\n", opcheck_op_name(c.op),
-                   r.max_abs, r.max_ulp, r.time_us);
+            printf("  %-18s PASS  max abs err %-9.3g (%.2f ulp, %.2f of tolerance)  %8.1f us\n",
+                   opcheck_op_name(c.op), r.max_abs, r.max_ulp, r.max_tol_ratio, r.time_us);
         } else {
             char line[1024];
             opcheck_format(&r, line, sizeof line);
