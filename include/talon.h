@@ -226,8 +226,9 @@ talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
    X(symbol, body, dtype, vec, image, block, smem, params)
      body:   kernel template in kernels/<image>.cu and the op selector in the dispatcher
      dtype:  element type (BF16, F16); vec: elements per access (8 = 16-byte path)
-     block:  threads per block; smem: dynamic shared memory bytes; params: the one
-             by-value kernel parameter */
+     block:  threads per block (also a template constant of the kernel)
+     smem:   dynamic shared memory bytes (0 where a kernel uses static shared memory only)
+     params: the one by-value kernel parameter */
 typedef struct talon__norm_params {
     CUdeviceptr out, in, residual, weight, bias;
     int64_t cols, out_stride, in_stride, residual_stride;

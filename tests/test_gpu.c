@@ -35,9 +35,11 @@ static const int64_t cols_full[] = {1, 3, 111, 500, 4096, 8192, 16384};
 static const int64_t rows_quick[] = {1, 7, 128};
 static const int64_t cols_quick[] = {1, 3, 111, 500, 4096};
 /* Extra widths at block and chunk boundaries: 8 (one vector), 257 (one past a 256-element
-   chunk), 2056 (one vector past a 2048-element chunk), 8193 / 8200 (one element / vector past
-   what a norm block keeps in registers), 65536 (many passes over the uncached tail). */
-static const int64_t cols_edge[] = {8, 257, 2056, 8193, 8200, 65536};
+   chunk), 2056 (one vector past a 2048-element chunk), 3073 / 4097 / 8193 (one element past
+   12, 16 or 32 cached elements per thread of a 256-thread norm block on the element-wise
+   path), 8200 (one vector past 32 cached elements per thread on the 16-byte path), 65536
+   (many passes over the uncached tail). */
+static const int64_t cols_edge[] = {8, 257, 2056, 3073, 4097, 8193, 8200, 65536};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
