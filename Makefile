@@ -39,7 +39,7 @@ GPU_HELPERS := tests/gpu.c tests/ref.c tests/opcheck.c
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 
 all: $(LIB) build/bin/talon-info
-.PHONY: all test test-gpu sanitize bench clean
+.PHONY: all test test-gpu sanitize bench clean dist verify-dist install uninstall
 
 cubins/%.cubin: kernels/%.cu include/talon.h
 	$(call say,NVCC,$@)mkdir -p cubins build/dep
@@ -51,7 +51,7 @@ $(EMBED): $(CUBINS) tools/embed.sh
 
 build/obj/talon.o: include/talon.h $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic $(INC) -DTALON_IMPLEMENTATION -x c -c include/talon.h -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic $(INC) -ffile-prefix-map=$(CURDIR)=. -DTALON_IMPLEMENTATION -x c -c include/talon.h -o $@
 
 $(LIB): build/obj/talon.o
 	$(call say,AR,$@)mkdir -p $(@D)
@@ -89,6 +89,9 @@ test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon
 	$(Q)for t in $(CPU_TESTS); do $$t || exit 1; done
 	$(Q)for c in $(COMPILE_CHECKS); do build/compile/$$c || exit 1; done
 	$(Q)sh tests/check_version.sh
+	$(Q)sh tests/test_release_notes.sh
+	$(Q)python3 tools/lint-workflows
+	$(Q)sh tests/test_dist.sh
 	@echo "make test: all CPU tests passed"
 
 # ---------------------------------------------------------------- GPU tests and benchmarks
@@ -114,5 +117,7 @@ bench: build/bin/talon-bench
 
 clean:
 	rm -rf build cubins dist
+
+include tools/dist.mk
 
 -include $(wildcard build/dep/*.d)

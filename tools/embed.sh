@@ -17,7 +17,7 @@ for f in "$@"; do
     echo "#if defined(__GNUC__)"
     echo "__attribute__((aligned(64)))"
     echo "#endif"
-    echo "static const unsigned char talon__image_$name[] = {"
+    echo "static const unsigned char talon__image_${name}[] = {"
     xxd -i < "$f"
     echo "};"
 done
