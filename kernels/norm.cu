@@ -1,8 +1,9 @@
 // norm.cu - rmsnorm, fused_add_rmsnorm, layernorm (bf16/f16 in and out, fp32 math).
 //
 // Strategy: one block per row. Each thread keeps up to CACHE elements of the row on chip
-// (shared memory, 16 KB per block), so rows up to CACHE * 256 elements are read from memory
-// once; the tail of a longer row is re-read (mostly from L2) when the output is written. A thread issues all its loads, weights included, before any
+// (shared memory, up to 16 KB per block), so rows up to CACHE * block elements are read from
+// memory once; the tail of a longer row is re-read (mostly from L2) when the output is
+// written. A thread issues all its loads, weights included, before any
 // arithmetic, so one memory round trip covers them. Each row needs one block reduction: the
 // sum of squares, or for layernorm each thread's (count, mean, M2), from one pass over its own
 // values shifted by the first of them, merged with Chan's parallel formula: no cancellation
@@ -11,14 +12,14 @@
 //
 // Variants (one line each in talon.h, TALON__KERNELS_norm): element type x VEC, where VEC = 8
 // is the 16-byte path (aligned pointers, cols and strides multiples of 8) and VEC = 1 takes
-// any shape.
+// any shape; the 16-byte path also comes with 128 threads (_b128) for rows of up to 4096.
 #include <type_traits>
 #include "common.cuh"
 
 // Elements per thread kept on chip: 32 on the 16-byte path (rows up to 8192 read once),
 // 12 on the element-wise path, where each element takes a register of its own (16 made
 // ptxas spill).
-template <int VEC> constexpr int CACHE = VEC == 8 ? 32 : 12;
+template <int VEC> constexpr int CACHE = VEC == 8 ? TALON__NORM_CACHE : 12;
 
 enum Mode { RMS, ADD_RMS, LAYER };
 

@@ -507,10 +507,10 @@ static void test_preload_second_image_fails(void **state) {
 static void test_partial_resolve_publishes_nothing(void **state) {
     op_args a;
     (void)state;
-    fake.getfn_fail_symbol = "talon_layernorm_f16_v8"; /* last of the norm image */
+    fake.getfn_fail_symbol = "talon_layernorm_f16_v8_b128"; /* last of the norm image */
     valid_args(OP_RMSNORM, &a);
     assert_int_equal(call_op(OP_RMSNORM, g_ctx, STREAM, &a), TALON_ERROR_MODULE_LOAD);
-    assert_contains(talon_last_error(), "talon_layernorm_f16_v8");
+    assert_contains(talon_last_error(), "talon_layernorm_f16_v8_b128");
     assert_int_equal(fake_loaded_modules(), 0);
     assert_int_equal(call_op(OP_RMSNORM, g_ctx, STREAM, &a), TALON_ERROR_MODULE_LOAD);
     assert_int_equal(fake.stale_launches, 0);
@@ -630,10 +630,13 @@ typedef struct launch_row {
 #define LAUNCH(NAME, OP, SETS, SYM) {.name = NAME, .op = OP, .set = SETS, .symbol = SYM}
 #define NONE {{SET_NONE, 0, 0}}
 static const launch_row launch_rows[] = {
-    LAUNCH("talon_rmsnorm bf16 contiguous -> _v8", OP_RMSNORM, NONE, "talon_rmsnorm_bf16_v8"),
+    LAUNCH("talon_rmsnorm bf16 contiguous, 4096 cols -> _v8_b128", OP_RMSNORM, NONE,
+           "talon_rmsnorm_bf16_v8_b128"),
+    LAUNCH("talon_rmsnorm bf16 4104 cols -> _v8 (256 threads)", OP_RMSNORM,
+           ONE(RMS(cols, I64, 4104)), "talon_rmsnorm_bf16_v8"),
     LAUNCH("talon_rmsnorm f16 padded strides -> _v8", OP_RMSNORM,
            ONE(RMS(dtype, ENUM, TALON_DTYPE_F16), RMS(out_stride, I64, 4104),
-               RMS(in_stride, I64, 8192)), "talon_rmsnorm_f16_v8"),
+               RMS(in_stride, I64, 8192)), "talon_rmsnorm_f16_v8_b128"),
     LAUNCH("talon_rmsnorm out misaligned by 2 -> element-wise", OP_RMSNORM,
            ONE(RMS(out, PTR, P_OUT + 2)), "talon_rmsnorm_bf16"),
     LAUNCH("talon_rmsnorm weight 8-byte aligned -> element-wise", OP_RMSNORM,
@@ -645,22 +648,27 @@ static const launch_row launch_rows[] = {
     LAUNCH("talon_rmsnorm f16 cols 7 -> element-wise f16", OP_RMSNORM,
            ONE(RMS(dtype, ENUM, TALON_DTYPE_F16), RMS(cols, I64, 7)), "talon_rmsnorm_f16"),
     LAUNCH("talon_rmsnorm rows 2^31-1 accepted", OP_RMSNORM, ONE(RMS(rows, I64, 2147483647)),
-           "talon_rmsnorm_bf16_v8"),
+           "talon_rmsnorm_bf16_v8_b128"),
 
-    LAUNCH("talon_fused_add_rmsnorm bf16 contiguous -> _v8", OP_FUSED_ADD_RMSNORM, NONE,
-           "talon_fused_add_rmsnorm_bf16_v8"),
+    LAUNCH("talon_fused_add_rmsnorm bf16 contiguous -> _v8_b128", OP_FUSED_ADD_RMSNORM, NONE,
+           "talon_fused_add_rmsnorm_bf16_v8_b128"),
+    LAUNCH("talon_fused_add_rmsnorm bf16 8192 cols -> _v8", OP_FUSED_ADD_RMSNORM,
+           ONE(FADD(cols, I64, 8192)), "talon_fused_add_rmsnorm_bf16_v8"),
     LAUNCH("talon_fused_add_rmsnorm f16 padded strides -> _v8", OP_FUSED_ADD_RMSNORM,
            ONE(FADD(dtype, ENUM, TALON_DTYPE_F16), FADD(in_stride, I64, 8192),
-               FADD(residual_stride, I64, 4104)), "talon_fused_add_rmsnorm_f16_v8"),
+               FADD(residual_stride, I64, 4104)), "talon_fused_add_rmsnorm_f16_v8_b128"),
     LAUNCH("talon_fused_add_rmsnorm residual 8-byte aligned -> element-wise",
            OP_FUSED_ADD_RMSNORM, ONE(FADD(residual, PTR, P_RES + 8)),
            "talon_fused_add_rmsnorm_bf16"),
     LAUNCH("talon_fused_add_rmsnorm residual_stride 4100 -> element-wise", OP_FUSED_ADD_RMSNORM,
            ONE(FADD(residual_stride, I64, 4100)), "talon_fused_add_rmsnorm_bf16"),
 
-    LAUNCH("talon_layernorm bf16 with bias -> _v8", OP_LAYERNORM, NONE, "talon_layernorm_bf16_v8"),
+    LAUNCH("talon_layernorm bf16 with bias -> _v8_b128", OP_LAYERNORM, NONE,
+           "talon_layernorm_bf16_v8_b128"),
+    LAUNCH("talon_layernorm bf16 16384 cols -> _v8", OP_LAYERNORM, ONE(LN(cols, I64, 16384)),
+           "talon_layernorm_bf16_v8"),
     LAUNCH("talon_layernorm f16 without bias -> _v8", OP_LAYERNORM,
-           ONE(LN(dtype, ENUM, TALON_DTYPE_F16), LN(bias, PTR, 0)), "talon_layernorm_f16_v8"),
+           ONE(LN(dtype, ENUM, TALON_DTYPE_F16), LN(bias, PTR, 0)), "talon_layernorm_f16_v8_b128"),
     LAUNCH("talon_layernorm bias misaligned by 2 -> element-wise", OP_LAYERNORM,
            ONE(LN(bias, PTR, P_BIAS + 2)), "talon_layernorm_bf16"),
     LAUNCH("talon_layernorm out_stride 4097 -> element-wise", OP_LAYERNORM,
@@ -759,7 +767,8 @@ static void test_launch(void **state) {
     assert_int_equal(fake.last.grid[0], grid);
     assert_int_equal(fake.last.grid[1], 1);
     assert_int_equal(fake.last.grid[2], 1);
-    assert_int_equal(fake.last.block[0], 256);
+    assert_int_equal(fake.last.block[0], talon__kernels[k].block);
+    assert_int_equal(talon__kernels[k].block, strstr(row->symbol, "_b128") ? 128 : 256);
     assert_int_equal(fake.last.block[1], 1);
     assert_int_equal(fake.last.block[2], 1);
     assert_int_equal(fake.last.smem, talon__kernels[k].smem);
