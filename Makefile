@@ -110,7 +110,7 @@ gpu-build: build/tests/test_gpu build/bin/talon-bench build/bin/talon-info
 test-gpu: build/tests/test_gpu
 	$(Q)build/tests/test_gpu
 sanitize: build/tests/test_gpu
-	$(Q)TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 build/tests/test_gpu
+	$(Q)TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check full build/tests/test_gpu
 bench: build/bin/talon-bench
 	$(Q)build/bin/talon-bench --json build/bench-talon.json
 	$(Q)python3 bench/peers.py --talon build/bench-talon.json --out bench/results

@@ -69,18 +69,7 @@ static void *xmalloc(size_t n) {
 }
 
 /* ---------------------------------------------------------------- random host data */
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rng_next(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static float rng_uniform(float lo, float hi) {
-    return lo + (hi - lo) * (float)(rng_next() >> 40) * (1.0f / 16777216.0f);
-}
+static uint64_t rng_state = 1;
 
 /* Host pools of random 16-bit values per dtype (index = talon_dtype): inputs uniform in
    [-2, 2] (never exactly 0), weights uniform in [0.5, 1.5], biases uniform in [-0.5, 0.5].
@@ -95,7 +84,7 @@ static void make_pools(void) {
         for (int p = 0; p < NUM_POOLS; p++) {
             uint16_t *d = xmalloc(pool_elems[p] * sizeof *d);
             for (size_t i = 0; i < pool_elems[p]; i++) {
-                float x = rng_uniform(lo[p], hi[p]);
+                float x = lo[p] + (hi[p] - lo[p]) * ref_unit01(&rng_state);
                 uint16_t b = ref_from_f32((talon_dtype)t, x);
                 if ((b & 0x7fff) == 0) b = ref_from_f32((talon_dtype)t, 0.25f); /* no zeros */
                 d[i] = b;
@@ -107,7 +96,7 @@ static void make_pools(void) {
 /* Fills bytes (even) at dst from pool p of dtype t, starting at a random offset. */
 static void upload(CUdeviceptr dst, size_t bytes, talon_dtype t, int p) {
     const uint16_t *pool = pools[t][p];
-    size_t n = bytes / 2, done = 0, off = (size_t)(rng_next() % pool_elems[p]);
+    size_t n = bytes / 2, done = 0, off = (size_t)(ref_next64(&rng_state) % pool_elems[p]);
     while (done < n) {
         size_t k = pool_elems[p] - off;
         if (k > n - done) k = n - done;

@@ -268,17 +268,6 @@ static int parallel_rows(int64_t rows, int64_t elems_per_row, rows_fn fn, void *
     return nt;
 }
 
-/* ---------------------------------------------------------------- random inputs */
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t next64(uint64_t *s) { return mix64(*s += 0x9E3779B97F4A7C15ull); }
-
-static float unit01(uint64_t *s) { return (float)(next64(s) >> 40) * 0x1p-24f; } /* [0, 1) */
-
 /* ---------------------------------------------------------------- jobs */
 typedef struct tensor {
     int used, kind;
@@ -316,11 +305,12 @@ static float draw(const opcheck_job *j, int ti, uint64_t *s) {
     switch (ti) {
     case T_IN:
         if (is_layernorm(j->c.op)) /* mean 3, sd 1: the mean matters */
-            return 3.0f + (unit01(s) + unit01(s) + unit01(s) + unit01(s) - 2.0f) * 1.7320508f;
-        return -2.0f + 4.0f * unit01(s);
-    case T_RES: return -2.0f + 4.0f * unit01(s);
-    case T_W: return 0.5f + unit01(s);
-    case T_B: return -1.0f + 2.0f * unit01(s);
+            return 3.0f +
+                   (ref_unit01(s) + ref_unit01(s) + ref_unit01(s) + ref_unit01(s) - 2.0f) * 1.7320508f;
+        return -2.0f + 4.0f * ref_unit01(s);
+    case T_RES: return -2.0f + 4.0f * ref_unit01(s);
+    case T_W: return 0.5f + ref_unit01(s);
+    case T_B: return -1.0f + 2.0f * ref_unit01(s);
     default: return 0.0f;
     }
 }
@@ -343,9 +333,10 @@ static void fill_rows(void *p, int64_t r0, int64_t r1, int tid) {
         if (a->ti == T_OUT) {
             for (i = 0; i < t->width; i++) d[s0 + i] = POISON;
         } else {
-            uint64_t s = mix64(j->c.seed ^ mix64(0x5EED0000ull + (uint64_t)a->ti * 64 +
-                                                  (uint64_t)j->c.op * 4 + (uint64_t)j->c.dtype) ^
-                               mix64((uint64_t)r * 0x9FB21C651E98DF25ull + 1));
+            uint64_t s = ref_mix64(j->c.seed ^
+                                   ref_mix64(0x5EED0000ull + (uint64_t)a->ti * 64 +
+                                             (uint64_t)j->c.op * 4 + (uint64_t)j->c.dtype) ^
+                                   ref_mix64((uint64_t)r * 0x9FB21C651E98DF25ull + 1));
             for (i = 0; i < t->width; i++) d[s0 + i] = ref_from_f32(j->c.dtype, draw(j, a->ti, &s));
         }
         for (i = s0 + t->width; i < e; i++) d[i] = SENTINEL;

@@ -3,6 +3,14 @@
 #include <math.h>
 #include <string.h>
 
+uint64_t ref_mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+uint64_t ref_next64(uint64_t *state) { return ref_mix64(*state += 0x9E3779B97F4A7C15ull); }
+float ref_unit01(uint64_t *state) { return (float)(ref_next64(state) >> 40) * 0x1p-24f; }
+
 static uint32_t f32_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
 static float bits_f32(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 

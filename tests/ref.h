@@ -5,6 +5,12 @@
 #include <stdint.h>
 #include "talon.h"
 
+/* splitmix64: the one generator for tests and benchmarks. ref_mix64 hashes a value,
+   ref_next64 steps *state, ref_unit01 draws uniformly from [0, 1) with 24 bits. */
+uint64_t ref_mix64(uint64_t z);
+uint64_t ref_next64(uint64_t *state);
+float ref_unit01(uint64_t *state);
+
 uint16_t ref_from_f32(talon_dtype t, float x); /* bf16 or f16 bits of x, rounded */
 float ref_to_f32(talon_dtype t, uint16_t bits);  /* exact */
 

@@ -20,6 +20,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,te
     --format=csv >"$out/summary.txt" 2>&1
 step info build/bin/talon-info
 step test-gpu build/tests/test_gpu
+# the same command as make sanitize (make itself is not run here: it would rebuild)
 step sanitize env TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
     --leak-check full build/tests/test_gpu
 step bench build/bin/talon-bench --json "$out/bench-talon.json"
