@@ -35,7 +35,8 @@ KERNELS := $(wildcard kernels/*.cu)
 CUBINS := $(patsubst kernels/%.cu,cubins/%.cubin,$(KERNELS))
 EMBED := build/include/talon_cubins.h
 LIB := build/lib/libtalon.a
-GPU_HELPERS := tests/gpu.c tests/ref.c tests/opcheck.c
+REF_SRCS := $(wildcard tests/ref*.c)
+GPU_HELPERS := tests/gpu.c tests/opcheck.c $(REF_SRCS)
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 
 all: $(LIB) build/bin/talon-info
@@ -62,10 +63,12 @@ build/bin/talon-info: tools/talon-info.c $(GPU_HELPERS) $(LIB)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/talon-info.d $< $(GPU_HELPERS) $(LIB) -lm $(LIBS) -o $@
 
 # ---------------------------------------------------------------- CPU tests
-CPU_TESTS := build/tests/test_dispatch build/tests/test_bundle build/tests/test_ref
-build/tests/test_%: tests/test_%.c tests/ref.c $(EMBED)
+# Every tests/test_<name>.c is a cmocka program run by make test, except the GPU ones
+# (tests/test_gpu*.c); the fake-driver tests include tests/fake_driver.h.
+CPU_TESTS := $(patsubst tests/%.c,build/tests/%,$(filter-out tests/test_gpu%,$(wildcard tests/test_*.c)))
+build/tests/test_%: tests/test_%.c $(REF_SRCS) $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_$*.d $< tests/ref.c -lcmocka -lm $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_$*.d $< $(REF_SRCS) -lcmocka -lm $(LIBS) -o $@
 
 # The header compiles as C99 and C++17, pedantic, header-only and against the archive.
 COMPILE_CHECKS := c99-header-only c99-archive cxx17-header-only cxx17-archive driver-abi
@@ -99,21 +102,30 @@ test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon
 CMOCKA_SO := $(shell $(CC) -print-file-name=libcmocka.so.0)
 build/tests/libcmocka.so.0: $(CMOCKA_SO)
 	$(Q)mkdir -p $(@D) && cp -L $< $@
-build/tests/test_gpu: tests/test_gpu.c $(GPU_HELPERS) $(LIB) build/tests/libcmocka.so.0
+# Every tests/test_gpu*.c is a GPU test program (tests/test_gpu.c: norms and activations).
+GPU_TESTS := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_gpu*.c))
+build/tests/test_gpu%: tests/test_gpu%.c $(GPU_HELPERS) $(LIB) build/tests/libcmocka.so.0
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_gpu.d $< $(GPU_HELPERS) $(LIB) -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_gpu$*.d $< $(GPU_HELPERS) $(LIB) -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm $(LIBS) -o $@
 build/bin/talon-bench: bench/bench.c $(GPU_HELPERS) $(LIB)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/bench.d $< $(GPU_HELPERS) $(LIB) -lm $(LIBS) -o $@
 
-gpu-build: build/tests/test_gpu build/bin/talon-bench build/bin/talon-info
-test-gpu: build/tests/test_gpu
-	$(Q)build/tests/test_gpu
-sanitize: build/tests/test_gpu
-	$(Q)TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check full build/tests/test_gpu
-bench: build/bin/talon-bench
+# The Python benchmarks (bench/ops.py) call talon through ctypes on a shared build of the
+# dispatcher; bench/shim.c adds the struct sizes they check their mirrors against.
+build/lib/libtalon_bench.so: bench/shim.c include/talon.h $(EMBED)
+	$(call say,CC,$@)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -fPIC -shared $(INC) $< $(LIBS) -o $@
+
+gpu-build: $(GPU_TESTS) build/bin/talon-bench build/bin/talon-info build/lib/libtalon_bench.so
+test-gpu: $(GPU_TESTS)
+	$(Q)for t in $(GPU_TESTS); do $$t || exit 1; done
+sanitize: $(GPU_TESTS)
+	$(Q)for t in $(GPU_TESTS); do TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check full $$t || exit 1; done
+bench: build/bin/talon-bench build/lib/libtalon_bench.so
 	$(Q)build/bin/talon-bench --json build/bench-talon.json
 	$(Q)python3 bench/peers.py --talon build/bench-talon.json --out bench/results
+	$(Q)python3 bench/ops.py --lib build/lib/libtalon_bench.so --out bench/results
 
 clean:
 	rm -rf build cubins dist

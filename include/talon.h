@@ -44,8 +44,9 @@
    calling thread when an op is called (as with other CUDA libraries).
 
    CUDA GRAPHS
-   Ops are legal inside stream capture: they launch exactly one kernel on the given stream and
-   make no other driver call that capture forbids. Loading a module during capture is not
+   Ops are legal inside stream capture: they launch their kernels (one, or a fixed sequence for
+   the multi-pass ops, each op says) on the given stream and make no other driver call that
+   capture forbids. Loading a module during capture is not
    allowed, so an op whose module is not loaded yet fails with TALON_ERROR_NOT_LOADED while
    its stream is capturing: call talon_ctx_preload() (or create with TALON_CTX_PRELOAD) first.
    Argument structs are read when the op is called; device pointers are baked into the graph.
@@ -141,7 +142,8 @@ void talon_ctx_destroy(talon_ctx *ctx);
 /* ---------------------------------------------------------------- ops */
 /* Conventions for every op:
    - talon_status talon_<op>(talon_ctx *ctx, CUstream stream, const talon_<op>_args *args);
-     stream 0 is the legacy default stream. Launches one kernel, asynchronously.
+     stream 0 is the legacy default stream. Launches one kernel (or the sequence the op
+     documents), asynchronously; nothing is read back to the host.
    - Device pointers are CUdeviceptr; sizes int64_t; strides are row strides in elements, and
      0 means contiguous (the row length). Tensors are row-major.
    - Math is fp32; inputs and outputs share dtype. Outputs must not overlap inputs unless the
@@ -153,7 +155,9 @@ void talon_ctx_destroy(talon_ctx *ctx);
 typedef enum talon_dtype {
     TALON_DTYPE_BF16 = 0,   /* zero-initialised args mean bf16 */
     TALON_DTYPE_F16 = 1,
-    TALON_DTYPE_F32 = 2     /* reserved for later ops; rejected by this family */
+    TALON_DTYPE_F32 = 2,    /* where an op says so (logits, scores); the norms reject it */
+    TALON_DTYPE_I32 = 3,    /* index tensors; no op takes it as its data type */
+    TALON_DTYPE_FP8_E4M3 = 4 /* where an op says so (KV caches) */
 } talon_dtype;
 
 /* out[r, :] = in[r, :] * rsqrt(mean(in[r, :]^2) + eps) * weight
@@ -242,6 +246,11 @@ typedef struct talon__act_params {
 } talon__act_params;
 
 #define TALON__IMAGES(X) X(norm) X(act)
+
+/* Kernel bodies of each image: the dispatcher picks a kernel by (body, dtype, vec, block). */
+#define TALON__BODIES_norm(X) X(rmsnorm) X(fused_add_rmsnorm) X(layernorm)
+#define TALON__BODIES_act(X) X(silu_mul) X(gelu_erf_mul) X(gelu_tanh_mul)
+#define TALON__BODIES(X) TALON__BODIES_norm(X) TALON__BODIES_act(X)
 
 /* Elements of a row each thread of a 16-byte-path norm block keeps on chip. Rows that fit a
    128-thread block (cols <= 128 * 32) take the _b128 variants: twice the bytes in flight per
@@ -445,10 +454,11 @@ enum {
     TALON__NUM_KERNELS
 };
 
-/* Kernel bodies: the dispatcher picks a kernel by (body, dtype, vec). */
 typedef enum talon__body {
-    TALON__B_rmsnorm, TALON__B_fused_add_rmsnorm, TALON__B_layernorm,
-    TALON__B_silu_mul, TALON__B_gelu_erf_mul, TALON__B_gelu_tanh_mul
+#define TALON__BODY_ENUM(body) TALON__B_##body,
+    TALON__BODIES(TALON__BODY_ENUM)
+#undef TALON__BODY_ENUM
+    TALON__NUM_BODIES
 } talon__body;
 
 typedef struct talon__kernel {
@@ -635,8 +645,9 @@ static int talon__pick(talon__body body, talon_dtype dtype, int vec, int block) 
     return -1;
 }
 
-static talon_status talon__launch(talon_ctx *ctx, CUstream stream, const char *op, int k,
-                                  int64_t blocks, void *params) {
+/* Launches kernel k on a grid_x x grid_y grid with the table's block and shared memory. */
+static talon_status talon__launch2d(talon_ctx *ctx, CUstream stream, const char *op, int k,
+                                    int64_t grid_x, int64_t grid_y, void *params) {
     const talon__driver *d = ctx->drv;
     const talon__kernel *kd = &talon__kernels[k];
     CUfunction f = __atomic_load_n(&ctx->functions[k], __ATOMIC_ACQUIRE);
@@ -663,13 +674,18 @@ static talon_status talon__launch(talon_ctx *ctx, CUstream stream, const char *o
         f = __atomic_load_n(&ctx->functions[k], __ATOMIC_ACQUIRE);
     }
     argv[0] = params;
-    r = d->cuLaunchKernel(f, (unsigned)blocks, 1, 1, (unsigned)kd->block, 1, 1,
+    r = d->cuLaunchKernel(f, (unsigned)grid_x, (unsigned)grid_y, 1, (unsigned)kd->block, 1, 1,
                           (unsigned)kd->smem, stream, argv, NULL);
     if (r != CUDA_SUCCESS) {
         snprintf(what, sizeof what, "%s: cuLaunchKernel(%s)", op, kd->symbol);
         return talon__fail_cu(d, TALON_ERROR_DRIVER, r, what);
     }
     return TALON_SUCCESS;
+}
+
+static talon_status talon__launch(talon_ctx *ctx, CUstream stream, const char *op, int k,
+                                  int64_t blocks, void *params) {
+    return talon__launch2d(ctx, stream, op, k, blocks, 1, params);
 }
 
 /* ---------------------------------------------------------------- validation */
@@ -688,17 +704,23 @@ static talon_status talon__check_dtype(const char *op, talon_dtype t) {
                        (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16);
 }
 
-/* Device pointers must be non-NULL (unless optional) and element-aligned. */
-static talon_status talon__check_ptr(const char *op, const char *name, CUdeviceptr p,
-                                     int optional) {
+/* Device pointers must be non-NULL (unless optional) and aligned to their element. */
+static talon_status talon__check_ptr_align(const char *op, const char *name, CUdeviceptr p,
+                                           int optional, int align) {
     if (!p && !optional)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s is NULL", op, name);
-    if (p % 2)
+    if (p % (CUdeviceptr)align)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->%s = 0x%llx is not aligned to the 2-byte element", op,
-                           name, (unsigned long long)p);
+                           "%s: args->%s = 0x%llx is not aligned to the %d-byte element", op,
+                           name, (unsigned long long)p, align);
     return TALON_SUCCESS;
 }
+
+static talon_status talon__check_ptr(const char *op, const char *name, CUdeviceptr p,
+                                     int optional) {
+    return talon__check_ptr_align(op, name, p, optional, 2);
+}
+
 
 static talon_status talon__check_size(const char *op, const char *name, int64_t v, int64_t max) {
     if (v < 1 || v > max)

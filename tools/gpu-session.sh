@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a GPU machine is needed for, in one go, on binaries built elsewhere by
-# `make all gpu-build`: talon-info, the GPU tests, the GPU tests under compute-sanitizer
-# memcheck, and the benchmarks with their PyTorch peers. Logs and JSON go to $OUT
+# `make all gpu-build`: talon-info, every GPU test program, each under compute-sanitizer
+# memcheck too, and the benchmarks with their PyTorch peers (talon-bench + peers.py, ops.py). Logs and JSON go to $OUT
 # (default build/gpu-out). Exits non-zero if any step failed.
 set -u
 out=${OUT:-build/gpu-out}
@@ -19,12 +19,20 @@ step() { # step NAME COMMAND...: runs COMMAND, logs to $out/NAME.log, records it
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv >"$out/summary.txt" 2>&1
 step info build/bin/talon-info
-step test-gpu build/tests/test_gpu
-# the same command as make sanitize (make itself is not run here: it would rebuild)
-step sanitize env TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    --leak-check full build/tests/test_gpu
+for t in build/tests/test_gpu*; do
+    [ -x "$t" ] || continue
+    n=$(basename "$t")
+    step "$n" "$t"
+    # the same command as make sanitize (make itself is not run here: it would rebuild)
+    step "sanitize-$n" env TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck \
+        --error-exitcode 1 --leak-check full "$t"
+done
 step bench build/bin/talon-bench --json "$out/bench-talon.json"
 step peers python3 bench/peers.py --talon "$out/bench-talon.json" --out "$out" --targets
-for f in info test-gpu sanitize; do echo "== $f"; tail -n 4 "$out/$f.log"; done
+step ops python3 bench/ops.py --lib build/lib/libtalon_bench.so --out "$out"
+for f in "$out"/info.log "$out"/test_gpu*.log "$out"/sanitize-*.log; do
+    echo "== $(basename "$f")"; tail -n 4 "$f"
+done
 echo "== peers"; tail -n 60 "$out/peers.log"
+echo "== ops"; tail -n 60 "$out/ops.log"
 exit $rc

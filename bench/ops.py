@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Benchmarks of talon's ops called from Python, side by side with their PyTorch peers.
+
+    python3 bench/ops.py --lib build/lib/libtalon_bench.so --out bench/results [--filter S]
+
+talon is called through ctypes on build/lib/libtalon_bench.so (the dispatcher built as a
+shared library, bench/shim.c) on torch's current stream and context, so talon and the peers run
+in one process on the same tensors, timed by the same function. Each family lives in
+bench/ops_<family>.py and provides `cases(h)`, a list of Case objects (below).
+
+Method (PERF.md "How to measure", as talon-bench and peers.py): random inputs, rotating over
+input sets totalling more than 4x the 50 MiB L2 (at least 2 sets), warm-up, then each run
+between its own pair of CUDA events, queued behind a GPU spin so the events time the GPU work
+and not Python's launch gaps; the median is reported. The copy ceiling is a 1 GiB
+device-to-device copy (bytes read + written) timed the same way. Ratios are peer_us / talon_us
+(> 1: talon faster). Writes <out>/<date>-<gpu>-ops.json; exit status 0 whether targets pass.
+"""
+import argparse
+import ctypes
+import datetime
+import gc
+import importlib
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+L2_BYTES = 50 * 2**20
+ROTATE_BYTES = 4 * L2_BYTES
+MAX_SETS = 64
+WARMUP = 10
+RUNS = 100
+FAMILIES = []  # bench/ops_*.py, found at start-up
+
+torch = None
+
+
+class Case:
+    """One benchmarked shape of one op.
+
+    op, label: names for the table ("moe_router_topk", "T=4096 E=128 k=8 fp32").
+    make(): one input set (a dict of tensors and whatever the callers need); called once per
+        rotated set, so it must draw fresh random data.
+    talon(s, stream): launches talon on set s (raise on failure: h.call does).
+    peers: {name: fn(s)} PyTorch peers on the same set.
+    check(s): optional; after timing, asserts on the last set that talon's output is right
+        (compared with a peer), so a benchmark never reports the speed of a wrong kernel.
+    bytes: minimum traffic (for GB/s and % of the copy ceiling), or None.
+    targets: [(field, cmp, threshold, text)] with field "us", "gbs", "pct_copy" or
+        "<peer>_over_talon", cmp "<=" or ">=".
+    """
+
+    def __init__(self, op, label, make, talon, peers, bytes=None, check=None, targets=(),
+                 runs=RUNS):
+        self.op, self.label, self.make, self.talon, self.peers = op, label, make, talon, peers
+        self.bytes, self.check, self.targets, self.runs = bytes, check, list(targets), runs
+
+
+# ---------------------------------------------------------------- talon through ctypes
+class Talon:
+    """The loaded library and a talon_ctx on torch's current context (preloaded)."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.talon_last_error.restype = ctypes.c_char_p
+        self.lib.talon_status_string.restype = ctypes.c_char_p
+        self.lib.talon_bench_sizeof.restype = ctypes.c_size_t
+        self.lib.talon_bench_sizeof.argtypes = [ctypes.c_char_p]
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")  # makes torch's (primary) context current
+        ctx = ctypes.c_void_p()
+
+        class Options(ctypes.Structure):  # talon_ctx_options
+            _fields_ = [("context", ctypes.c_void_p), ("flags", ctypes.c_uint)]
+        opts = Options(None, 1)  # the current context, TALON_CTX_PRELOAD
+        self._check("talon_ctx_create", self.lib.talon_ctx_create(ctypes.byref(ctx), ctypes.byref(opts)))
+        self.ctx = ctx
+        self.structs = {}
+
+    def _check(self, fn, status):
+        if status != 0:
+            raise RuntimeError(f"{fn}: {self.lib.talon_status_string(status).decode()}: "
+                               f"{self.lib.talon_last_error().decode()}")
+
+    def struct(self, name, fields):
+        """A ctypes mirror of talon's struct `name`; fields as (name, ctypes type) in order.
+        Its size must equal sizeof(name) in C (bench/shim.c lists the structs)."""
+        if name not in self.structs:
+            cls = type(name, (ctypes.Structure,), {"_fields_": fields})
+            want = self.lib.talon_bench_sizeof(name.encode())
+            if want != ctypes.sizeof(cls):
+                raise RuntimeError(f"ctypes mirror of {name}: {ctypes.sizeof(cls)} bytes, C says "
+                                   f"{want} (0: not in bench/shim.c's BENCH_STRUCTS)")
+            self.structs[name] = cls
+        return self.structs[name]
+
+    def call(self, fn, args, stream):
+        """talon_<op>(ctx, stream, &args); raises with talon_last_error on failure."""
+        self._check(fn, getattr(self.lib, fn)(self.ctx, ctypes.c_void_p(stream),
+                                               ctypes.byref(args)))
+
+
+# ctypes spellings of talon's C types, for the mirrors
+PTR = ctypes.c_uint64     # CUdeviceptr
+I64 = ctypes.c_int64
+I32 = ctypes.c_int32
+ENUM = ctypes.c_int
+F32 = ctypes.c_float
+
+
+def ptr(t):
+    """Device address of a tensor (0 for None)."""
+    return 0 if t is None else t.data_ptr()
+
+
+# ---------------------------------------------------------------- timing
+def set_count(s):
+    n = sum(v.numel() * v.element_size() for v in s.values() if torch.is_tensor(v))
+    return max(2, min(MAX_SETS, ROTATE_BYTES // max(n, 1) + 1)), n
+
+
+def time_fn(fn, sets, warmup, runs):
+    """Warm-up, then `runs` calls each between its own CUDA events; (median, min) in us."""
+    n, k = len(sets), 0
+    for _ in range(warmup):
+        fn(sets[k % n])
+        k += 1
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+    # ~100 us of GPU spin per call to come: the calls queue behind it (ctypes and torch's
+    # multi-kernel peers need more host time per call than the C harness).
+    torch.cuda._sleep(int(runs * 100e-6 * 1.98e9))
+    for i in range(runs):
+        starts[i].record()
+        fn(sets[k % n])
+        ends[i].record()
+        k += 1
+    torch.cuda.synchronize()
+    us = sorted(a.elapsed_time(b) * 1000.0 for a, b in zip(starts, ends))
+    return statistics.median(us), us[0]
+
+
+def copy_ceiling():
+    n = 2**30
+    src = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    med, _ = time_fn(lambda s: dst.copy_(src), [None], 5, 30)
+    del src, dst
+    return 2 * n / (med * 1e-6) / 1e9
+
+
+def short_error(exc):
+    s = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return s[0][:300] if s else type(exc).__name__
+
+
+def run_case(h, c, copy_gbs):
+    stream = torch.cuda.current_stream().cuda_stream
+    first = c.make()
+    nsets, set_bytes = set_count(first)
+    sets = [first] + [c.make() for _ in range(nsets - 1)]
+    torch.cuda.synchronize()
+    e = {"op": c.op, "label": c.label, "sets": nsets, "set_bytes": set_bytes, "warmup": WARMUP,
+         "runs": c.runs}
+    e["us"], e["min_us"] = time_fn(lambda s: c.talon(s, stream), sets, WARMUP, c.runs)
+    if c.check:
+        c.check(sets[(WARMUP + c.runs - 1) % nsets])  # the set talon ran on last
+        e["checked"] = True
+    if c.bytes:
+        e["bytes"] = c.bytes
+        e["gbs"] = c.bytes / (e["us"] * 1e-6) / 1e9
+        e["pct_copy"] = 100.0 * e["gbs"] / copy_gbs
+    for name, fn in c.peers.items():
+        try:
+            e[name + "_us"], e[name + "_min_us"] = time_fn(fn, sets, WARMUP, c.runs)
+            e[name + "_over_talon"] = e[name + "_us"] / e["us"]
+        except Exception as exc:
+            e[name + "_error"] = short_error(exc)
+    e["targets"] = []
+    for field, cmp, thr, text in c.targets:
+        v = e.get(field)
+        ok = None if v is None else (v <= thr if cmp == "<=" else v >= thr)
+        e["targets"].append({"text": text, "field": field, "value": v,
+                             "status": "N/A" if ok is None else ("PASS" if ok else "FAIL")})
+    del sets
+    gc.collect()
+    torch.cuda.empty_cache()
+    return e
+
+
+def fmt(v, spec="8.2f"):
+    return f"{'-':>{len(format(0.0, spec))}}" if v is None else format(v, spec)
+
+
+def main(argv=None):
+    global torch
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lib", default="build/lib/libtalon_bench.so")
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--filter", default=None, help="only cases whose op contains this")
+    args = ap.parse_args(argv)
+    import torch as _torch
+    torch = _torch
+    torch.set_grad_enabled(False)
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    h = Talon(args.lib)
+    copy_gbs = copy_ceiling()
+    gpu = torch.cuda.get_device_name(0)
+    date = datetime.date.today().isoformat()
+    print(f"bench/ops.py on {gpu}, {date}, torch {torch.__version__}; copy ceiling "
+          f"{copy_gbs:.0f} GB/s; ratios = peer us / talon us (> 1: talon faster)", flush=True)
+    results = []
+    t0 = time.perf_counter()
+    for fam in sorted(f[:-3] for f in os.listdir(here) if re.fullmatch(r"ops_\w+\.py", f)):
+        mod = importlib.import_module(fam)
+        for c in mod.cases(h):
+            if args.filter and args.filter not in c.op:
+                continue
+            try:
+                e = run_case(h, c, copy_gbs)
+            except Exception as exc:
+                e = {"op": c.op, "label": c.label, "error": short_error(exc), "targets": [
+                    {"text": t[3], "field": t[0], "value": None, "status": "FAIL"}
+                    for t in c.targets]}
+                gc.collect()
+                torch.cuda.empty_cache()
+            results.append(e)
+            peers = "  ".join(f"{k[:-3]} {fmt(v, '.2f')} us ({fmt(e.get(k[:-3] + '_over_talon'), '.2f')}x)"
+                              for k, v in e.items() if k.endswith("_us") and not k.endswith("min_us") and k != "us")
+            bw = f"  {e['gbs']:.0f} GB/s {e['pct_copy']:.1f}%" if "gbs" in e else ""
+            status = " ".join(f"[{t['status']}: {t['text']}]" for t in e["targets"])
+            if "error" in e:
+                print(f"{e['op']:<24} {e['label']:<34} ERROR {e['error']} {status}", flush=True)
+            else:
+                print(f"{e['op']:<24} {e['label']:<34} talon {e['us']:8.2f} us{bw}  {peers}  "
+                      f"{status}", flush=True)
+    targets = [t for e in results for t in e["targets"]]
+    npass = sum(t["status"] == "PASS" for t in targets)
+    print(f"\ntargets: {npass}/{len(targets)} pass")
+    doc = {"gpu": gpu, "date": date, "torch": torch.__version__, "copy_gbs": copy_gbs,
+           "method": "ctypes talon vs torch peers on the same tensors; sets > 4x L2; "
+                     f"warm-up {WARMUP}; median of CUDA event pairs",
+           "runtime_s": round(time.perf_counter() - t0, 1), "results": results}
+    os.makedirs(args.out, exist_ok=True)
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+    path = os.path.join(args.out, f"{date}-{slug}-ops.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

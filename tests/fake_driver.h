@@ -1,0 +1,315 @@
+/* A fake CUDA driver for the dispatcher tests (no GPU), with cmocka fixtures and message
+   assertions. Included once by each tests/test_<family>.c; it defines TALON_IMPLEMENTATION and
+   includes talon.h, so a test reaches the private statics. The fake is injected through
+   talon__driver_fake; it records every launch (fake.log, the last one also in fake.last). */
+#ifndef TALON_TESTS_FAKE_DRIVER_H
+#define TALON_TESTS_FAKE_DRIVER_H
+#define _POSIX_C_SOURCE 200809L
+#define TALON_IMPLEMENTATION
+#include "talon.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+/* ================================================================ fake driver */
+#define FAKE_CU ((CUcontext)(uintptr_t)0xC0C0)
+#define FAKE_MAX 256
+
+typedef struct fake_launch {
+    CUfunction fn;
+    unsigned grid[3], block[3], smem;
+    CUstream stream;
+    void **extra;
+    int param_size;
+    unsigned char params[256];
+} fake_launch;
+
+#define FAKE_LOG 16 /* launches kept in fake.log; fake.launches counts them all */
+
+static struct fake {
+    pthread_mutex_t lock;
+    /* configuration */
+    int major, minor, driver_version;
+    const char *name;
+    CUcontext current;
+    CUresult load_result;     /* cuModuleLoadData fails with this ... */
+    int load_fail_image;      /* ... for this image only, or every image when -1 */
+    const char *getfn_fail_symbol;
+    CUresult launch_result;
+    CUstreamCaptureStatus capture;
+    /* observations */
+    int load_calls[TALON__NUM_IMAGES], bad_images;
+    int pushes, pops, capturing_calls, launches, stale_launches, bad_unloads;
+    CUcontext last_pushed;
+    struct { int image, loaded; } modules[FAKE_MAX];
+    int nmodules;
+    struct { int kernel, module; } fns[FAKE_MAX];
+    int nfns;
+    fake_launch last;
+    fake_launch log[FAKE_LOG];
+} fake;
+
+/* Handles are indices offset so that none is NULL and modules never look like functions. */
+#define MODULE_HANDLE(i) ((CUmodule)(uintptr_t)(0x1000 + 16 * (i)))
+#define MODULE_INDEX(m) ((int)(((uintptr_t)(m) - 0x1000) / 16))
+#define FN_HANDLE(i) ((CUfunction)(uintptr_t)(0x800000 + 16 * (i)))
+#define FN_INDEX(f) ((int)(((uintptr_t)(f) - 0x800000) / 16))
+
+static void fake_reset(void) {
+    memset(&fake, 0, sizeof fake);
+    pthread_mutex_init(&fake.lock, NULL);
+    fake.major = 9;
+    fake.minor = 0;
+    fake.driver_version = 12040;
+    fake.name = "NVIDIA H100 80GB HBM3";
+    fake.current = FAKE_CU;
+    fake.load_fail_image = -1;
+}
+
+static int kernel_index(const char *symbol) {
+    int k;
+    for (k = 0; k < TALON__NUM_KERNELS; k++)
+        if (!strcmp(talon__kernels[k].symbol, symbol)) return k;
+    return -1;
+}
+
+/* The handle the fake most recently gave out for symbol, NULL if none. */
+static CUfunction fake_handle_for(const char *symbol) {
+    int i, k = kernel_index(symbol);
+    for (i = fake.nfns - 1; i >= 0; i--)
+        if (fake.fns[i].kernel == k) return FN_HANDLE(i);
+    return NULL;
+}
+
+static int fake_loaded_modules(void) {
+    int i, n = 0;
+    for (i = 0; i < fake.nmodules; i++) n += fake.modules[i].loaded;
+    return n;
+}
+
+#define FAKE_ERRORS(X)                                                                         \
+    X(CUDA_SUCCESS) X(CUDA_ERROR_INVALID_VALUE) X(CUDA_ERROR_INVALID_HANDLE)                   \
+    X(CUDA_ERROR_INVALID_IMAGE) X(CUDA_ERROR_NO_BINARY_FOR_GPU) X(CUDA_ERROR_NOT_FOUND)        \
+    X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+
+static CUresult fake_cuGetErrorName(CUresult e, const char **s) {
+    switch (e) {
+#define FAKE_ERROR_NAME(e) case e: *s = #e; return CUDA_SUCCESS;
+        FAKE_ERRORS(FAKE_ERROR_NAME)
+#undef FAKE_ERROR_NAME
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult fake_cuGetErrorString(CUresult e, const char **s) {
+    (void)e;
+    *s = "fake driver error text";
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuInit(unsigned int flags) { (void)flags; return CUDA_SUCCESS; }
+
+static CUresult fake_cuDriverGetVersion(int *v) { *v = fake.driver_version; return CUDA_SUCCESS; }
+
+static CUresult fake_cuCtxGetCurrent(CUcontext *c) { *c = fake.current; return CUDA_SUCCESS; }
+
+static CUresult fake_cuCtxPushCurrent(CUcontext c) {
+    pthread_mutex_lock(&fake.lock);
+    fake.pushes++;
+    fake.last_pushed = c;
+    pthread_mutex_unlock(&fake.lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuCtxPopCurrent(CUcontext *c) {
+    pthread_mutex_lock(&fake.lock);
+    fake.pops++;
+    if (c) *c = fake.last_pushed;
+    pthread_mutex_unlock(&fake.lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuCtxGetDevice(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
+
+static CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+    (void)d;
+    if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = fake.major;
+    else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = fake.minor;
+    else return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuDeviceGetName(char *name, int len, CUdevice d) {
+    (void)d;
+    snprintf(name, (size_t)len, "%s", fake.name);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuModuleLoadData(CUmodule *m, const void *data) {
+    struct timespec nap = {0, 5 * 1000 * 1000}; /* long enough for racing threads to pile up */
+    CUresult r = CUDA_SUCCESS;
+    int i, image = -1;
+    for (i = 0; i < TALON__NUM_IMAGES; i++)
+        if (data == talon__images[i].data) image = i;
+    pthread_mutex_lock(&fake.lock);
+    if (image < 0) {
+        fake.bad_images++;
+        r = CUDA_ERROR_INVALID_IMAGE;
+    } else {
+        fake.load_calls[image]++;
+        if (fake.load_result != CUDA_SUCCESS &&
+            (fake.load_fail_image < 0 || fake.load_fail_image == image))
+            r = fake.load_result;
+    }
+    if (r == CUDA_SUCCESS) {
+        fake.modules[fake.nmodules].image = image;
+        fake.modules[fake.nmodules].loaded = 1;
+        *m = MODULE_HANDLE(fake.nmodules++);
+    }
+    pthread_mutex_unlock(&fake.lock);
+    nanosleep(&nap, NULL);
+    return r;
+}
+
+static CUresult fake_cuModuleUnload(CUmodule m) {
+    int i = MODULE_INDEX(m);
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&fake.lock);
+    if (i < 0 || i >= fake.nmodules || !fake.modules[i].loaded) {
+        fake.bad_unloads++;
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        fake.modules[i].loaded = 0;
+    }
+    pthread_mutex_unlock(&fake.lock);
+    return r;
+}
+
+static CUresult fake_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+    int i = MODULE_INDEX(m), k = kernel_index(name);
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&fake.lock);
+    if (i < 0 || i >= fake.nmodules || !fake.modules[i].loaded)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (k < 0 || talon__kernels[k].image != fake.modules[i].image ||
+             (fake.getfn_fail_symbol && !strcmp(name, fake.getfn_fail_symbol)))
+        r = CUDA_ERROR_NOT_FOUND;
+    else {
+        fake.fns[fake.nfns].kernel = k;
+        fake.fns[fake.nfns].module = i;
+        *f = FN_HANDLE(fake.nfns++);
+    }
+    pthread_mutex_unlock(&fake.lock);
+    return r;
+}
+
+static CUresult fake_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+    (void)f; (void)a; (void)v;
+    return CUDA_SUCCESS;
+}
+
+/* Launching a handle the fake never gave out, or one of an unloaded module, is what a real
+   driver punishes with a crash or CUDA_ERROR_INVALID_HANDLE: count it as stale. */
+static CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                                    CUstream stream, void **params, void **extra) {
+    int i = FN_INDEX(f);
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&fake.lock);
+    if (i < 0 || i >= fake.nfns || !fake.modules[fake.fns[i].module].loaded || !params) {
+        fake.stale_launches++;
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else if (fake.launch_result != CUDA_SUCCESS) {
+        r = fake.launch_result;
+    } else {
+        fake_launch *l = &fake.last;
+        memset(l, 0, sizeof *l);
+        l->fn = f;
+        l->grid[0] = gx; l->grid[1] = gy; l->grid[2] = gz;
+        l->block[0] = bx; l->block[1] = by; l->block[2] = bz;
+        l->smem = smem;
+        l->stream = stream;
+        l->extra = extra;
+        l->param_size = talon__kernels[fake.fns[i].kernel].param_size;
+        memcpy(l->params, params[0], (size_t)l->param_size);
+        if (fake.launches < FAKE_LOG) fake.log[fake.launches] = *l;
+        fake.launches++;
+    }
+    pthread_mutex_unlock(&fake.lock);
+    return r;
+}
+
+static CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
+    (void)s;
+    pthread_mutex_lock(&fake.lock);
+    fake.capturing_calls++;
+    *status = fake.capture;
+    pthread_mutex_unlock(&fake.lock);
+    return CUDA_SUCCESS;
+}
+
+/* Built from TALON__DRIVER_FUNCS so a new driver entry point fails to compile here until the
+   fake implements it. */
+static const talon__driver fake_driver = {
+    .loaded = 1,
+#define FAKE_ENTRY(name, version, args) .name = fake_##name,
+    TALON__DRIVER_FUNCS(FAKE_ENTRY)
+#undef FAKE_ENTRY
+};
+
+/* ================================================================ fixtures and helpers */
+static talon_ctx *g_ctx; /* fresh per test, modules not loaded */
+
+static int setup(void **state) {
+    (void)state;
+    fake_reset();
+    talon__driver_fake = &fake_driver;
+    talon__error_buf[0] = '\0';
+    return talon_ctx_create(&g_ctx, NULL) == TALON_SUCCESS ? 0 : -1;
+}
+
+/* Every path must leave the driver's context stack and module table as it found them. */
+static int teardown(void **state) {
+    (void)state;
+    talon_ctx_destroy(g_ctx);
+    g_ctx = NULL;
+    talon__driver_fake = &fake_driver;
+    if (fake.pushes != fake.pops || fake_loaded_modules() || fake.bad_unloads ||
+        fake.bad_images || fake.stale_launches) {
+        print_error("teardown: pushes %d pops %d, modules still loaded %d, bad unloads %d, "
+                    "bad images %d, stale launches %d\n",
+                    fake.pushes, fake.pops, fake_loaded_modules(), fake.bad_unloads,
+                    fake.bad_images, fake.stale_launches);
+        return -1;
+    }
+    return 0;
+}
+
+static int is_ident(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* tok occurs in s as a whole word, so "out" does not match inside "out_stride". */
+static int has_token(const char *s, const char *tok) {
+    size_t n = strlen(tok);
+    const char *p;
+    for (p = strstr(s, tok); p; p = strstr(p + 1, tok))
+        if ((p == s || !is_ident(p[-1]) || !is_ident(tok[0])) && !is_ident(p[n])) return 1;
+    return 0;
+}
+
+#define assert_token(s, tok)                                                                   \
+    do {                                                                                       \
+        if (!has_token((s), (tok))) fail_msg("\"%s\" not in message \"%s\"", (tok), (s));     \
+    } while (0)
+#define assert_contains(s, sub)                                                                \
+    do {                                                                                       \
+        if (!strstr((s), (sub))) fail_msg("\"%s\" not in message \"%s\"", (sub), (s));       \
+    } while (0)
+
+#endif
