@@ -11,7 +11,9 @@ bench/ops_<family>.py and provides `cases(h)`, a list of Case objects (below).
 Method (PERF.md "How to measure", as talon-bench and peers.py): random inputs, rotating over
 input sets totalling more than 4x the 50 MiB L2 (at least 2 sets), warm-up, then each run
 between its own pair of CUDA events, queued behind a GPU spin so the events time the GPU work
-and not Python's launch gaps; the median is reported. The copy ceiling is a 1 GiB
+and not Python's launch gaps; the median is reported ("us", what the targets use). "b2b_us"
+is also reported: 20 calls back to back between one pair of events, per call, which leaves
+out the few microseconds an event pair adds to every timed call. The copy ceiling is a 1 GiB
 device-to-device copy (bytes read + written) timed the same way. Ratios are peer_us / talon_us
 (> 1: talon faster). Writes <out>/<date>-<gpu>-ops.json; exit status 0 whether targets pass.
 """
@@ -143,6 +145,24 @@ def time_fn(fn, sets, warmup, runs):
     return statistics.median(us), us[0]
 
 
+def time_b2b(fn, sets, reps=20, trials=10):
+    """Back-to-back: `reps` consecutive calls between one pair of events, median over trials,
+    per call (us). No per-call event overhead: what a captured graph of these calls costs."""
+    n, k = len(sets), 0
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(trials * reps * 100e-6 * 1.98e9))
+    for i in range(trials):
+        starts[i].record()
+        for _ in range(reps):
+            fn(sets[k % n])
+            k += 1
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) * 1000.0 / reps for a, b in zip(starts, ends))
+
+
 def copy_ceiling():
     n = 2**30
     src = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
@@ -166,6 +186,7 @@ def run_case(h, c, copy_gbs):
     e = {"op": c.op, "label": c.label, "sets": nsets, "set_bytes": set_bytes, "warmup": WARMUP,
          "runs": c.runs}
     e["us"], e["min_us"] = time_fn(lambda s: c.talon(s, stream), sets, WARMUP, c.runs)
+    e["b2b_us"] = time_b2b(lambda s: c.talon(s, stream), sets)
     if c.check:
         c.check(sets[(WARMUP + c.runs - 1) % nsets])  # the set talon ran on last
         e["checked"] = True
@@ -177,6 +198,7 @@ def run_case(h, c, copy_gbs):
         try:
             e[name + "_us"], e[name + "_min_us"] = time_fn(fn, sets, WARMUP, c.runs)
             e[name + "_over_talon"] = e[name + "_us"] / e["us"]
+            e[name + "_b2b_us"] = time_b2b(fn, sets)
         except Exception as exc:
             e[name + "_error"] = short_error(exc)
     e["targets"] = []
@@ -230,13 +252,15 @@ def main(argv=None):
                 torch.cuda.empty_cache()
             results.append(e)
             peers = "  ".join(f"{k[:-3]} {fmt(v, '.2f')} us ({fmt(e.get(k[:-3] + '_over_talon'), '.2f')}x)"
-                              for k, v in e.items() if k.endswith("_us") and not k.endswith("min_us") and k != "us")
+                              for k, v in e.items()
+                              if k.endswith("_us") and not k.endswith(("min_us", "b2b_us")) and k != "us")
             bw = f"  {e['gbs']:.0f} GB/s {e['pct_copy']:.1f}%" if "gbs" in e else ""
             status = " ".join(f"[{t['status']}: {t['text']}]" for t in e["targets"])
             if "error" in e:
                 print(f"{e['op']:<24} {e['label']:<34} ERROR {e['error']} {status}", flush=True)
             else:
-                print(f"{e['op']:<24} {e['label']:<34} talon {e['us']:8.2f} us{bw}  {peers}  "
+                print(f"{e['op']:<24} {e['label']:<34} talon {e['us']:8.2f} us "
+                      f"(b2b {e['b2b_us']:.2f}){bw}  {peers}  "
                       f"{status}", flush=True)
     targets = [t for e in results for t in e["targets"]]
     npass = sum(t["status"] == "PASS" for t in targets)
