@@ -102,11 +102,12 @@ test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon
 CMOCKA_SO := $(shell $(CC) -print-file-name=libcmocka.so.0)
 build/tests/libcmocka.so.0: $(CMOCKA_SO)
 	$(Q)mkdir -p $(@D) && cp -L $< $@
-# Every tests/test_gpu*.c is a GPU test program (tests/test_gpu.c: norms and activations).
+# Every tests/test_gpu*.c is a GPU test program (tests/test_gpu.c: norms and activations); a
+# static pattern rule, so it also wins over the CPU test rule for build/tests/test_gpu itself.
 GPU_TESTS := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_gpu*.c))
-build/tests/test_gpu%: tests/test_gpu%.c $(GPU_HELPERS) $(LIB) build/tests/libcmocka.so.0
+$(GPU_TESTS): build/tests/%: tests/%.c $(GPU_HELPERS) $(LIB) build/tests/libcmocka.so.0
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_gpu$*.d $< $(GPU_HELPERS) $(LIB) -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/$*.d $< $(GPU_HELPERS) $(LIB) -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm $(LIBS) -o $@
 build/bin/talon-bench: bench/bench.c $(GPU_HELPERS) $(LIB)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/bench.d $< $(GPU_HELPERS) $(LIB) -lm $(LIBS) -o $@
