@@ -1,0 +1,299 @@
+// topk.cu - per-row top-k values and int32 indices (fp32, bf16, f16), k <= 1024.
+//
+// Strategy: radix select on an order-preserving 32-bit key (sign bit flipped, negatives
+// inverted; bf16/f16 go through their exact fp32 value; every NaN maps to the top key and
+// -0.0 to +0.0, so NaN ranks above +inf and the zeros tie). A row is split over `chunks`
+// blocks (grid chunks x rows) and the op is a fixed sequence of three kernels:
+//   clear:  zeroes each row's histogram and counters in the workspace (the caller's memory
+//           holds anything on entry, and a kernel keeps the sequence capture-safe);
+//   hist:   each block histograms the top 11 bits of its chunk's keys in shared memory and
+//           adds them to the row's histogram (global atomics, one per non-empty bin);
+//   select: each block finds the digit d of the k-th key from the row's histogram, writes the
+//           index of every key whose digit is above d straight into the output (fewer than k),
+//           and appends the keys with digit d (the candidates: their low 21 bits and index) to
+//           the workspace. The last block of the row to finish (arrival counter) resolves the
+//           candidates: radix select over the remaining 21 key bits finds the k-th key T and how
+//           many keys equal to T are needed; when that is fewer than there are, a second radix
+//           select over (2^18 - 1 - index) takes the lowest indices, which is the tie rule.
+//           It then writes all k values (re-read from the input, so NaN payloads and -0.0
+//           survive) and indices, after a bitonic sort by (key desc, index asc) when sorted.
+// The row is read twice from memory (hist, select); the candidates of a row usually fit the
+// workspace (cap = min(cols, TALON__TOPK_CAP)) and are resolved in shared memory. When more
+// keys share the k-th key's top digit (ties, narrow distributions), the last block falls back
+// to re-reading the row for each remaining pass: slower, same result.
+#include "common.cuh"
+
+template <int DT> struct topk_type;
+template <> struct topk_type<TALON_DTYPE_F32> { typedef float T; };
+template <> struct topk_type<TALON_DTYPE_BF16> { typedef __nv_bfloat16 T; };
+template <> struct topk_type<TALON_DTYPE_F16> { typedef __half T; };
+template <> struct topk_type<TALON_DTYPE_I32> { typedef int T; };
+
+constexpr int BINS = 1 << TALON__TOPK_DIGIT; // 2048 bins of the 11-bit digit
+constexpr int LOW = 32 - TALON__TOPK_DIGIT;  // key bits below the top digit
+constexpr uint32_t LOW_MASK = (1u << LOW) - 1;
+constexpr int IDX_BITS = 18;                 // cols <= 2^18
+constexpr int UNROLL = 8;
+
+__device__ __forceinline__ float value_f32(float x) { return x; }
+__device__ __forceinline__ float value_f32(__nv_bfloat16 x) { return to_f32(x); }
+__device__ __forceinline__ float value_f32(__half x) { return to_f32(x); }
+
+__device__ __forceinline__ uint32_t key_of(float x) {
+    uint32_t u = __float_as_uint(x);
+    if (x != x) return 0xFFFFFFFFu;
+    if (u == 0x80000000u) u = 0;
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+struct Row {
+    int *hist, *ctr;              // ctr[0]: keys above the digit, [1]: candidates, [2]: arrivals
+    uint32_t *cand_key, *cand_idx;
+};
+
+__device__ __forceinline__ Row row_ws(const talon__topk_params &p, int row) {
+    int *base = reinterpret_cast<int *>(p.workspace) + (int64_t)row * p.row_ints;
+    return {base, base + BINS, reinterpret_cast<uint32_t *>(base + BINS + TALON__TOPK_CTRS),
+            reinterpret_cast<uint32_t *>(base + BINS + TALON__TOPK_CTRS + p.cap)};
+}
+
+// Calls f(i, key) for every element of [begin, end) this thread owns, UNROLL loads in flight
+// first. Every lane of a warp makes the same number of calls (invalid ones with i = -1), so f
+// may use warp collectives.
+template <typename T, int BLOCK, typename F>
+__device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
+    for (int base = begin; base < end; base += BLOCK * UNROLL) {
+        T v[UNROLL];
+#pragma unroll
+        for (int j = 0; j < UNROLL; j++) {
+            const int i = base + j * BLOCK + threadIdx.x;
+            if (i < end) v[j] = in[i];
+        }
+#pragma unroll
+        for (int j = 0; j < UNROLL; j++) {
+            const int i = base + j * BLOCK + threadIdx.x;
+            f(i < end ? i : -1, i < end ? key_of(value_f32(v[j])) : 0u);
+        }
+    }
+}
+
+// One warp-aggregated atomicAdd: each lane with `want` gets its own slot.
+__device__ __forceinline__ int claim(int *counter, bool want) {
+    const unsigned m = __ballot_sync(~0u, want);
+    if (!m) return -1;
+    const int lane = threadIdx.x % 32, leader = __ffs(m) - 1;
+    int base = 0;
+    if (lane == leader) base = atomicAdd(counter, __popc(m));
+    base = __shfl_sync(~0u, base, leader);
+    return want ? base + __popc(m & ((1u << lane) - 1)) : -1;
+}
+
+// Digit holding the need-th largest item of a shared histogram: res[0] = digit, res[1] = items
+// in higher digits. Every thread owns BINS / BLOCK consecutive bins.
+template <int BLOCK>
+__device__ __forceinline__ void find_digit(const int *hist, int need, int *res, int *warp_sums) {
+    constexpr int PER = BINS / BLOCK, WARPS = BLOCK / 32;
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    int s = 0;
+#pragma unroll
+    for (int j = 0; j < PER; j++) s += hist[t * PER + j];
+    int incl = s; // sum over lanes >= lane
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_down_sync(~0u, incl, o);
+        if (lane + o < 32) incl += v;
+    }
+    if (lane == 0) warp_sums[warp] = incl;
+    __syncthreads();
+    int above = incl - s;
+    for (int w = warp + 1; w < WARPS; w++) above += warp_sums[w];
+    if (above < need && above + s >= need) {
+        for (int b = t * PER + PER - 1;; b--) {
+            if (above + hist[b] >= need) {
+                res[0] = b;
+                res[1] = above;
+                break;
+            }
+            above += hist[b];
+        }
+    }
+    __syncthreads();
+}
+
+// Radix select over `bits`-bit values produced by each(f) (f(v) once per item of this
+// thread): returns the need-th largest value V; on return need is how many items equal to V
+// are among the top and eq how many items equal V.
+template <int BLOCK, typename Each>
+__device__ uint32_t radix_select(Each each, int bits, int &need, int &eq, int *hist, int *res,
+                                 int *warp_sums) {
+    uint32_t prefix = 0;
+    for (int hi = bits; hi > 0;) {
+        const int lo = hi > TALON__TOPK_DIGIT ? hi - TALON__TOPK_DIGIT : 0;
+        const uint32_t mask = (1u << (hi - lo)) - 1;
+        for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
+        __syncthreads();
+        each([&](uint32_t v) {
+            if ((v >> hi) == prefix) atomicAdd(&hist[(v >> lo) & mask], 1);
+        });
+        __syncthreads();
+        find_digit<BLOCK>(hist, need, res, warp_sums);
+        need -= res[1];
+        eq = hist[res[0]];
+        prefix = (prefix << (hi - lo)) | (uint32_t)res[0];
+        hi = lo;
+        __syncthreads(); // res and hist are rewritten by the next pass
+    }
+    return prefix;
+}
+
+template <typename T> __device__ __forceinline__ const T *row_in(const talon__topk_params &p, int row) {
+    return reinterpret_cast<const T *>(p.in) + (int64_t)row * p.in_stride;
+}
+
+template <typename T, int BLOCK> __device__ void topk_clear(const talon__topk_params &p) {
+    const Row r = row_ws(p, blockIdx.x);
+    for (int i = threadIdx.x; i < BINS + TALON__TOPK_CTRS; i += BLOCK) r.hist[i] = 0;
+}
+
+template <typename T, int BLOCK> __device__ void topk_hist(const talon__topk_params &p) {
+    __shared__ int hist[BINS];
+    const int row = blockIdx.y, begin = blockIdx.x * p.chunk_len;
+    const int end = min(p.cols, begin + p.chunk_len);
+    for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
+    __syncthreads();
+    for_keys<T, BLOCK>(row_in<T>(p, row), begin, end, [&](int i, uint32_t key) {
+        if (i >= 0) atomicAdd(&hist[key >> LOW], 1);
+    });
+    __syncthreads();
+    const Row r = row_ws(p, row);
+    for (int b = threadIdx.x; b < BINS; b += BLOCK)
+        if (hist[b]) atomicAdd(&r.hist[b], hist[b]);
+}
+
+// Shared memory of the select kernel (dynamic; TALON__TOPK_SMEM bytes).
+struct SelectSmem {
+    int hist[BINS];
+    uint32_t cand_key[TALON__TOPK_CAP], cand_idx[TALON__TOPK_CAP];
+    unsigned long long sorted[TALON__TOPK_KMAX];
+    int res[2], warp_sums[32], count, last;
+};
+
+static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in talon.h is too small");
+
+template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_params &p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    SelectSmem &sm = *reinterpret_cast<SelectSmem *>(smem_raw);
+    const int row = blockIdx.y, begin = blockIdx.x * p.chunk_len;
+    const int end = min(p.cols, begin + p.chunk_len);
+    const Row r = row_ws(p, row);
+    const T *in = row_in<T>(p, row);
+    int *out_idx = reinterpret_cast<int *>(p.out_indices) + (int64_t)row * p.k;
+
+    for (int b = threadIdx.x; b < BINS; b += BLOCK) sm.hist[b] = __ldcg(&r.hist[b]);
+    __syncthreads();
+    find_digit<BLOCK>(sm.hist, p.k, sm.res, sm.warp_sums);
+    const uint32_t digit = (uint32_t)sm.res[0];
+    const int above = sm.res[1];
+
+    for_keys<T, BLOCK>(in, begin, end, [&](int i, uint32_t key) {
+        const uint32_t d = i >= 0 ? key >> LOW : 0;
+        const int o = claim(&r.ctr[0], i >= 0 && d > digit);
+        if (o >= 0) out_idx[o] = i;
+        const int c = claim(&r.ctr[1], i >= 0 && d == digit);
+        if (c >= 0 && c < p.cap) {
+            r.cand_key[c] = key & LOW_MASK;
+            r.cand_idx[c] = (uint32_t)i;
+        }
+    });
+
+    // The last block of the row to arrive finishes it (threadfence-reduction pattern).
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        sm.last = atomicAdd(&r.ctr[2], 1) == p.chunks - 1;
+    }
+    __syncthreads();
+    if (!sm.last) return;
+    __threadfence();
+
+    const int ncand = __ldcg(&r.ctr[1]);
+    const bool in_smem = ncand <= p.cap;
+    if (in_smem)
+        for (int c = threadIdx.x; c < ncand; c += BLOCK) {
+            sm.cand_key[c] = __ldcg(&r.cand_key[c]);
+            sm.cand_idx[c] = __ldcg(&r.cand_idx[c]);
+        }
+    __syncthreads();
+    // Every candidate (low key bits, index) this thread owns.
+    auto each_cand = [&](auto f) {
+        if (in_smem) {
+            for (int c = threadIdx.x; c < ncand; c += BLOCK) f(sm.cand_key[c], sm.cand_idx[c]);
+        } else {
+            for_keys<T, BLOCK>(in, 0, p.cols, [&](int i, uint32_t key) {
+                if (i >= 0 && (key >> LOW) == digit) f(key & LOW_MASK, (uint32_t)i);
+            });
+        }
+    };
+    int need = p.k - above, eq = 0;
+    const uint32_t kth = radix_select<BLOCK>(
+        [&](auto f) { each_cand([&](uint32_t key, uint32_t) { f(key); }); }, LOW, need, eq,
+        sm.hist, sm.res, sm.warp_sums);
+    // Keys equal to the k-th are taken up to index last_idx: the `need` lowest indices.
+    uint32_t last_idx = 0xFFFFFFFFu;
+    if (need < eq) {
+        constexpr uint32_t IDX_TOP = (1u << IDX_BITS) - 1;
+        int one = 0;
+        last_idx = IDX_TOP - radix_select<BLOCK>(
+                                 [&](auto f) {
+                                     each_cand([&](uint32_t key, uint32_t i) {
+                                         if (key == kth) f(IDX_TOP - i);
+                                     });
+                                 },
+                                 IDX_BITS, need, one, sm.hist, sm.res, sm.warp_sums);
+    }
+
+    // Gather the k winners as (key << 32 | ~index), sort if asked, write values and indices.
+    if (threadIdx.x == 0) sm.count = above;
+    for (int o = threadIdx.x; o < above; o += BLOCK) {
+        const uint32_t i = (uint32_t)__ldcg(&out_idx[o]);
+        sm.sorted[o] = (unsigned long long)key_of(value_f32(in[i])) << 32 | ~i;
+    }
+    __syncthreads();
+    each_cand([&](uint32_t key, uint32_t i) {
+        if (key > kth || (key == kth && i <= last_idx)) {
+            const int o = atomicAdd(&sm.count, 1);
+            sm.sorted[o] = (unsigned long long)(key | digit << LOW) << 32 | ~i;
+        }
+    });
+    __syncthreads();
+    if (p.sorted) {
+        int n = 1;
+        while (n < p.k) n <<= 1;
+        for (int o = p.k + threadIdx.x; o < n; o += BLOCK) sm.sorted[o] = 0; // below any winner
+        __syncthreads();
+        for (int size = 2; size <= n; size <<= 1)
+            for (int stride = size / 2; stride > 0; stride >>= 1) {
+                for (int t = threadIdx.x; t < n / 2; t += BLOCK) {
+                    const int a = 2 * t - (t & (stride - 1)), b = a + stride;
+                    const unsigned long long x = sm.sorted[a], y = sm.sorted[b];
+                    if (((a & size) == 0) == (x < y)) { // descending runs where a & size == 0
+                        sm.sorted[a] = y;
+                        sm.sorted[b] = x;
+                    }
+                }
+                __syncthreads();
+            }
+    }
+    T *out_val = reinterpret_cast<T *>(p.out_values) + (int64_t)row * p.k;
+    for (int o = threadIdx.x; o < p.k; o += BLOCK) {
+        const uint32_t i = ~(uint32_t)sm.sorted[o];
+        out_val[o] = in[i];
+        out_idx[o] = (int)i;
+    }
+}
+
+#define X(sym, body, dt, vec, img, block, smem, P)                                             \
+    extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
+        body<topk_type<TALON_DTYPE_##dt>::T, block>(p);                                        \
+    }
+TALON__KERNELS_topk(X)
