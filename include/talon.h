@@ -336,7 +336,7 @@ typedef struct talon__act_params {
 #define TALON__TOPK_KMAX 1024
 #define TALON__TOPK_COLS_MAX 262144
 #define TALON__TOPK_ROWS_MAX 1024
-#define TALON__TOPK_SMEM 49408
+#define TALON__TOPK_SMEM 53504
 typedef struct talon__topk_params {
     CUdeviceptr out_values, out_indices, in, workspace;
     int64_t in_stride, row_ints; /* row_ints: 4-byte words of workspace per row */
@@ -962,7 +962,7 @@ int64_t talon_topk_workspace_size(int64_t rows, int64_t cols) {
 talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *a) {
     static const char op[] = "talon_topk";
     talon__topk_params p;
-    int64_t need, want_chunks, chunk_len;
+    int64_t need, chunk_len;
     int esize, k;
     TALON__TRY(talon__check_common(op, ctx, a));
     if (a->dtype != TALON_DTYPE_F32 && a->dtype != TALON_DTYPE_BF16 && a->dtype != TALON_DTYPE_F16)
@@ -999,11 +999,11 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
     p.row_ints = talon__topk_row_ints(a->cols);
     p.cols = (int)a->cols; p.k = (int)a->k; p.sorted = a->sorted;
     p.cap = (int)(a->cols < TALON__TOPK_CAP ? a->cols : TALON__TOPK_CAP);
-    /* About two blocks per SM of an H100 in all, in chunks of whole 4096-element steps (one
-       load of 8 elements per thread): a short batch spreads each row over many SMs. */
-    want_chunks = (264 + a->rows - 1) / a->rows;
-    chunk_len = (a->cols + want_chunks - 1) / want_chunks;
-    chunk_len = (chunk_len + 4095) / 4096 * 4096;
+    /* Chunks of 4096 elements (one load of 8 per thread of a block), or 2 or 4 times that
+       while that still leaves about 8 blocks per SM of an H100 (1056): short batches spread
+       each row over many SMs, and a grid of many waves keeps the last one short. */
+    for (chunk_len = 4 * 4096; chunk_len > 4096; chunk_len /= 2)
+        if (a->rows * ((a->cols + chunk_len - 1) / chunk_len) >= 1056) break;
     p.chunk_len = (int)chunk_len;
     p.chunks = (int)((a->cols + chunk_len - 1) / chunk_len);
     k = talon__pick(TALON__B_topk_clear, TALON_DTYPE_I32, 1, 512);

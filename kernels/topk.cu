@@ -33,22 +33,37 @@ constexpr int BINS = 1 << TALON__TOPK_DIGIT; // 2048 bins of the 11-bit digit
 constexpr int LOW = 32 - TALON__TOPK_DIGIT;  // key bits below the top digit
 constexpr uint32_t LOW_MASK = (1u << LOW) - 1;
 constexpr int IDX_BITS = 18;                 // cols <= 2^18
+constexpr uint32_t IDX_TOP = (1u << IDX_BITS) - 1;
 constexpr int UNROLL = 8;
+
+// An element's bits as a 32-bit word and back: candidates carry them, so the values written at
+// the end need no second read of the input.
+__device__ __forceinline__ uint32_t raw_of(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ uint32_t raw_of(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ __forceinline__ uint32_t raw_of(__half x) { return __half_as_ushort(x); }
+template <typename T> __device__ __forceinline__ T from_raw(uint32_t u);
+template <> __device__ __forceinline__ float from_raw<float>(uint32_t u) { return __uint_as_float(u); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_raw<__nv_bfloat16>(uint32_t u) { return __ushort_as_bfloat16((unsigned short)u); }
+template <> __device__ __forceinline__ __half from_raw<__half>(uint32_t u) { return __ushort_as_half((unsigned short)u); }
 
 __device__ __forceinline__ float value_f32(float x) { return x; }
 __device__ __forceinline__ float value_f32(__nv_bfloat16 x) { return to_f32(x); }
 __device__ __forceinline__ float value_f32(__half x) { return to_f32(x); }
 
-__device__ __forceinline__ uint32_t key_of(float x) {
+template <typename T> __device__ __forceinline__ uint32_t key_of(T v) {
+    const float x = value_f32(v);
     uint32_t u = __float_as_uint(x);
     if (x != x) return 0xFFFFFFFFu;
     if (u == 0x80000000u) u = 0;
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
+template <typename T> __device__ __forceinline__ uint32_t key_of_raw(uint32_t u) {
+    return key_of(from_raw<T>(u));
+}
 
 struct Row {
     int *hist, *ctr;              // ctr[0]: keys above the digit, [1]: candidates, [2]: arrivals
-    uint32_t *cand_key, *cand_idx;
+    uint32_t *cand_raw, *cand_idx;
 };
 
 __device__ __forceinline__ Row row_ws(const talon__topk_params &p, int row) {
@@ -57,7 +72,7 @@ __device__ __forceinline__ Row row_ws(const talon__topk_params &p, int row) {
             reinterpret_cast<uint32_t *>(base + BINS + TALON__TOPK_CTRS + p.cap)};
 }
 
-// Calls f(i, key) for every element of [begin, end) this thread owns, UNROLL loads in flight
+// Calls f(i, v) for every element of [begin, end) this thread owns, UNROLL loads in flight
 // first. Every lane of a warp makes the same number of calls (invalid ones with i = -1), so f
 // may use warp collectives.
 template <typename T, int BLOCK, typename F>
@@ -72,7 +87,7 @@ __device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
 #pragma unroll
         for (int j = 0; j < UNROLL; j++) {
             const int i = base + j * BLOCK + threadIdx.x;
-            f(i < end ? i : -1, i < end ? key_of(value_f32(v[j])) : 0u);
+            f(i < end ? i : -1, v[j]);
         }
     }
 }
@@ -124,7 +139,7 @@ __device__ __forceinline__ void find_digit(const int *hist, int need, int *res, 
 // thread): returns the need-th largest value V; on return need is how many items equal to V
 // are among the top and eq how many items equal V.
 template <int BLOCK, typename Each>
-__device__ uint32_t radix_select(Each each, int bits, int &need, int &eq, int *hist, int *res,
+__device__ __forceinline__ uint32_t radix_select(Each each, int bits, int &need, int &eq, int *hist, int *res,
                                  int *warp_sums) {
     uint32_t prefix = 0;
     for (int hi = bits; hi > 0;) {
@@ -161,8 +176,8 @@ template <typename T, int BLOCK> __device__ void topk_hist(const talon__topk_par
     const int end = min(p.cols, begin + p.chunk_len);
     for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
     __syncthreads();
-    for_keys<T, BLOCK>(row_in<T>(p, row), begin, end, [&](int i, uint32_t key) {
-        if (i >= 0) atomicAdd(&hist[key >> LOW], 1);
+    for_keys<T, BLOCK>(row_in<T>(p, row), begin, end, [&](int i, T v) {
+        if (i >= 0) atomicAdd(&hist[key_of(v) >> LOW], 1);
     });
     __syncthreads();
     const Row r = row_ws(p, row);
@@ -173,8 +188,9 @@ template <typename T, int BLOCK> __device__ void topk_hist(const talon__topk_par
 // Shared memory of the select kernel (dynamic; TALON__TOPK_SMEM bytes).
 struct SelectSmem {
     int hist[BINS];
-    uint32_t cand_key[TALON__TOPK_CAP], cand_idx[TALON__TOPK_CAP];
-    unsigned long long sorted[TALON__TOPK_KMAX];
+    uint32_t cand_raw[TALON__TOPK_CAP], cand_idx[TALON__TOPK_CAP];
+    unsigned long long sorted[TALON__TOPK_KMAX]; // key << 32 | (IDX_TOP - index) << 10 | slot
+    uint32_t raw[TALON__TOPK_KMAX];              // element bits by slot
     int res[2], warp_sums[32], count, last;
 };
 
@@ -183,11 +199,14 @@ static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in talon
 template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_params &p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     SelectSmem &sm = *reinterpret_cast<SelectSmem *>(smem_raw);
-    const int row = blockIdx.y, begin = blockIdx.x * p.chunk_len;
+    // Blocks run in the reverse order of the hist kernel's: the chunks it read last are the
+    // likeliest to be still in L2.
+    const int row = gridDim.y - 1 - blockIdx.y, begin = (gridDim.x - 1 - blockIdx.x) * p.chunk_len;
     const int end = min(p.cols, begin + p.chunk_len);
     const Row r = row_ws(p, row);
     const T *in = row_in<T>(p, row);
     int *out_idx = reinterpret_cast<int *>(p.out_indices) + (int64_t)row * p.k;
+    T *out_val = reinterpret_cast<T *>(p.out_values) + (int64_t)row * p.k;
 
     for (int b = threadIdx.x; b < BINS; b += BLOCK) sm.hist[b] = __ldcg(&r.hist[b]);
     __syncthreads();
@@ -195,13 +214,16 @@ template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_p
     const uint32_t digit = (uint32_t)sm.res[0];
     const int above = sm.res[1];
 
-    for_keys<T, BLOCK>(in, begin, end, [&](int i, uint32_t key) {
-        const uint32_t d = i >= 0 ? key >> LOW : 0;
+    for_keys<T, BLOCK>(in, begin, end, [&](int i, T v) {
+        const uint32_t d = i >= 0 ? key_of(v) >> LOW : 0;
         const int o = claim(&r.ctr[0], i >= 0 && d > digit);
-        if (o >= 0) out_idx[o] = i;
+        if (o >= 0) {
+            out_val[o] = v;
+            out_idx[o] = i;
+        }
         const int c = claim(&r.ctr[1], i >= 0 && d == digit);
         if (c >= 0 && c < p.cap) {
-            r.cand_key[c] = key & LOW_MASK;
+            r.cand_raw[c] = raw_of(v);
             r.cand_idx[c] = (uint32_t)i;
         }
     });
@@ -220,50 +242,54 @@ template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_p
     const bool in_smem = ncand <= p.cap;
     if (in_smem)
         for (int c = threadIdx.x; c < ncand; c += BLOCK) {
-            sm.cand_key[c] = __ldcg(&r.cand_key[c]);
+            sm.cand_raw[c] = __ldcg(&r.cand_raw[c]);
             sm.cand_idx[c] = __ldcg(&r.cand_idx[c]);
         }
     __syncthreads();
-    // Every candidate (low key bits, index) this thread owns.
+    // Every candidate (low key bits, index, element bits) this thread owns.
     auto each_cand = [&](auto f) {
         if (in_smem) {
-            for (int c = threadIdx.x; c < ncand; c += BLOCK) f(sm.cand_key[c], sm.cand_idx[c]);
+            for (int c = threadIdx.x; c < ncand; c += BLOCK) {
+                const uint32_t u = sm.cand_raw[c];
+                f(key_of_raw<T>(u) & LOW_MASK, sm.cand_idx[c], u);
+            }
         } else {
-            for_keys<T, BLOCK>(in, 0, p.cols, [&](int i, uint32_t key) {
-                if (i >= 0 && (key >> LOW) == digit) f(key & LOW_MASK, (uint32_t)i);
+            for_keys<T, BLOCK>(in, 0, p.cols, [&](int i, T v) {
+                const uint32_t key = key_of(v);
+                if (i >= 0 && (key >> LOW) == digit) f(key & LOW_MASK, (uint32_t)i, raw_of(v));
             });
         }
     };
     int need = p.k - above, eq = 0;
     const uint32_t kth = radix_select<BLOCK>(
-        [&](auto f) { each_cand([&](uint32_t key, uint32_t) { f(key); }); }, LOW, need, eq,
+        [&](auto f) { each_cand([&](uint32_t key, uint32_t, uint32_t) { f(key); }); }, LOW, need, eq,
         sm.hist, sm.res, sm.warp_sums);
     // Keys equal to the k-th are taken up to index last_idx: the `need` lowest indices.
     uint32_t last_idx = 0xFFFFFFFFu;
     if (need < eq) {
-        constexpr uint32_t IDX_TOP = (1u << IDX_BITS) - 1;
         int one = 0;
         last_idx = IDX_TOP - radix_select<BLOCK>(
                                  [&](auto f) {
-                                     each_cand([&](uint32_t key, uint32_t i) {
+                                     each_cand([&](uint32_t key, uint32_t i, uint32_t) {
                                          if (key == kth) f(IDX_TOP - i);
                                      });
                                  },
                                  IDX_BITS, need, one, sm.hist, sm.res, sm.warp_sums);
     }
 
-    // Gather the k winners as (key << 32 | ~index), sort if asked, write values and indices.
+    // Gather the k winners, sort if asked, write values and indices.
+    auto put = [&](int o, uint32_t key, uint32_t i, uint32_t u) {
+        sm.sorted[o] = (unsigned long long)key << 32 | (unsigned long long)(IDX_TOP - i) << 10 | o;
+        sm.raw[o] = u;
+    };
     if (threadIdx.x == 0) sm.count = above;
     for (int o = threadIdx.x; o < above; o += BLOCK) {
-        const uint32_t i = (uint32_t)__ldcg(&out_idx[o]);
-        sm.sorted[o] = (unsigned long long)key_of(value_f32(in[i])) << 32 | ~i;
+        const T v = __ldcg(&out_val[o]);
+        put(o, key_of(v), (uint32_t)__ldcg(&out_idx[o]), raw_of(v));
     }
     __syncthreads();
-    each_cand([&](uint32_t key, uint32_t i) {
-        if (key > kth || (key == kth && i <= last_idx)) {
-            const int o = atomicAdd(&sm.count, 1);
-            sm.sorted[o] = (unsigned long long)(key | digit << LOW) << 32 | ~i;
-        }
+    each_cand([&](uint32_t key, uint32_t i, uint32_t u) {
+        if (key > kth || (key == kth && i <= last_idx)) put(atomicAdd(&sm.count, 1), key | digit << LOW, i, u);
     });
     __syncthreads();
     if (p.sorted) {
@@ -284,11 +310,10 @@ template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_p
                 __syncthreads();
             }
     }
-    T *out_val = reinterpret_cast<T *>(p.out_values) + (int64_t)row * p.k;
     for (int o = threadIdx.x; o < p.k; o += BLOCK) {
-        const uint32_t i = ~(uint32_t)sm.sorted[o];
-        out_val[o] = in[i];
-        out_idx[o] = (int)i;
+        const unsigned long long c = sm.sorted[o];
+        out_val[o] = from_raw<T>(sm.raw[c & (TALON__TOPK_KMAX - 1)]);
+        out_idx[o] = (int)(IDX_TOP - (uint32_t)(c >> 10 & IDX_TOP));
     }
 }
 
