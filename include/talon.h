@@ -999,11 +999,11 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
     p.row_ints = talon__topk_row_ints(a->cols);
     p.cols = (int)a->cols; p.k = (int)a->k; p.sorted = a->sorted;
     p.cap = (int)(a->cols < TALON__TOPK_CAP ? a->cols : TALON__TOPK_CAP);
-    /* Chunks of 4096 elements (one load of 8 per thread of a block), or 2 or 4 times that
-       while that still leaves about 8 blocks per SM of an H100 (1056): short batches spread
-       each row over many SMs, and a grid of many waves keeps the last one short. */
+    /* Chunks of 16384 elements while that still makes 512 blocks (about 4 per SM of an H100),
+       else 8192 or 4096 (one load of 8 per thread of a block): long chunks amortise each
+       block's fixed work, short ones spread a small batch over many SMs. */
     for (chunk_len = 4 * 4096; chunk_len > 4096; chunk_len /= 2)
-        if (a->rows * ((a->cols + chunk_len - 1) / chunk_len) >= 1056) break;
+        if (a->rows * ((a->cols + chunk_len - 1) / chunk_len) >= 512) break;
     p.chunk_len = (int)chunk_len;
     p.chunks = (int)((a->cols + chunk_len - 1) / chunk_len);
     k = talon__pick(TALON__B_topk_clear, TALON_DTYPE_I32, 1, 512);

@@ -7,20 +7,24 @@
 //   clear:  zeroes each row's histogram and counters in the workspace (the caller's memory
 //           holds anything on entry, and a kernel keeps the sequence capture-safe);
 //   hist:   each block histograms the top 11 bits of its chunk's keys in shared memory and
-//           adds them to the row's histogram (global atomics, one per non-empty bin);
-//   select: each block finds the digit d of the k-th key from the row's histogram, writes the
-//           index of every key whose digit is above d straight into the output (fewer than k),
-//           and appends the keys with digit d (the candidates: their low 21 bits and index) to
-//           the workspace. The last block of the row to finish (arrival counter) resolves the
-//           candidates: radix select over the remaining 21 key bits finds the k-th key T and how
-//           many keys equal to T are needed; when that is fewer than there are, a second radix
-//           select over (2^18 - 1 - index) takes the lowest indices, which is the tie rule.
-//           It then writes all k values (re-read from the input, so NaN payloads and -0.0
-//           survive) and indices, after a bitonic sort by (key desc, index asc) when sorted.
-// The row is read twice from memory (hist, select); the candidates of a row usually fit the
-// workspace (cap = min(cols, TALON__TOPK_CAP)) and are resolved in shared memory. When more
-// keys share the k-th key's top digit (ties, narrow distributions), the last block falls back
-// to re-reading the row for each remaining pass: slower, same result.
+//           adds them to the row's histogram; the row's last block to finish (arrival
+//           counter) finds the digit d of the k-th key and how many keys lie above it;
+//   select: each block writes the keys whose digit is above d (fewer than k) straight into
+//           the output and appends those with digit d (the candidates: element bits and
+//           index) to the workspace, both staged in shared memory and reserved with one global
+//           atomic per block. The row's last block resolves the candidates:
+//           - few entries (above + candidates <= block size): every entry's rank among them,
+//             by (key desc, index asc), is its output position; ties need nothing more;
+//           - else radix select over the candidates' remaining 21 key bits finds the k-th key
+//             T and how many keys equal to T are needed; when that is fewer than there are, a
+//             second radix select over (2^18 - 1 - index) takes the lowest indices (the tie
+//             rule); the k winners are then bitonic-sorted by (key desc, index asc) if asked.
+// Values are written from the element bits carried along, so NaN payloads and -0.0 survive.
+// The row is read twice from memory (hist, select; select runs its blocks in reverse order
+// to find the chunks hist read last in L2). Candidates usually fit the workspace (cap =
+// min(cols, TALON__TOPK_CAP)); when more keys share the k-th key's top digit (many ties,
+// narrow distributions), the last block re-reads the row for each remaining pass instead:
+// slower, same result.
 #include "common.cuh"
 
 template <int DT> struct topk_type;
@@ -62,7 +66,9 @@ template <typename T> __device__ __forceinline__ uint32_t key_of_raw(uint32_t u)
 }
 
 struct Row {
-    int *hist, *ctr;              // ctr[0]: keys above the digit, [1]: candidates, [2]: arrivals
+    // ctr: [0] keys above the digit written, [1] candidates, [2] select blocks done,
+    // [3] hist blocks done, [4] the k-th key's top digit, [5] keys in higher digits
+    int *hist, *ctr;
     uint32_t *cand_raw, *cand_idx;
 };
 
@@ -161,6 +167,19 @@ __device__ __forceinline__ uint32_t radix_select(Each each, int bits, int &need,
     return prefix;
 }
 
+// Threadfence-reduction pattern: true in every thread of the block that arrives last of n.
+__device__ __forceinline__ bool last_to_arrive(int *counter, int n, int *flag) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence(); // cumulative: orders the block's writes, seen through the barrier
+        *flag = atomicAdd(counter, 1) == n - 1;
+    }
+    __syncthreads();
+    if (!*flag) return false;
+    __threadfence();
+    return true;
+}
+
 template <typename T> __device__ __forceinline__ const T *row_in(const talon__topk_params &p, int row) {
     return reinterpret_cast<const T *>(p.in) + (int64_t)row * p.in_stride;
 }
@@ -171,7 +190,7 @@ template <typename T, int BLOCK> __device__ void topk_clear(const talon__topk_pa
 }
 
 template <typename T, int BLOCK> __device__ void topk_hist(const talon__topk_params &p) {
-    __shared__ int hist[BINS];
+    __shared__ int hist[BINS], res[2], warp_sums[32], last;
     const int row = blockIdx.y, begin = blockIdx.x * p.chunk_len;
     const int end = min(p.cols, begin + p.chunk_len);
     for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
@@ -183,6 +202,15 @@ template <typename T, int BLOCK> __device__ void topk_hist(const talon__topk_par
     const Row r = row_ws(p, row);
     for (int b = threadIdx.x; b < BINS; b += BLOCK)
         if (hist[b]) atomicAdd(&r.hist[b], hist[b]);
+    // The row's last block finds the k-th key's digit once for all select blocks.
+    if (!last_to_arrive(&r.ctr[3], p.chunks, &last)) return;
+    for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = __ldcg(&r.hist[b]);
+    __syncthreads();
+    find_digit<BLOCK>(hist, p.k, res, warp_sums);
+    if (threadIdx.x == 0) {
+        r.ctr[4] = res[0];
+        r.ctr[5] = res[1];
+    }
 }
 
 // Shared memory of the select kernel (dynamic; TALON__TOPK_SMEM bytes).
@@ -191,7 +219,7 @@ struct SelectSmem {
     uint32_t cand_raw[TALON__TOPK_CAP], cand_idx[TALON__TOPK_CAP];
     unsigned long long sorted[TALON__TOPK_KMAX]; // key << 32 | (IDX_TOP - index) << 10 | slot
     uint32_t raw[TALON__TOPK_KMAX];              // element bits by slot
-    int res[2], warp_sums[32], count, last;
+    int res[2], warp_sums[32], count, last, n_above, n_cand, base_above, base_cand;
 };
 
 static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in talon.h is too small");
@@ -208,37 +236,80 @@ template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_p
     int *out_idx = reinterpret_cast<int *>(p.out_indices) + (int64_t)row * p.k;
     T *out_val = reinterpret_cast<T *>(p.out_values) + (int64_t)row * p.k;
 
-    for (int b = threadIdx.x; b < BINS; b += BLOCK) sm.hist[b] = __ldcg(&r.hist[b]);
-    __syncthreads();
-    find_digit<BLOCK>(sm.hist, p.k, sm.res, sm.warp_sums);
-    const uint32_t digit = (uint32_t)sm.res[0];
-    const int above = sm.res[1];
+    const uint32_t digit = (uint32_t)__ldcg(&r.ctr[4]);
+    const int above = __ldcg(&r.ctr[5]);
 
+    // Hits are staged in shared memory (the candidate arrays, unused until the last block's
+    // final stage) and copied out with one global atomic per block and counter: a global
+    // atomic per warp and hit made every warp wait on L2 round trips at large k. Keys above
+    // the digit are fewer than k <= STAGE_ABOVE; candidates past STAGE_CAND go straight out.
+    constexpr int STAGE_ABOVE = TALON__TOPK_KMAX, STAGE_CAND = TALON__TOPK_CAP - STAGE_ABOVE;
+    if (threadIdx.x == 0) sm.n_above = sm.n_cand = 0;
+    __syncthreads();
     for_keys<T, BLOCK>(in, begin, end, [&](int i, T v) {
         const uint32_t d = i >= 0 ? key_of(v) >> LOW : 0;
-        const int o = claim(&r.ctr[0], i >= 0 && d > digit);
+        const int o = claim(&sm.n_above, i >= 0 && d > digit);
         if (o >= 0) {
-            out_val[o] = v;
-            out_idx[o] = i;
+            sm.cand_raw[o] = raw_of(v);
+            sm.cand_idx[o] = (uint32_t)i;
         }
-        const int c = claim(&r.ctr[1], i >= 0 && d == digit);
-        if (c >= 0 && c < p.cap) {
-            r.cand_raw[c] = raw_of(v);
-            r.cand_idx[c] = (uint32_t)i;
+        const int c = claim(&sm.n_cand, i >= 0 && d == digit);
+        if (c >= STAGE_CAND) {
+            const int g = atomicAdd(&r.ctr[1], 1);
+            if (g < p.cap) {
+                r.cand_raw[g] = raw_of(v);
+                r.cand_idx[g] = (uint32_t)i;
+            }
+        } else if (c >= 0) {
+            sm.cand_raw[STAGE_ABOVE + c] = raw_of(v);
+            sm.cand_idx[STAGE_ABOVE + c] = (uint32_t)i;
         }
     });
-
-    // The last block of the row to arrive finishes it (threadfence-reduction pattern).
     __syncthreads();
+    const int n_above = sm.n_above, n_cand = min(sm.n_cand, STAGE_CAND);
     if (threadIdx.x == 0) {
-        __threadfence();
-        sm.last = atomicAdd(&r.ctr[2], 1) == p.chunks - 1;
+        sm.base_above = n_above ? atomicAdd(&r.ctr[0], n_above) : 0;
+        sm.base_cand = n_cand ? atomicAdd(&r.ctr[1], n_cand) : 0;
     }
     __syncthreads();
-    if (!sm.last) return;
-    __threadfence();
+    for (int j = threadIdx.x; j < n_above; j += BLOCK) {
+        out_val[sm.base_above + j] = from_raw<T>(sm.cand_raw[j]);
+        out_idx[sm.base_above + j] = (int)sm.cand_idx[j];
+    }
+    for (int j = threadIdx.x; j < n_cand && sm.base_cand + j < p.cap; j += BLOCK) {
+        r.cand_raw[sm.base_cand + j] = sm.cand_raw[STAGE_ABOVE + j];
+        r.cand_idx[sm.base_cand + j] = sm.cand_idx[STAGE_ABOVE + j];
+    }
 
+    // The last block of the row to finish resolves the candidates.
+    if (!last_to_arrive(&r.ctr[2], p.chunks, &sm.last)) return;
     const int ncand = __ldcg(&r.ctr[1]);
+    auto put = [&](int o, uint32_t key, uint32_t i, uint32_t u) {
+        sm.sorted[o] = (unsigned long long)key << 32 | (unsigned long long)(IDX_TOP - i) << 10 | o;
+        sm.raw[o] = u;
+    };
+    if (above + ncand <= BLOCK) {
+        // Few entries (small k, spread values): each one's rank among all of them is its place
+        // in the sorted output, ties included; no radix passes, no sort.
+        const int m = above + ncand, e = threadIdx.x;
+        if (e < above) {
+            const T v = __ldcg(&out_val[e]);
+            put(e, key_of(v), (uint32_t)__ldcg(&out_idx[e]), raw_of(v));
+        } else if (e < m) {
+            const uint32_t u = __ldcg(&r.cand_raw[e - above]);
+            put(e, key_of_raw<T>(u), __ldcg(&r.cand_idx[e - above]), u);
+        }
+        __syncthreads();
+        if (e >= m) return;
+        const unsigned long long mine = sm.sorted[e];
+        int rank = 0;
+        for (int j = 0; j < m; j++) rank += sm.sorted[j] > mine;
+        if (rank < p.k) {
+            out_val[rank] = from_raw<T>(sm.raw[e]);
+            out_idx[rank] = (int)(IDX_TOP - (uint32_t)(mine >> 10 & IDX_TOP));
+        }
+        return;
+    }
     const bool in_smem = ncand <= p.cap;
     if (in_smem)
         for (int c = threadIdx.x; c < ncand; c += BLOCK) {
@@ -278,10 +349,6 @@ template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_p
     }
 
     // Gather the k winners, sort if asked, write values and indices.
-    auto put = [&](int o, uint32_t key, uint32_t i, uint32_t u) {
-        sm.sorted[o] = (unsigned long long)key << 32 | (unsigned long long)(IDX_TOP - i) << 10 | o;
-        sm.raw[o] = u;
-    };
     if (threadIdx.x == 0) sm.count = above;
     for (int o = threadIdx.x; o < above; o += BLOCK) {
         const T v = __ldcg(&out_val[o]);

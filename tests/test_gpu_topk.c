@@ -304,6 +304,7 @@ static const shape shapes_quick[] = {
 static const shape shapes_adv[] = {
     {1, 1, 1, 0}, {3, 7, 3, 0}, {2, 500, 250, 0}, {2, 4097, 1024, 0}, {2, 100003, 777, 0},
     {1, 262144, 1024, 0}, {1, 128256, 50, 128259},
+    {1, 4000, 1000, 0}, /* all-equal: one block stages 3072 candidates, the rest go direct */
 };
 
 static void test_dtype(void **state) {
