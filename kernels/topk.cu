@@ -247,7 +247,8 @@ template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_p
     if (threadIdx.x == 0) sm.n_above = sm.n_cand = 0;
     __syncthreads();
     for_keys<T, BLOCK>(in, begin, end, [&](int i, T v) {
-        const uint32_t d = i >= 0 ? key_of(v) >> LOW : 0;
+        const uint32_t d = key_of(v) >> LOW;
+        if (!__any_sync(~0u, i >= 0 && d >= digit)) return; // the common case: one vote
         const int o = claim(&sm.n_above, i >= 0 && d > digit);
         if (o >= 0) {
             sm.cand_raw[o] = raw_of(v);
