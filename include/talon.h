@@ -223,6 +223,42 @@ typedef struct talon_gelu_and_mul_args {
 talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
                                 const talon_gelu_and_mul_args *args);
 
+/* ---------------------------------------------------------------- top-k */
+/* Per-row top-k: for each row r of in[rows, cols], the k largest values and their column
+   indices:  out_values[r, j] = in[r, out_indices[r, j]],  j < k.
+     dtype: TALON_DTYPE_F32, BF16 or F16 (in and out_values); out_indices is int32.
+     cols in [1, 262144], k in [1, min(cols, 1024)], rows in [1, 1024].
+     in_stride: elements between rows of in (0: cols; otherwise >= cols). out_values and
+       out_indices are contiguous [rows, k].
+   Order: values compare as numbers, except that every NaN (either sign, any payload) ranks
+   above +inf, as in torch.topk, and -0.0 equals +0.0. Among equal values the lower index
+   wins: the set returned is exactly determined (no randomness at the k-th value). Values are
+   copied bit for bit from the input (NaN payloads and the sign of zero are kept).
+   sorted = 1: each output row is in descending order, equal values by ascending index;
+   sorted = 0: the same set of k entries in an unspecified order (it may differ between calls).
+   workspace: device memory of at least talon_topk_workspace_size(rows, cols) bytes,
+     16-byte aligned, used only during the call (on the stream); its contents on entry do not
+     matter. One workspace must not be shared by calls that may run at the same time.
+   Pointers must be aligned to their element (4 bytes for fp32 and indices, 2 for bf16/f16).
+   Launches a fixed sequence of three kernels (clear the workspace, histogram, select).
+   Errors (INVALID_ARGUMENT, nothing launched): any size out of range, k > cols, in_stride
+   < cols, a NULL or misaligned pointer, workspace_bytes smaller than needed, sorted not 0/1,
+   an unsupported dtype. */
+typedef struct talon_topk_args {
+    CUdeviceptr out_values, out_indices, in;
+    CUdeviceptr workspace;
+    int64_t workspace_bytes;
+    int64_t rows, cols, k;
+    int64_t in_stride;  /* 0: cols */
+    int sorted;         /* 1: descending; 0: unsorted */
+    talon_dtype dtype;
+} talon_topk_args;
+
+/* Bytes of workspace talon_topk needs for rows x cols (41 KB per row at most); 0 when rows or
+   cols is out of range. Needs no context. */
+int64_t talon_topk_workspace_size(int64_t rows, int64_t cols);
+talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *args);
+
 /* ================================================================ kernel metadata
    The single source of truth for every kernel: the kernel sources instantiate from these
    lists, the dispatcher builds its launch table from them, and the tests check the cubins
@@ -245,12 +281,13 @@ typedef struct talon__act_params {
     int64_t chunks; /* blocks per row */
 } talon__act_params;
 
-#define TALON__IMAGES(X) X(norm) X(act)
+#define TALON__IMAGES(X) X(norm) X(act) X(topk)
 
 /* Kernel bodies of each image: the dispatcher picks a kernel by (body, dtype, vec, block). */
 #define TALON__BODIES_norm(X) X(rmsnorm) X(fused_add_rmsnorm) X(layernorm)
 #define TALON__BODIES_act(X) X(silu_mul) X(gelu_erf_mul) X(gelu_tanh_mul)
-#define TALON__BODIES(X) TALON__BODIES_norm(X) TALON__BODIES_act(X)
+#define TALON__BODIES_topk(X) X(topk_clear) X(topk_hist) X(topk_select)
+#define TALON__BODIES(X) TALON__BODIES_norm(X) TALON__BODIES_act(X) TALON__BODIES_topk(X)
 
 /* Elements of a row each thread of a 16-byte-path norm block keeps on chip. Rows that fit a
    128-thread block (cols <= 128 * 32) take the _b128 variants: twice the bytes in flight per
@@ -291,7 +328,31 @@ typedef struct talon__act_params {
     X(talon_gelu_tanh_and_mul_f16,    gelu_tanh_mul,     F16,  1, act,  256, 0, talon__act_params) \
     X(talon_gelu_tanh_and_mul_f16_v8, gelu_tanh_mul,     F16,  8, act,  256, 0, talon__act_params)
 
-#define TALON__KERNELS(X) TALON__KERNELS_norm(X) TALON__KERNELS_act(X)
+/* top-k: 11-bit radix digits; per row the workspace holds the histogram of the top digit,
+   TALON__TOPK_CTRS counters and up to TALON__TOPK_CAP candidates (key bits, index). */
+#define TALON__TOPK_DIGIT 11
+#define TALON__TOPK_CTRS 16
+#define TALON__TOPK_CAP 4096
+#define TALON__TOPK_KMAX 1024
+#define TALON__TOPK_COLS_MAX 262144
+#define TALON__TOPK_ROWS_MAX 1024
+#define TALON__TOPK_SMEM 53504
+typedef struct talon__topk_params {
+    CUdeviceptr out_values, out_indices, in, workspace;
+    int64_t in_stride, row_ints; /* row_ints: 4-byte words of workspace per row */
+    int cols, k, chunk_len, chunks, cap, sorted;
+} talon__topk_params;
+
+#define TALON__KERNELS_topk(X)                                                                 \
+    X(talon_topk_clear,       topk_clear,  I32,  1, topk, 512, 0, talon__topk_params)          \
+    X(talon_topk_hist_f32,    topk_hist,   F32,  1, topk, 512, 0, talon__topk_params)          \
+    X(talon_topk_hist_bf16,   topk_hist,   BF16, 1, topk, 512, 0, talon__topk_params)          \
+    X(talon_topk_hist_f16,    topk_hist,   F16,  1, topk, 512, 0, talon__topk_params)          \
+    X(talon_topk_select_f32,  topk_select, F32,  1, topk, 512, TALON__TOPK_SMEM, talon__topk_params) \
+    X(talon_topk_select_bf16, topk_select, BF16, 1, topk, 512, TALON__TOPK_SMEM, talon__topk_params) \
+    X(talon_topk_select_f16,  topk_select, F16,  1, topk, 512, TALON__TOPK_SMEM, talon__topk_params)
+
+#define TALON__KERNELS(X) TALON__KERNELS_norm(X) TALON__KERNELS_act(X) TALON__KERNELS_topk(X)
 
 #ifdef __cplusplus
 }
@@ -882,6 +943,75 @@ talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
     return talon__gated(ctx, stream, op,
                         a->approx == TALON_GELU_TANH ? TALON__B_gelu_tanh_mul : TALON__B_gelu_erf_mul,
                         a->out, a->in, a->rows, a->cols, a->out_stride, a->in_stride, a->dtype);
+}
+
+/* ---------------------------------------------------------------- top-k */
+/* 4-byte words of workspace per row: histogram, counters, candidate keys and indices, rounded
+   to 16 bytes. */
+static int64_t talon__topk_row_ints(int64_t cols) {
+    int64_t cap = cols < TALON__TOPK_CAP ? cols : TALON__TOPK_CAP;
+    return ((1 << TALON__TOPK_DIGIT) + TALON__TOPK_CTRS + 2 * cap + 3) / 4 * 4;
+}
+
+int64_t talon_topk_workspace_size(int64_t rows, int64_t cols) {
+    if (rows < 1 || rows > TALON__TOPK_ROWS_MAX || cols < 1 || cols > TALON__TOPK_COLS_MAX)
+        return 0;
+    return rows * talon__topk_row_ints(cols) * 4;
+}
+
+talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *a) {
+    static const char op[] = "talon_topk";
+    talon__topk_params p;
+    int64_t need, chunk_len;
+    int esize, k;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    if (a->dtype != TALON_DTYPE_F32 && a->dtype != TALON_DTYPE_BF16 && a->dtype != TALON_DTYPE_F16)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->dtype = %d is not supported (bf16 = %d, f16 = %d, f32 = %d)",
+                           op, (int)a->dtype, (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16,
+                           (int)TALON_DTYPE_F32);
+    esize = a->dtype == TALON_DTYPE_F32 ? 4 : 2;
+    TALON__TRY(talon__check_size(op, "rows", a->rows, TALON__TOPK_ROWS_MAX));
+    TALON__TRY(talon__check_size(op, "cols", a->cols, TALON__TOPK_COLS_MAX));
+    TALON__TRY(talon__check_size(op, "k", a->k, TALON__TOPK_KMAX));
+    if (a->k > a->cols)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->k = %lld is larger than args->cols = %lld", op,
+                           (long long)a->k, (long long)a->cols);
+    memset(&p, 0, sizeof p);
+    TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
+    if (a->sorted != 0 && a->sorted != 1)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->sorted = %d is not 0 or 1",
+                           op, a->sorted);
+    TALON__TRY(talon__check_ptr_align(op, "out_values", a->out_values, 0, esize));
+    TALON__TRY(talon__check_ptr_align(op, "out_indices", a->out_indices, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "in", a->in, 0, esize));
+    TALON__TRY(talon__check_ptr_align(op, "workspace", a->workspace, 0, 16));
+    need = talon_topk_workspace_size(a->rows, a->cols);
+    if (a->workspace_bytes < need)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->workspace_bytes = %lld is smaller than the %lld bytes "
+                           "talon_topk_workspace_size(%lld, %lld) asks for",
+                           op, (long long)a->workspace_bytes, (long long)need,
+                           (long long)a->rows, (long long)a->cols);
+    p.out_values = a->out_values; p.out_indices = a->out_indices; p.in = a->in;
+    p.workspace = a->workspace;
+    p.row_ints = talon__topk_row_ints(a->cols);
+    p.cols = (int)a->cols; p.k = (int)a->k; p.sorted = a->sorted;
+    p.cap = (int)(a->cols < TALON__TOPK_CAP ? a->cols : TALON__TOPK_CAP);
+    /* Chunks of 16384 elements while that still makes 512 blocks (about 4 per SM of an H100),
+       else 8192 or 4096 (one load of 8 per thread of a block): long chunks amortise each
+       block's fixed work, short ones spread a small batch over many SMs. */
+    for (chunk_len = 4 * 4096; chunk_len > 4096; chunk_len /= 2)
+        if (a->rows * ((a->cols + chunk_len - 1) / chunk_len) >= 512) break;
+    p.chunk_len = (int)chunk_len;
+    p.chunks = (int)((a->cols + chunk_len - 1) / chunk_len);
+    k = talon__pick(TALON__B_topk_clear, TALON_DTYPE_I32, 1, 512);
+    TALON__TRY(talon__launch2d(ctx, stream, op, k, a->rows, 1, &p));
+    k = talon__pick(TALON__B_topk_hist, a->dtype, 1, 512);
+    TALON__TRY(talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p));
+    k = talon__pick(TALON__B_topk_select, a->dtype, 1, 512);
+    return talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p);
 }
 
 #ifdef __cplusplus

@@ -1,0 +1,392 @@
+// topk.cu - per-row top-k values and int32 indices (fp32, bf16, f16), k <= 1024.
+//
+// Strategy: radix select on an order-preserving 32-bit key (sign bit flipped, negatives
+// inverted; bf16/f16 go through their exact fp32 value; every NaN maps to the top key and
+// -0.0 to +0.0, so NaN ranks above +inf and the zeros tie). A row is split over `chunks`
+// blocks (grid chunks x rows) and the op is a fixed sequence of three kernels:
+//   clear:  zeroes each row's histogram and counters in the workspace (the caller's memory
+//           holds anything on entry, and a kernel keeps the sequence capture-safe);
+//   hist:   each block histograms the top 11 bits of its chunk's keys in shared memory and
+//           adds them to the row's histogram; the row's last block to finish (arrival
+//           counter) finds the digit d of the k-th key and how many keys lie above it;
+//   select: each block writes the keys whose digit is above d (fewer than k) straight into
+//           the output and appends those with digit d (the candidates: element bits and
+//           index) to the workspace, both staged in shared memory and reserved with one global
+//           atomic per block. The row's last block resolves the candidates:
+//           - few entries (above + candidates <= block size): every entry's rank among them,
+//             by (key desc, index asc), is its output position; ties need nothing more;
+//           - else radix select over the candidates' remaining 21 key bits finds the k-th key
+//             T and how many keys equal to T are needed; when that is fewer than there are, a
+//             second radix select over (2^18 - 1 - index) takes the lowest indices (the tie
+//             rule); the k winners are then bitonic-sorted by (key desc, index asc) if asked.
+// Values are written from the element bits carried along, so NaN payloads and -0.0 survive.
+// The row is read twice from memory (hist, select; select runs its blocks in reverse order
+// to find the chunks hist read last in L2). Candidates usually fit the workspace (cap =
+// min(cols, TALON__TOPK_CAP)); when more keys share the k-th key's top digit (many ties,
+// narrow distributions), the last block re-reads the row for each remaining pass instead:
+// slower, same result.
+#include "common.cuh"
+
+template <int DT> struct topk_type;
+template <> struct topk_type<TALON_DTYPE_F32> { typedef float T; };
+template <> struct topk_type<TALON_DTYPE_BF16> { typedef __nv_bfloat16 T; };
+template <> struct topk_type<TALON_DTYPE_F16> { typedef __half T; };
+template <> struct topk_type<TALON_DTYPE_I32> { typedef int T; };
+
+constexpr int BINS = 1 << TALON__TOPK_DIGIT; // 2048 bins of the 11-bit digit
+constexpr int LOW = 32 - TALON__TOPK_DIGIT;  // key bits below the top digit
+constexpr uint32_t LOW_MASK = (1u << LOW) - 1;
+constexpr int IDX_BITS = 18;                 // cols <= 2^18
+constexpr uint32_t IDX_TOP = (1u << IDX_BITS) - 1;
+constexpr int UNROLL = 8;
+
+// An element's bits as a 32-bit word and back: candidates carry them, so the values written at
+// the end need no second read of the input.
+__device__ __forceinline__ uint32_t raw_of(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ uint32_t raw_of(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ __forceinline__ uint32_t raw_of(__half x) { return __half_as_ushort(x); }
+template <typename T> __device__ __forceinline__ T from_raw(uint32_t u);
+template <> __device__ __forceinline__ float from_raw<float>(uint32_t u) { return __uint_as_float(u); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_raw<__nv_bfloat16>(uint32_t u) { return __ushort_as_bfloat16((unsigned short)u); }
+template <> __device__ __forceinline__ __half from_raw<__half>(uint32_t u) { return __ushort_as_half((unsigned short)u); }
+
+__device__ __forceinline__ float value_f32(float x) { return x; }
+__device__ __forceinline__ float value_f32(__nv_bfloat16 x) { return to_f32(x); }
+__device__ __forceinline__ float value_f32(__half x) { return to_f32(x); }
+
+template <typename T> __device__ __forceinline__ uint32_t key_of(T v) {
+    const float x = value_f32(v);
+    uint32_t u = __float_as_uint(x);
+    if (x != x) return 0xFFFFFFFFu;
+    if (u == 0x80000000u) u = 0;
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+template <typename T> __device__ __forceinline__ uint32_t key_of_raw(uint32_t u) {
+    return key_of(from_raw<T>(u));
+}
+
+struct Row {
+    // ctr: [0] keys above the digit written, [1] candidates, [2] select blocks done,
+    // [3] hist blocks done, [4] the k-th key's top digit, [5] keys in higher digits
+    int *hist, *ctr;
+    uint32_t *cand_raw, *cand_idx;
+};
+
+__device__ __forceinline__ Row row_ws(const talon__topk_params &p, int row) {
+    int *base = reinterpret_cast<int *>(p.workspace) + (int64_t)row * p.row_ints;
+    return {base, base + BINS, reinterpret_cast<uint32_t *>(base + BINS + TALON__TOPK_CTRS),
+            reinterpret_cast<uint32_t *>(base + BINS + TALON__TOPK_CTRS + p.cap)};
+}
+
+// Calls f(i, v) for every element of [begin, end) this thread owns, UNROLL loads in flight
+// first. Every lane of a warp makes the same number of calls (invalid ones with i = -1), so f
+// may use warp collectives.
+template <typename T, int BLOCK, typename F>
+__device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
+    for (int base = begin; base < end; base += BLOCK * UNROLL) {
+        T v[UNROLL];
+#pragma unroll
+        for (int j = 0; j < UNROLL; j++) {
+            const int i = base + j * BLOCK + threadIdx.x;
+            if (i < end) v[j] = in[i];
+        }
+#pragma unroll
+        for (int j = 0; j < UNROLL; j++) {
+            const int i = base + j * BLOCK + threadIdx.x;
+            f(i < end ? i : -1, v[j]);
+        }
+    }
+}
+
+// One warp-aggregated atomicAdd: each lane with `want` gets its own slot.
+__device__ __forceinline__ int claim(int *counter, bool want) {
+    const unsigned m = __ballot_sync(~0u, want);
+    if (!m) return -1;
+    const int lane = threadIdx.x % 32, leader = __ffs(m) - 1;
+    int base = 0;
+    if (lane == leader) base = atomicAdd(counter, __popc(m));
+    base = __shfl_sync(~0u, base, leader);
+    return want ? base + __popc(m & ((1u << lane) - 1)) : -1;
+}
+
+// Digit holding the need-th largest item of a shared histogram: res[0] = digit, res[1] = items
+// in higher digits. Every thread owns BINS / BLOCK consecutive bins.
+template <int BLOCK>
+__device__ __forceinline__ void find_digit(const int *hist, int need, int *res, int *warp_sums) {
+    constexpr int PER = BINS / BLOCK, WARPS = BLOCK / 32;
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    int s = 0;
+#pragma unroll
+    for (int j = 0; j < PER; j++) s += hist[t * PER + j];
+    int incl = s; // sum over lanes >= lane
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_down_sync(~0u, incl, o);
+        if (lane + o < 32) incl += v;
+    }
+    if (lane == 0) warp_sums[warp] = incl;
+    __syncthreads();
+    int above = incl - s;
+    for (int w = warp + 1; w < WARPS; w++) above += warp_sums[w];
+    if (above < need && above + s >= need) {
+        for (int b = t * PER + PER - 1;; b--) {
+            if (above + hist[b] >= need) {
+                res[0] = b;
+                res[1] = above;
+                break;
+            }
+            above += hist[b];
+        }
+    }
+    __syncthreads();
+}
+
+// Radix select over `bits`-bit values produced by each(f) (f(v) once per item of this
+// thread): returns the need-th largest value V; on return need is how many items equal to V
+// are among the top and eq how many items equal V.
+template <int BLOCK, typename Each>
+__device__ __forceinline__ uint32_t radix_select(Each each, int bits, int &need, int &eq, int *hist, int *res,
+                                 int *warp_sums) {
+    uint32_t prefix = 0;
+    for (int hi = bits; hi > 0;) {
+        const int lo = hi > TALON__TOPK_DIGIT ? hi - TALON__TOPK_DIGIT : 0;
+        const uint32_t mask = (1u << (hi - lo)) - 1;
+        for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
+        __syncthreads();
+        each([&](uint32_t v) {
+            if ((v >> hi) == prefix) atomicAdd(&hist[(v >> lo) & mask], 1);
+        });
+        __syncthreads();
+        find_digit<BLOCK>(hist, need, res, warp_sums);
+        need -= res[1];
+        eq = hist[res[0]];
+        prefix = (prefix << (hi - lo)) | (uint32_t)res[0];
+        hi = lo;
+        __syncthreads(); // res and hist are rewritten by the next pass
+    }
+    return prefix;
+}
+
+// Threadfence-reduction pattern: true in every thread of the block that arrives last of n.
+__device__ __forceinline__ bool last_to_arrive(int *counter, int n, int *flag) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence(); // cumulative: orders the block's writes, seen through the barrier
+        *flag = atomicAdd(counter, 1) == n - 1;
+    }
+    __syncthreads();
+    if (!*flag) return false;
+    __threadfence();
+    return true;
+}
+
+template <typename T> __device__ __forceinline__ const T *row_in(const talon__topk_params &p, int row) {
+    return reinterpret_cast<const T *>(p.in) + (int64_t)row * p.in_stride;
+}
+
+template <typename T, int BLOCK> __device__ void topk_clear(const talon__topk_params &p) {
+    const Row r = row_ws(p, blockIdx.x);
+    for (int i = threadIdx.x; i < BINS + TALON__TOPK_CTRS; i += BLOCK) r.hist[i] = 0;
+}
+
+template <typename T, int BLOCK> __device__ void topk_hist(const talon__topk_params &p) {
+    __shared__ int hist[BINS], res[2], warp_sums[32], last;
+    const int row = blockIdx.y, begin = blockIdx.x * p.chunk_len;
+    const int end = min(p.cols, begin + p.chunk_len);
+    for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
+    __syncthreads();
+    for_keys<T, BLOCK>(row_in<T>(p, row), begin, end, [&](int i, T v) {
+        if (i >= 0) atomicAdd(&hist[key_of(v) >> LOW], 1);
+    });
+    __syncthreads();
+    const Row r = row_ws(p, row);
+    for (int b = threadIdx.x; b < BINS; b += BLOCK)
+        if (hist[b]) atomicAdd(&r.hist[b], hist[b]);
+    // The row's last block finds the k-th key's digit once for all select blocks.
+    if (!last_to_arrive(&r.ctr[3], p.chunks, &last)) return;
+    for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = __ldcg(&r.hist[b]);
+    __syncthreads();
+    find_digit<BLOCK>(hist, p.k, res, warp_sums);
+    if (threadIdx.x == 0) {
+        r.ctr[4] = res[0];
+        r.ctr[5] = res[1];
+    }
+}
+
+// Shared memory of the select kernel (dynamic; TALON__TOPK_SMEM bytes).
+struct SelectSmem {
+    int hist[BINS];
+    uint32_t cand_raw[TALON__TOPK_CAP], cand_idx[TALON__TOPK_CAP];
+    unsigned long long sorted[TALON__TOPK_KMAX]; // key << 32 | (IDX_TOP - index) << 10 | slot
+    uint32_t raw[TALON__TOPK_KMAX];              // element bits by slot
+    int res[2], warp_sums[32], count, last, n_above, n_cand, base_above, base_cand;
+};
+
+static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in talon.h is too small");
+
+template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_params &p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    SelectSmem &sm = *reinterpret_cast<SelectSmem *>(smem_raw);
+    // Blocks run in the reverse order of the hist kernel's: the chunks it read last are the
+    // likeliest to be still in L2.
+    const int row = gridDim.y - 1 - blockIdx.y, begin = (gridDim.x - 1 - blockIdx.x) * p.chunk_len;
+    const int end = min(p.cols, begin + p.chunk_len);
+    const Row r = row_ws(p, row);
+    const T *in = row_in<T>(p, row);
+    int *out_idx = reinterpret_cast<int *>(p.out_indices) + (int64_t)row * p.k;
+    T *out_val = reinterpret_cast<T *>(p.out_values) + (int64_t)row * p.k;
+
+    const uint32_t digit = (uint32_t)__ldcg(&r.ctr[4]);
+    const int above = __ldcg(&r.ctr[5]);
+
+    // Hits are staged in shared memory (the candidate arrays, unused until the last block's
+    // final stage) and copied out with one global atomic per block and counter: a global
+    // atomic per warp and hit made every warp wait on L2 round trips at large k. Keys above
+    // the digit are fewer than k <= STAGE_ABOVE; candidates past STAGE_CAND go straight out.
+    constexpr int STAGE_ABOVE = TALON__TOPK_KMAX, STAGE_CAND = TALON__TOPK_CAP - STAGE_ABOVE;
+    if (threadIdx.x == 0) sm.n_above = sm.n_cand = 0;
+    __syncthreads();
+    for_keys<T, BLOCK>(in, begin, end, [&](int i, T v) {
+        const uint32_t d = key_of(v) >> LOW;
+        if (!__any_sync(~0u, i >= 0 && d >= digit)) return; // the common case: one vote
+        const int o = claim(&sm.n_above, i >= 0 && d > digit);
+        if (o >= 0) {
+            sm.cand_raw[o] = raw_of(v);
+            sm.cand_idx[o] = (uint32_t)i;
+        }
+        const int c = claim(&sm.n_cand, i >= 0 && d == digit);
+        if (c >= STAGE_CAND) {
+            const int g = atomicAdd(&r.ctr[1], 1);
+            if (g < p.cap) {
+                r.cand_raw[g] = raw_of(v);
+                r.cand_idx[g] = (uint32_t)i;
+            }
+        } else if (c >= 0) {
+            sm.cand_raw[STAGE_ABOVE + c] = raw_of(v);
+            sm.cand_idx[STAGE_ABOVE + c] = (uint32_t)i;
+        }
+    });
+    __syncthreads();
+    const int n_above = sm.n_above, n_cand = min(sm.n_cand, STAGE_CAND);
+    if (threadIdx.x == 0) {
+        sm.base_above = n_above ? atomicAdd(&r.ctr[0], n_above) : 0;
+        sm.base_cand = n_cand ? atomicAdd(&r.ctr[1], n_cand) : 0;
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < n_above; j += BLOCK) {
+        out_val[sm.base_above + j] = from_raw<T>(sm.cand_raw[j]);
+        out_idx[sm.base_above + j] = (int)sm.cand_idx[j];
+    }
+    for (int j = threadIdx.x; j < n_cand && sm.base_cand + j < p.cap; j += BLOCK) {
+        r.cand_raw[sm.base_cand + j] = sm.cand_raw[STAGE_ABOVE + j];
+        r.cand_idx[sm.base_cand + j] = sm.cand_idx[STAGE_ABOVE + j];
+    }
+
+    // The last block of the row to finish resolves the candidates.
+    if (!last_to_arrive(&r.ctr[2], p.chunks, &sm.last)) return;
+    const int ncand = __ldcg(&r.ctr[1]);
+    auto put = [&](int o, uint32_t key, uint32_t i, uint32_t u) {
+        sm.sorted[o] = (unsigned long long)key << 32 | (unsigned long long)(IDX_TOP - i) << 10 | o;
+        sm.raw[o] = u;
+    };
+    if (above + ncand <= BLOCK) {
+        // Few entries (small k, spread values): each one's rank among all of them is its place
+        // in the sorted output, ties included; no radix passes, no sort.
+        const int m = above + ncand, e = threadIdx.x;
+        if (e < above) {
+            const T v = __ldcg(&out_val[e]);
+            put(e, key_of(v), (uint32_t)__ldcg(&out_idx[e]), raw_of(v));
+        } else if (e < m) {
+            const uint32_t u = __ldcg(&r.cand_raw[e - above]);
+            put(e, key_of_raw<T>(u), __ldcg(&r.cand_idx[e - above]), u);
+        }
+        __syncthreads();
+        if (e >= m) return;
+        const unsigned long long mine = sm.sorted[e];
+        int rank = 0;
+        for (int j = 0; j < m; j++) rank += sm.sorted[j] > mine;
+        if (rank < p.k) {
+            out_val[rank] = from_raw<T>(sm.raw[e]);
+            out_idx[rank] = (int)(IDX_TOP - (uint32_t)(mine >> 10 & IDX_TOP));
+        }
+        return;
+    }
+    const bool in_smem = ncand <= p.cap;
+    if (in_smem)
+        for (int c = threadIdx.x; c < ncand; c += BLOCK) {
+            sm.cand_raw[c] = __ldcg(&r.cand_raw[c]);
+            sm.cand_idx[c] = __ldcg(&r.cand_idx[c]);
+        }
+    __syncthreads();
+    // Every candidate (low key bits, index, element bits) this thread owns.
+    auto each_cand = [&](auto f) {
+        if (in_smem) {
+            for (int c = threadIdx.x; c < ncand; c += BLOCK) {
+                const uint32_t u = sm.cand_raw[c];
+                f(key_of_raw<T>(u) & LOW_MASK, sm.cand_idx[c], u);
+            }
+        } else {
+            for_keys<T, BLOCK>(in, 0, p.cols, [&](int i, T v) {
+                const uint32_t key = key_of(v);
+                if (i >= 0 && (key >> LOW) == digit) f(key & LOW_MASK, (uint32_t)i, raw_of(v));
+            });
+        }
+    };
+    int need = p.k - above, eq = 0;
+    const uint32_t kth = radix_select<BLOCK>(
+        [&](auto f) { each_cand([&](uint32_t key, uint32_t, uint32_t) { f(key); }); }, LOW, need, eq,
+        sm.hist, sm.res, sm.warp_sums);
+    // Keys equal to the k-th are taken up to index last_idx: the `need` lowest indices.
+    uint32_t last_idx = 0xFFFFFFFFu;
+    if (need < eq) {
+        int one = 0;
+        last_idx = IDX_TOP - radix_select<BLOCK>(
+                                 [&](auto f) {
+                                     each_cand([&](uint32_t key, uint32_t i, uint32_t) {
+                                         if (key == kth) f(IDX_TOP - i);
+                                     });
+                                 },
+                                 IDX_BITS, need, one, sm.hist, sm.res, sm.warp_sums);
+    }
+
+    // Gather the k winners, sort if asked, write values and indices.
+    if (threadIdx.x == 0) sm.count = above;
+    for (int o = threadIdx.x; o < above; o += BLOCK) {
+        const T v = __ldcg(&out_val[o]);
+        put(o, key_of(v), (uint32_t)__ldcg(&out_idx[o]), raw_of(v));
+    }
+    __syncthreads();
+    each_cand([&](uint32_t key, uint32_t i, uint32_t u) {
+        if (key > kth || (key == kth && i <= last_idx)) put(atomicAdd(&sm.count, 1), key | digit << LOW, i, u);
+    });
+    __syncthreads();
+    if (p.sorted) {
+        int n = 1;
+        while (n < p.k) n <<= 1;
+        for (int o = p.k + threadIdx.x; o < n; o += BLOCK) sm.sorted[o] = 0; // below any winner
+        __syncthreads();
+        for (int size = 2; size <= n; size <<= 1)
+            for (int stride = size / 2; stride > 0; stride >>= 1) {
+                for (int t = threadIdx.x; t < n / 2; t += BLOCK) {
+                    const int a = 2 * t - (t & (stride - 1)), b = a + stride;
+                    const unsigned long long x = sm.sorted[a], y = sm.sorted[b];
+                    if (((a & size) == 0) == (x < y)) { // descending runs where a & size == 0
+                        sm.sorted[a] = y;
+                        sm.sorted[b] = x;
+                    }
+                }
+                __syncthreads();
+            }
+    }
+    for (int o = threadIdx.x; o < p.k; o += BLOCK) {
+        const unsigned long long c = sm.sorted[o];
+        out_val[o] = from_raw<T>(sm.raw[c & (TALON__TOPK_KMAX - 1)]);
+        out_idx[o] = (int)(IDX_TOP - (uint32_t)(c >> 10 & IDX_TOP));
+    }
+}
+
+#define X(sym, body, dt, vec, img, block, smem, P)                                             \
+    extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
+        body<topk_type<TALON_DTYPE_##dt>::T, block>(p);                                        \
+    }
+TALON__KERNELS_topk(X)
