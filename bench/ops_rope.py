@@ -122,11 +122,12 @@ def rope_case(h, label, neox=True, theta_mode=False, tokens=T, targets=()):
 
 # ---------------------------------------------------------------- kv_append
 def peer_kv(kc, vc, k, v, slots, fp8, ks, vs):
-    if fp8:
-        k = (k.float() / ks).clamp(-448, 448).to(torch.float8_e4m3fn)
-        v = (v.float() / vs).clamp(-448, 448).to(torch.float8_e4m3fn)
-    kc.view(-1, HK, D).index_copy_(0, slots, k.view(-1, HK, D))
-    vc.view(-1, HK, D).index_copy_(0, slots, v.view(-1, HK, D))
+    if fp8:  # index_copy_ has no float8 kernel: move the bytes
+        k = (k.float() / ks).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
+        v = (v.float() / vs).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
+        kc, vc = kc.view(torch.uint8), vc.view(torch.uint8)
+    kc.view(-1, HK, D).index_copy_(0, slots, k.reshape(-1, HK, D))
+    vc.view(-1, HK, D).index_copy_(0, slots, v.reshape(-1, HK, D))
 
 
 def kv_case(h, label, fp8=False, tokens=T, targets=()):
@@ -180,4 +181,8 @@ def cases(h):
         kv_case(h, "T=4096 Hk8 D128 page16 bf16", targets=TARGET),
         kv_case(h, "T=4096 Hk8 D128 page16 bf16->fp8", fp8=True, targets=TARGET),
         kv_case(h, "T=64 Hk8 D128 page16 bf16", tokens=64),
+        # past the per-call floor (~5 us here): the kernels' streaming rate
+        rope_case(h, "T=32768 Hq32 Hk8 D128 NeoX cache", tokens=32768),
+        kv_case(h, "T=32768 Hk8 D128 page16 bf16", tokens=32768),
+        kv_case(h, "T=32768 Hk8 D128 page16 bf16->fp8", fp8=True, tokens=32768),
     ]

@@ -84,17 +84,6 @@ __device__ __forceinline__ void rope(const talon__rope_params &p) {
     const int g = int(r / p.vecs), i0 = int(r % p.vecs) * VP, half = p.rot_dim / 2;
     const int64_t pos = p.pos64 ? reinterpret_cast<const int64_t *>(p.positions)[t]
                                 : reinterpret_cast<const int32_t *>(p.positions)[t];
-    float c[VP], s[VP];
-    if (p.cos_sin) {
-        if (pos < 0 || pos >= p.max_pos) return;
-        const float *row = reinterpret_cast<const float *>(p.cos_sin) + pos * p.rot_dim;
-        load_f32s<VP>(row + i0, c);
-        load_f32s<VP>(row + half + i0, s);
-    } else {
-        const double log2_theta = log2(p.theta);
-#pragma unroll
-        for (int j = 0; j < VP; j++) theta_sincos((double)pos, i0 + j, log2_theta, p.rot_dim, s[j], c[j]);
-    }
     // Offsets in a head of the first and second half of the thread's words.
     const int off0 = NEOX ? i0 : 2 * i0, off1 = NEOX ? half + i0 : 2 * i0 + VP;
     W w[G][NW];
@@ -119,6 +108,19 @@ __device__ __forceinline__ void rope(const talon__rope_params &p) {
                 w[k][4] = b.x; w[k][5] = b.y; w[k][6] = b.z; w[k][7] = b.w;
             }
         }
+    }
+    // cos/sin after the loads above are in flight: they do not wait for the position, and the
+    // theta mode's arithmetic overlaps them.
+    float c[VP], s[VP];
+    if (p.cos_sin) {
+        if (pos < 0 || pos >= p.max_pos) return;
+        const float *row = reinterpret_cast<const float *>(p.cos_sin) + pos * p.rot_dim;
+        load_f32s<VP>(row + i0, c);
+        load_f32s<VP>(row + half + i0, s);
+    } else {
+        const double log2_theta = log2(p.theta);
+#pragma unroll
+        for (int j = 0; j < VP; j++) theta_sincos((double)pos, i0 + j, log2_theta, p.rot_dim, s[j], c[j]);
     }
 #pragma unroll
     for (int k = 0; k < G; k++) {
@@ -159,23 +161,25 @@ __device__ __forceinline__ void kv_copy(const talon__kv_params &p) {
     constexpr int U = TALON__KV_UNROLL;
     const uint32_t units_per_token = 2 * p.row_vecs;
     vec_t<T, VEC> x[U];
-    int64_t dst[U];
+    int64_t dst[U], slot[U];
     int which[U];
+    // The k/v loads do not depend on the slot: issue them with the slot loads, one round trip.
 #pragma unroll
     for (int i = 0; i < U; i++) {
         const uint32_t unit = (blockIdx.x * U + i) * blockDim.x + threadIdx.x;
-        dst[i] = -1;
+        slot[i] = -1;
         if (unit >= p.units) continue;
         const uint32_t t = unit / units_per_token, r = unit % units_per_token;
-        const int64_t slot = reinterpret_cast<const int64_t *>(p.slots)[t];
-        if (slot < 0 || slot >= p.num_slots) continue;
         which[i] = r >= p.row_vecs;
         const int64_t e = (int64_t)(which[i] ? r - p.row_vecs : r) * VEC;
         const T *src = which[i] ? reinterpret_cast<const T *>(p.v) + t * p.v_stride
                                 : reinterpret_cast<const T *>(p.k) + t * p.k_stride;
+        slot[i] = reinterpret_cast<const int64_t *>(p.slots)[t];
         x[i] = load_vec<T, VEC>(src + e);
-        dst[i] = slot * p.row + e;
+        dst[i] = e;
     }
+#pragma unroll
+    for (int i = 0; i < U; i++) dst[i] = slot[i] >= 0 && slot[i] < p.num_slots ? slot[i] * p.row + dst[i] : -1;
 #pragma unroll
     for (int i = 0; i < U; i++) {
         if (dst[i] < 0) continue;

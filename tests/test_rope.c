@@ -276,7 +276,7 @@ static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, v
         p->num_q_heads = (int32_t)r->num_q_heads; p->heads = (int32_t)heads;
         p->head_dim = (int32_t)r->head_dim; p->rot_dim = (int32_t)rot;
         p->vecs = (uint32_t)(rot / 2 / vp);
-        p->per_token = (uint32_t)((heads + 7) / 8 * p->vecs);
+        p->per_token = (uint32_t)((heads + TALON__ROPE_HEADS - 1) / TALON__ROPE_HEADS * p->vecs);
         p->threads = (uint32_t)(p->per_token * r->tokens);
         p->pos64 = r->positions_dtype == TALON_INDEX_I64;
         return (p->threads + 255) / 256;
@@ -294,7 +294,7 @@ static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, v
         p->units = (uint32_t)(2 * p->row_vecs * k->tokens);
         p->k_scale = k->k_scale ? k->k_scale : 1.0f;
         p->v_scale = k->v_scale ? k->v_scale : 1.0f;
-        return (p->units + 1023) / 1024;
+        return (p->units + 256 * TALON__KV_UNROLL - 1) / (256 * TALON__KV_UNROLL);
     }
 }
 
