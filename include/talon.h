@@ -236,8 +236,9 @@ talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
      sin (vLLM's layout). A token whose position is outside [0, max_pos) is left unchanged
      (never read out of bounds); or
    - theta (cos_sin_cache 0): inv_freq_i = theta^(-2i/rot_dim) and the angle p * inv_freq_i are
-     computed in fp64 and reduced mod 2 pi there, then cos/sin in fp32: the angle is off by
-     less than 1e-14 |p| + 2e-7 rad (every int32/int64 position is valid, negative ones too).
+     computed in fp64 and reduced mod 2 pi there, then fast fp32 cos/sin (absolute error
+     < 2^-21): the angle is off by less than 1e-14 |p| + 2e-7 rad (every int32/int64 position
+     is valid, negative ones too).
      theta 0 means 10000. An fp32 angle (how vLLM builds its cache) is off by up to 3e-8 |p|
      rad, so results differ from such a cache by that much at large positions.
    Layout: heads are contiguous D elements inside a token; q_stride / k_stride are elements

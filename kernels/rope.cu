@@ -5,7 +5,7 @@
 // one token and a group of up to TALON__ROPE_HEADS heads (q heads first, then k heads). It
 // gets cos/sin of its VP pairs once, from the token's cache row or from theta, and reuses them
 // for every head of its group: the cache row is read from memory once per token and the
-// theta mode's fp64 angles (inv_freq, product, reduction mod 2 pi; then fp32 sincos) cost
+// theta mode's fp64 angles (inv_freq, product, reduction mod 2 pi; then fp32 sin/cos) cost
 // one evaluation per pair and group, not per head. All heads of the group are loaded before
 // any arithmetic, so one round trip covers them. Consecutive threads take consecutive pair
 // vectors of a head, so a warp reads whole 128-byte lines. Elements past rot_dim are never
@@ -37,15 +37,13 @@ template <int N> __device__ __forceinline__ void load_f32s(const float *p, float
     }
 }
 
-// cos/sin of pos * theta^(-2i/rot_dim): fp64 up to an angle reduced to [-pi, pi] (2 pi split
-// in two parts, Cody-Waite), so an fp32 angle's error at large positions never enters.
-__device__ __forceinline__ void theta_sincos(double pos, int i, double log2_theta, int rot_dim,
-                                             float &s, float &c) {
-    const double a = pos * exp2(log2_theta * (-2.0 * i / rot_dim));
-    const double k = rint(a * 0.15915494309189535);
-    double r = fma(-k, 6.283185307179586, a);
-    r = fma(-k, 2.4492935982947064e-16, r);
-    sincosf((float)r, &s, &c);
+// cos/sin of pos * f: the angle in fp64, reduced to [-pi, pi] there (2 pi split in two parts,
+// Cody-Waite), so an fp32 angle's error at large positions never enters; then the fast fp32
+// sin/cos, whose absolute error on [-pi, pi] is below 2^-21.
+__device__ __forceinline__ void angle_sincos(double pos, double f, float &s, float &c) {
+    const double a = pos * f, k = rint(a * 0.15915494309189535);
+    const double r = fma(-k, 2.4492935982947064e-16, fma(-k, 6.283185307179586, a));
+    __sincosf((float)r, &s, &c);
 }
 
 // Two elements packed in a 32-bit word <-> fp32 (cvt.rn.{bf16,f16}x2.f32 on the way back).
@@ -118,9 +116,11 @@ __device__ __forceinline__ void rope(const talon__rope_params &p) {
         load_f32s<VP>(row + i0, c);
         load_f32s<VP>(row + half + i0, s);
     } else {
-        const double log2_theta = log2(p.theta);
+        // inv_freq of pair i0 + j = theta^(-2 i0 / rot_dim) * step^j: two exp2 per thread.
+        const double l = log2(p.theta) * (-2.0 / p.rot_dim), step = exp2(l);
+        double f = exp2(l * i0);
 #pragma unroll
-        for (int j = 0; j < VP; j++) theta_sincos((double)pos, i0 + j, log2_theta, p.rot_dim, s[j], c[j]);
+        for (int j = 0; j < VP; j++, f *= step) angle_sincos((double)pos, f, s[j], c[j]);
     }
 #pragma unroll
     for (int k = 0; k < G; k++) {
