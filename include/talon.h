@@ -238,12 +238,13 @@ talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
    - theta (cos_sin_cache 0): inv_freq_i = theta^(-2i/rot_dim) and the angle p * inv_freq_i are
      computed in fp64 and reduced mod 2 pi there, then fast fp32 cos/sin (absolute error
      < 2^-21): the angle is off by less than 1e-14 |p| + 2e-7 rad (every int32/int64 position
-     is valid, negative ones too).
-     theta 0 means 10000. An fp32 angle (how vLLM builds its cache) is off by up to 3e-8 |p|
-     rad, so results differ from such a cache by that much at large positions.
+     is valid, negative ones too). theta 0 means 10000. An fp32 angle (how vLLM builds its
+     cache) is off by up to about 1e-7 |p| rad: results differ from such a cache by that much
+     at large positions.
    Layout: heads are contiguous D elements inside a token; q_stride / k_stride are elements
    between tokens (0: Hq*D resp. Hk*D), so q and k may be views into one fused qkv buffer (the
-   v part and any padding are untouched). k 0 rotates q only (num_kv_heads must be 0 then).
+   v part and any padding are untouched); q and k must not overlap. k 0 rotates q only
+   (num_kv_heads must be 0 then).
    Math is fp32 (angles as above), one rounding per element.
    Limits: 2 <= rot_dim <= D <= 1024, rot_dim even (0: D); positions int32 or int64
    (positions_dtype); tokens * ceil((Hq + Hk) / 2) * rot_dim / 2 / v < 2^31 threads, v = 8 (NeoX)
@@ -287,7 +288,9 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
    pointers are aligned to their element, k and v to 2 bytes, slot_mapping to 8. A 16-byte path
    is used when k, v and the caches are 16-byte aligned and Hk*D and the strides are multiples
    of 8; otherwise an element-wise path. page_size is a power of two. Two slots of one call
-   that are equal race (either value may land). One kernel. */
+   that are equal race (either value may land); the inputs must not overlap the caches.
+   Limit: tokens * 2 * Hk * D / v < 2^31 - 512 (v = 8 on the 16-byte path, else 1). One
+   kernel. */
 typedef struct talon_kv_append_args {
     CUdeviceptr k_cache, v_cache;   /* [num_pages, page_size, Hk, D], cache_dtype */
     CUdeviceptr k, v;               /* [tokens, Hk, D], dtype */
