@@ -5,8 +5,11 @@
 #include "talon.h"
 
 /* One line per argument struct mirrored in bench/ops_*.py. */
-#define BENCH_STRUCTS(X) X(talon_rmsnorm_args) \
-    X(talon_topk_args)
+#define BENCH_STRUCTS(X) \
+    X(talon_rmsnorm_args) \
+    X(talon_topk_args) \
+    X(talon_rope_args) \
+    X(talon_kv_append_args)
 
 size_t talon_bench_sizeof(const char *name);
 size_t talon_bench_sizeof(const char *name) {

@@ -1,0 +1,19 @@
+/* fp64 CPU references for talon_rope and talon_kv_append, and the host e4m3 conversion that is
+   bit-exact with the device's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3). */
+#ifndef TALON_TESTS_REF_ROPE_H
+#define TALON_TESTS_REF_ROPE_H
+#include <stdint.h>
+
+/* cs[i] = cos(pos * theta^(-2i/rot_dim)), cs[rot_dim/2 + i] = sin(...), i < rot_dim/2: the
+   cache row talon_rope computes in theta mode, in fp64. */
+void ref_rope_theta_row(double *cs, double pos, double theta, int64_t rot_dim);
+
+/* Rotates the first rot_dim elements of one head in place by the row cs (cos then sin of the
+   rot_dim/2 pairs): NeoX pairs (i, i + rot_dim/2), GPT-J (2i, 2i + 1). */
+void ref_rope_head(double *x, int64_t rot_dim, int gptj, const double *cs);
+
+/* e4m3 bits of x: round to nearest even, |x| > 464 (and +-inf) saturate to +-448, NaN -> 0x7f,
+   magnitudes <= 2^-10 -> signed zero. */
+uint8_t ref_fp8_e4m3_from_f32(float x);
+double ref_fp8_e4m3_to_f64(uint8_t b); /* exact; NaN for 0x7f / 0xff */
+#endif

@@ -1,0 +1,411 @@
+/* Dispatcher tests on a fake CUDA driver (no GPU) for talon_rope and talon_kv_append: one
+   validation error per rule (status, message naming the field and its value, nothing loaded or
+   launched), the exact launch of each path (kernel, grid, block, params derived from the
+   public contract), and self-tests of the fp64 references and the host e4m3 conversion. */
+#include "fake_driver.h"
+#include <math.h>
+#include "ref_rope.h"
+
+typedef enum { OP_ROPE, OP_KV } op_id;
+static const char *const op_names[] = {"talon_rope", "talon_kv_append"};
+typedef union op_args { talon_rope_args rope; talon_kv_append_args kv; } op_args;
+
+enum { P_Q = 0x100000, P_K = 0x200000, P_POS = 0x300000, P_CS = 0x400000,
+       P_KC = 0x500000, P_VC = 0x600000, P_V = 0x700000, P_SLOT = 0x800000 };
+#define STREAM ((CUstream)(uintptr_t)0x5157)
+
+/* Llama-3-8B shapes, 4 tokens: Hq 32, Hk 8, D 128, page 16. */
+static void valid_args(op_id op, op_args *a) {
+    memset(a, 0, sizeof *a);
+    if (op == OP_ROPE) {
+        a->rope.q = P_Q; a->rope.k = P_K; a->rope.positions = P_POS;
+        a->rope.cos_sin_cache = P_CS; a->rope.max_pos = 8192;
+        a->rope.tokens = 4; a->rope.num_q_heads = 32; a->rope.num_kv_heads = 8;
+        a->rope.head_dim = 128;
+    } else {
+        a->kv.k_cache = P_KC; a->kv.v_cache = P_VC; a->kv.k = P_K; a->kv.v = P_V;
+        a->kv.slot_mapping = P_SLOT; a->kv.tokens = 4; a->kv.num_kv_heads = 8;
+        a->kv.head_dim = 128; a->kv.num_pages = 64; a->kv.page_size = 16;
+    }
+}
+
+static talon_status call_op(op_id op, talon_ctx *ctx, const op_args *a) {
+    return op == OP_ROPE ? talon_rope(ctx, STREAM, a ? &a->rope : NULL)
+                         : talon_kv_append(ctx, STREAM, a ? &a->kv : NULL);
+}
+
+typedef enum { SET_NONE, SET_PTR, SET_I64, SET_ENUM, SET_F32 } set_kind;
+typedef struct field_set { set_kind kind; size_t off; double v; } field_set;
+#define SET(T, f, k, v) {SET_##k, offsetof(T, f), (double)(v)}
+#define R(f, k, v) SET(talon_rope_args, f, k, v)
+#define KV(f, k, v) SET(talon_kv_append_args, f, k, v)
+#define MAX_SETS 4
+#define ONE(...) {__VA_ARGS__}
+#define NONE {{SET_NONE, 0, 0}}
+
+static void apply_sets(op_args *a, const field_set *sets) {
+    for (int i = 0; i < MAX_SETS && sets[i].kind != SET_NONE; i++) {
+        char *p = (char *)a + sets[i].off;
+        CUdeviceptr ptr = (CUdeviceptr)sets[i].v;
+        int64_t v = (int64_t)sets[i].v;
+        int e = (int)sets[i].v;
+        float f = (float)sets[i].v;
+        if (sets[i].kind == SET_PTR) memcpy(p, &ptr, sizeof ptr);
+        else if (sets[i].kind == SET_I64) memcpy(p, &v, sizeof v);
+        else if (sets[i].kind == SET_ENUM) memcpy(p, &e, sizeof e);
+        else memcpy(p, &f, sizeof f);
+    }
+}
+
+/* ================================================================ validation, one per rule */
+typedef enum { BAD_FIELDS, BAD_CTX, BAD_ARGS } bad_kind;
+typedef struct bad_row {
+    const char *name;
+    op_id op;
+    bad_kind kind;
+    field_set set[MAX_SETS];
+    const char *field, *value;
+} bad_row;
+#define BAD(OP, NAME, SETS, FIELD, VALUE)                                                       \
+    {.name = NAME, .op = OP, .kind = BAD_FIELDS, .set = SETS, .field = FIELD, .value = VALUE}
+
+static const bad_row bad_rows[] = {
+    {.name = "rope: ctx NULL", .op = OP_ROPE, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
+    {.name = "rope: args NULL", .op = OP_ROPE, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
+    BAD(OP_ROPE, "rope: dtype F32", ONE(R(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
+    BAD(OP_ROPE, "rope: dtype FP8", ONE(R(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BAD(OP_ROPE, "rope: style 2", ONE(R(style, ENUM, 2)), "args->style", "2"),
+    BAD(OP_ROPE, "rope: style -1", ONE(R(style, ENUM, -1)), "args->style", "-1"),
+    BAD(OP_ROPE, "rope: positions_dtype 2", ONE(R(positions_dtype, ENUM, 2)),
+        "args->positions_dtype", "2"),
+    BAD(OP_ROPE, "rope: q NULL", ONE(R(q, PTR, 0)), "args->q", "NULL"),
+    BAD(OP_ROPE, "rope: q odd", ONE(R(q, PTR, 0x7001)), "args->q", "0x7001"),
+    BAD(OP_ROPE, "rope: k odd", ONE(R(k, PTR, 0x7001)), "args->k", "0x7001"),
+    BAD(OP_ROPE, "rope: positions NULL", ONE(R(positions, PTR, 0)), "args->positions", "NULL"),
+    BAD(OP_ROPE, "rope: int32 positions not 4-byte aligned", ONE(R(positions, PTR, 0x7002)),
+        "args->positions", "0x7002"),
+    BAD(OP_ROPE, "rope: int64 positions not 8-byte aligned",
+        ONE(R(positions, PTR, 0x7004), R(positions_dtype, ENUM, TALON_INDEX_I64)),
+        "args->positions", "0x7004"),
+    BAD(OP_ROPE, "rope: cos_sin_cache not 4-byte aligned", ONE(R(cos_sin_cache, PTR, 0x7002)),
+        "args->cos_sin_cache", "0x7002"),
+    BAD(OP_ROPE, "rope: tokens 0", ONE(R(tokens, I64, 0)), "args->tokens", "0"),
+    BAD(OP_ROPE, "rope: tokens 2^31", ONE(R(tokens, I64, 2147483648.0)), "args->tokens",
+        "2147483648"),
+    BAD(OP_ROPE, "rope: num_q_heads 0", ONE(R(num_q_heads, I64, 0)), "args->num_q_heads", "0"),
+    BAD(OP_ROPE, "rope: num_kv_heads 0 with k", ONE(R(num_kv_heads, I64, 0)),
+        "args->num_kv_heads", "0"),
+    BAD(OP_ROPE, "rope: num_kv_heads 8 without k", ONE(R(k, PTR, 0)), "args->num_kv_heads", "8"),
+    BAD(OP_ROPE, "rope: head_dim 0", ONE(R(head_dim, I64, 0)), "args->head_dim", "0"),
+    BAD(OP_ROPE, "rope: head_dim 1025", ONE(R(head_dim, I64, 1025)), "args->head_dim", "1025"),
+    BAD(OP_ROPE, "rope: rot_dim odd", ONE(R(rot_dim, I64, 63)), "args->rot_dim", "63"),
+    BAD(OP_ROPE, "rope: rot_dim > head_dim", ONE(R(rot_dim, I64, 130)), "args->rot_dim", "130"),
+    BAD(OP_ROPE, "rope: rot_dim negative", ONE(R(rot_dim, I64, -2)), "args->rot_dim", "-2"),
+    BAD(OP_ROPE, "rope: head_dim 1 (rot_dim 0 = 1 is odd)", ONE(R(head_dim, I64, 1)),
+        "args->rot_dim", "0"),
+    BAD(OP_ROPE, "rope: q_stride shorter than Hq * D", ONE(R(q_stride, I64, 4095)),
+        "args->q_stride", "4095"),
+    BAD(OP_ROPE, "rope: k_stride shorter than Hk * D", ONE(R(k_stride, I64, 1000)),
+        "args->k_stride", "1000"),
+    BAD(OP_ROPE, "rope: max_pos 0 with a cache", ONE(R(max_pos, I64, 0)), "args->max_pos", "0"),
+    BAD(OP_ROPE, "rope: theta negative", ONE(R(cos_sin_cache, PTR, 0), R(theta, F32, -2)),
+        "args->theta", "-2"),
+    BAD(OP_ROPE, "rope: theta NaN", ONE(R(cos_sin_cache, PTR, 0), R(theta, F32, NAN)),
+        "args->theta", "nan"),
+    BAD(OP_ROPE, "rope: theta inf", ONE(R(cos_sin_cache, PTR, 0), R(theta, F32, INFINITY)),
+        "args->theta", "inf"),
+    BAD(OP_ROPE, "rope: more than 2^31 - 1 threads",
+        ONE(R(tokens, I64, 2147483647), R(num_q_heads, I64, 64)), "args->tokens", "2147483647"),
+
+    {.name = "kv_append: ctx NULL", .op = OP_KV, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
+    {.name = "kv_append: args NULL", .op = OP_KV, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
+    BAD(OP_KV, "kv_append: dtype F32", ONE(KV(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
+    BAD(OP_KV, "kv_append: dtype FP8 (input)", ONE(KV(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+        KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BAD(OP_KV, "kv_append: cache_dtype f16 for bf16 input",
+        ONE(KV(cache_dtype, ENUM, TALON_DTYPE_F16)), "args->cache_dtype", "1"),
+    BAD(OP_KV, "kv_append: cache_dtype bf16 (zero) for f16 input",
+        ONE(KV(dtype, ENUM, TALON_DTYPE_F16)), "args->cache_dtype", "0"),
+    BAD(OP_KV, "kv_append: cache_dtype 9", ONE(KV(cache_dtype, ENUM, 9)), "args->cache_dtype", "9"),
+    BAD(OP_KV, "kv_append: k_cache NULL", ONE(KV(k_cache, PTR, 0)), "args->k_cache", "NULL"),
+    BAD(OP_KV, "kv_append: k_cache odd (bf16)", ONE(KV(k_cache, PTR, 0x7001)), "args->k_cache",
+        "0x7001"),
+    BAD(OP_KV, "kv_append: v_cache NULL", ONE(KV(v_cache, PTR, 0)), "args->v_cache", "NULL"),
+    BAD(OP_KV, "kv_append: v_cache odd (bf16)", ONE(KV(v_cache, PTR, 0x7001)), "args->v_cache",
+        "0x7001"),
+    BAD(OP_KV, "kv_append: k NULL", ONE(KV(k, PTR, 0)), "args->k", "NULL"),
+    BAD(OP_KV, "kv_append: k odd", ONE(KV(k, PTR, 0x7001)), "args->k", "0x7001"),
+    BAD(OP_KV, "kv_append: v NULL", ONE(KV(v, PTR, 0)), "args->v", "NULL"),
+    BAD(OP_KV, "kv_append: v odd", ONE(KV(v, PTR, 0x7001)), "args->v", "0x7001"),
+    BAD(OP_KV, "kv_append: slot_mapping NULL", ONE(KV(slot_mapping, PTR, 0)),
+        "args->slot_mapping", "NULL"),
+    BAD(OP_KV, "kv_append: slot_mapping not 8-byte aligned", ONE(KV(slot_mapping, PTR, 0x7004)),
+        "args->slot_mapping", "0x7004"),
+    BAD(OP_KV, "kv_append: tokens 0", ONE(KV(tokens, I64, 0)), "args->tokens", "0"),
+    BAD(OP_KV, "kv_append: tokens 2^31", ONE(KV(tokens, I64, 2147483648.0)), "args->tokens",
+        "2147483648"),
+    BAD(OP_KV, "kv_append: num_kv_heads 0", ONE(KV(num_kv_heads, I64, 0)), "args->num_kv_heads",
+        "0"),
+    BAD(OP_KV, "kv_append: head_dim 0", ONE(KV(head_dim, I64, 0)), "args->head_dim", "0"),
+    BAD(OP_KV, "kv_append: head_dim 1025", ONE(KV(head_dim, I64, 1025)), "args->head_dim", "1025"),
+    BAD(OP_KV, "kv_append: page_size 0", ONE(KV(page_size, I64, 0)), "args->page_size", "0"),
+    BAD(OP_KV, "kv_append: page_size 48 (not a power of two)", ONE(KV(page_size, I64, 48)),
+        "args->page_size", "48"),
+    BAD(OP_KV, "kv_append: num_pages 0", ONE(KV(num_pages, I64, 0)), "args->num_pages", "0"),
+    BAD(OP_KV, "kv_append: cache past 2^62 elements", ONE(KV(num_pages, I64, 0x1p50)),
+        "args->num_pages", "1125899906842624"),
+    BAD(OP_KV, "kv_append: k_stride shorter than Hk * D", ONE(KV(k_stride, I64, 1023)),
+        "args->k_stride", "1023"),
+    BAD(OP_KV, "kv_append: v_stride shorter than Hk * D", ONE(KV(v_stride, I64, 8)),
+        "args->v_stride", "8"),
+    BAD(OP_KV, "kv_append: fp8 k_scale negative",
+        ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(k_scale, F32, -0.5)),
+        "args->k_scale", "-0.5"),
+    BAD(OP_KV, "kv_append: fp8 v_scale NaN",
+        ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(v_scale, F32, NAN)),
+        "args->v_scale", "nan"),
+    BAD(OP_KV, "kv_append: fp8 k_scale inf",
+        ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(k_scale, F32, INFINITY)),
+        "args->k_scale", "inf"),
+    BAD(OP_KV, "kv_append: more than 2^31 vectors",
+        ONE(KV(tokens, I64, 2147483647)), "args->tokens", "2147483647"),
+};
+
+static void test_invalid_argument(void **state) {
+    const bad_row *row = (const bad_row *)*state;
+    const char *msg = talon_last_error(), *op = op_names[row->op];
+    op_args a;
+    valid_args(row->op, &a);
+    apply_sets(&a, row->set);
+    assert_int_equal(call_op(row->op, row->kind == BAD_CTX ? NULL : g_ctx,
+                             row->kind == BAD_ARGS ? NULL : &a),
+                     TALON_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(fake.launches, 0);
+    for (int i = 0; i < TALON__NUM_IMAGES; i++) assert_int_equal(fake.load_calls[i], 0);
+    if (strncmp(msg, op, strlen(op)) || msg[strlen(op)] != ':')
+        fail_msg("message \"%s\" does not start with \"%s:\"", msg, op);
+    assert_token(msg, row->field);
+    assert_token(msg, row->value);
+}
+
+/* ================================================================ launches */
+typedef struct launch_row {
+    const char *name;
+    op_id op;
+    field_set set[MAX_SETS];
+    const char *symbol;
+} launch_row;
+#define LAUNCH(OP, NAME, SETS, SYM) {.name = NAME, .op = OP, .set = SETS, .symbol = SYM}
+
+static const launch_row launch_rows[] = {
+    LAUNCH(OP_ROPE, "rope bf16 NeoX Llama shapes -> neox v8", NONE, "talon_rope_neox_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope f16 GPT-J -> gptj v8",
+           ONE(R(dtype, ENUM, TALON_DTYPE_F16), R(style, ENUM, TALON_ROPE_GPTJ)),
+           "talon_rope_gptj_f16_v8"),
+    LAUNCH(OP_ROPE, "rope NeoX rot_dim 120 (half not a multiple of 8) -> element-wise",
+           ONE(R(rot_dim, I64, 120)), "talon_rope_neox_bf16"),
+    LAUNCH(OP_ROPE, "rope GPT-J rot_dim 120 -> gptj v8",
+           ONE(R(rot_dim, I64, 120), R(style, ENUM, TALON_ROPE_GPTJ)), "talon_rope_gptj_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope GPT-J rot_dim 36 -> element-wise",
+           ONE(R(rot_dim, I64, 36), R(style, ENUM, TALON_ROPE_GPTJ)), "talon_rope_gptj_bf16"),
+    LAUNCH(OP_ROPE, "rope D 80 rot_dim 64 (partial) -> neox v8",
+           ONE(R(head_dim, I64, 80), R(rot_dim, I64, 64)), "talon_rope_neox_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope D 72 rot_dim 64 -> neox v8",
+           ONE(R(head_dim, I64, 72), R(rot_dim, I64, 64)), "talon_rope_neox_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope D 68 rot_dim 64 -> element-wise", ONE(R(head_dim, I64, 68),
+           R(rot_dim, I64, 64)), "talon_rope_neox_bf16"),
+    LAUNCH(OP_ROPE, "rope q misaligned by 2 -> element-wise", ONE(R(q, PTR, P_Q + 2)),
+           "talon_rope_neox_bf16"),
+    LAUNCH(OP_ROPE, "rope k misaligned by 8 -> element-wise", ONE(R(k, PTR, P_K + 8)),
+           "talon_rope_neox_bf16"),
+    LAUNCH(OP_ROPE, "rope cache 8-byte aligned -> element-wise",
+           ONE(R(cos_sin_cache, PTR, P_CS + 8)), "talon_rope_neox_bf16"),
+    LAUNCH(OP_ROPE, "rope fused qkv strides 6144 -> v8",
+           ONE(R(q_stride, I64, 6144), R(k_stride, I64, 6144), R(k, PTR, P_Q + 8192)),
+           "talon_rope_neox_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope q_stride 6146 -> element-wise", ONE(R(q_stride, I64, 6146)),
+           "talon_rope_neox_bf16"),
+    LAUNCH(OP_ROPE, "rope q only (k NULL, Hk 0)", ONE(R(k, PTR, 0), R(num_kv_heads, I64, 0)),
+           "talon_rope_neox_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope theta mode, theta 0 -> 10000", ONE(R(cos_sin_cache, PTR, 0)),
+           "talon_rope_neox_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope theta 500000, int64 positions, GPT-J",
+           ONE(R(cos_sin_cache, PTR, 0), R(theta, F32, 500000), R(positions_dtype, ENUM, 1),
+               R(style, ENUM, 1)), "talon_rope_gptj_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope 1 token, 1+1 heads, D 2", ONE(R(tokens, I64, 1),
+           R(num_q_heads, I64, 1), R(num_kv_heads, I64, 1), R(head_dim, I64, 2)),
+           "talon_rope_neox_bf16"),
+
+    LAUNCH(OP_KV, "kv_append bf16 -> v8", NONE, "talon_kv_append_bf16_v8"),
+    LAUNCH(OP_KV, "kv_append f16 -> f16 v8",
+           ONE(KV(dtype, ENUM, TALON_DTYPE_F16), KV(cache_dtype, ENUM, TALON_DTYPE_F16)),
+           "talon_kv_append_f16_v8"),
+    LAUNCH(OP_KV, "kv_append bf16 -> fp8 v8, scales 0 = 1.0",
+           ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "talon_kv_append_fp8_bf16_v8"),
+    LAUNCH(OP_KV, "kv_append f16 -> fp8, scales 0.25 and 3",
+           ONE(KV(dtype, ENUM, TALON_DTYPE_F16), KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+               KV(k_scale, F32, 0.25), KV(v_scale, F32, 3)), "talon_kv_append_fp8_f16_v8"),
+    LAUNCH(OP_KV, "kv_append fp8 cache at an odd address -> element-wise",
+           ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(v_cache, PTR, P_VC + 1)),
+           "talon_kv_append_fp8_bf16"),
+    LAUNCH(OP_KV, "kv_append Hk*D 100 -> element-wise", ONE(KV(num_kv_heads, I64, 1),
+           KV(head_dim, I64, 100)), "talon_kv_append_bf16"),
+    LAUNCH(OP_KV, "kv_append fused qkv strides 6144 -> v8",
+           ONE(KV(k_stride, I64, 6144), KV(v_stride, I64, 6144)), "talon_kv_append_bf16_v8"),
+    LAUNCH(OP_KV, "kv_append v misaligned by 2 -> element-wise", ONE(KV(v, PTR, P_V + 2)),
+           "talon_kv_append_bf16"),
+    LAUNCH(OP_KV, "kv_append page_size 1, 1M tokens", ONE(KV(page_size, I64, 1),
+           KV(tokens, I64, 1 << 20)), "talon_kv_append_bf16_v8"),
+};
+
+/* The params the op must pass, from the public contract; returns the grid size. */
+static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, void *params) {
+    const int v8 = strstr(symbol, "_v8") != NULL;
+    memset(params, 0, 256);
+    if (op == OP_ROPE) {
+        const talon_rope_args *r = &a->rope;
+        talon__rope_params *p = (talon__rope_params *)params;
+        const int64_t vp = !v8 ? 1 : r->style == TALON_ROPE_GPTJ ? 4 : 8;
+        const int64_t rot = r->rot_dim ? r->rot_dim : r->head_dim;
+        const int64_t heads = r->num_q_heads + r->num_kv_heads;
+        p->q = r->q; p->k = r->k; p->positions = r->positions; p->cos_sin = r->cos_sin_cache;
+        p->q_stride = r->q_stride ? r->q_stride : r->num_q_heads * r->head_dim;
+        p->k_stride = r->k_stride ? r->k_stride : r->num_kv_heads * r->head_dim;
+        p->max_pos = r->max_pos;
+        p->theta = r->theta ? r->theta : 10000.0;
+        p->num_q_heads = (int32_t)r->num_q_heads; p->heads = (int32_t)heads;
+        p->head_dim = (int32_t)r->head_dim; p->rot_dim = (int32_t)rot;
+        p->vecs = (uint32_t)(rot / 2 / vp);
+        p->per_token = (uint32_t)((heads + TALON__ROPE_HEADS - 1) / TALON__ROPE_HEADS * p->vecs);
+        p->threads = (uint32_t)(p->per_token * r->tokens);
+        p->pos64 = r->positions_dtype == TALON_INDEX_I64;
+        return (p->threads + 255) / 256;
+    } else {
+        const talon_kv_append_args *k = &a->kv;
+        talon__kv_params *p = (talon__kv_params *)params;
+        const int64_t row = k->num_kv_heads * k->head_dim;
+        p->k_cache = k->k_cache; p->v_cache = k->v_cache; p->k = k->k; p->v = k->v;
+        p->slots = k->slot_mapping;
+        p->k_stride = k->k_stride ? k->k_stride : row;
+        p->v_stride = k->v_stride ? k->v_stride : row;
+        p->num_slots = k->num_pages * k->page_size;
+        p->row = row;
+        p->row_vecs = (uint32_t)(row / (v8 ? 8 : 1));
+        p->units = (uint32_t)(2 * p->row_vecs * k->tokens);
+        p->k_scale = k->k_scale ? k->k_scale : 1.0f;
+        p->v_scale = k->v_scale ? k->v_scale : 1.0f;
+        return (p->units + 256 * TALON__KV_UNROLL - 1) / (256 * TALON__KV_UNROLL);
+    }
+}
+
+static void test_launch(void **state) {
+    const launch_row *row = (const launch_row *)*state;
+    int k = kernel_index(row->symbol);
+    unsigned char want[256];
+    int64_t grid;
+    op_args a;
+    assert_true(k >= 0);
+    valid_args(row->op, &a);
+    apply_sets(&a, row->set);
+    assert_int_equal(call_op(row->op, g_ctx, &a), TALON_SUCCESS);
+    assert_int_equal(fake.launches, 1);
+    assert_int_equal(fake.load_calls[TALON__IMG_rope], 1);
+    if (fake.last.fn != fake_handle_for(row->symbol))
+        fail_msg("launched %s, expected %s",
+                 talon__kernels[fake.fns[FN_INDEX(fake.last.fn)].kernel].symbol, row->symbol);
+    grid = expected_launch(row->op, &a, row->symbol, want);
+    assert_int_equal(fake.last.grid[0], grid);
+    assert_int_equal(fake.last.grid[1], 1);
+    assert_int_equal(fake.last.grid[2], 1);
+    assert_int_equal(fake.last.block[0], 256);
+    assert_int_equal(fake.last.block[1], 1);
+    assert_int_equal(fake.last.smem, 0);
+    assert_ptr_equal(fake.last.stream, STREAM);
+    assert_int_equal(fake.last.param_size, row->op == OP_ROPE ? sizeof(talon__rope_params)
+                                                              : sizeof(talon__kv_params));
+    assert_memory_equal(fake.last.params, want, fake.last.param_size);
+}
+
+/* ================================================================ references */
+static void test_ref_rope_head(void **state) {
+    /* pair 0 at pi/2, pair 1 at pi: cos 0, -1; sin 1, 0 */
+    const double cs[4] = {0, -1, 1, 0};
+    double neox[6] = {1, 2, 3, 4, 5, 6}, gptj[6] = {1, 2, 3, 4, 5, 6};
+    const double want_neox[6] = {-3, -2, 1, -4, 5, 6}, want_gptj[6] = {-2, 1, -3, -4, 5, 6};
+    (void)state;
+    ref_rope_head(neox, 4, 0, cs); /* D = 6: elements 4, 5 untouched */
+    ref_rope_head(gptj, 4, 1, cs);
+    for (int i = 0; i < 6; i++) {
+        assert_true(neox[i] == want_neox[i]);
+        assert_true(gptj[i] == want_gptj[i]);
+    }
+}
+
+static void test_ref_theta_row(void **state) {
+    double cs[4];
+    (void)state;
+    ref_rope_theta_row(cs, 0, 10000, 4);
+    assert_true(cs[0] == 1 && cs[1] == 1 && cs[2] == 0 && cs[3] == 0);
+    ref_rope_theta_row(cs, 3, 100, 4); /* inv_freq 1, 100^-0.5 = 0.1 */
+    assert_true(fabs(cs[0] - cos(3.0)) < 1e-15 && fabs(cs[2] - sin(3.0)) < 1e-15);
+    assert_true(fabs(cs[1] - cos(0.3)) < 1e-15 && fabs(cs[3] - sin(0.3)) < 1e-15);
+}
+
+static void test_ref_fp8(void **state) {
+    static const struct { float x; uint8_t b; } t[] = {
+        {0.0f, 0x00}, {-0.0f, 0x80}, {1.0f, 0x38}, {-1.0f, 0xb8}, {448.0f, 0x7e},
+        {-448.0f, 0xfe}, {449.0f, 0x7e}, {463.99f, 0x7e}, {464.0f, 0x7e}, {465.0f, 0x7e},
+        {1e30f, 0x7e}, {INFINITY, 0x7e}, {-INFINITY, 0xfe}, {240.0f, 0x77},
+        {1.0625f, 0x38},  /* tie between 1 and 1.125: even mantissa 0 */
+        {1.1875f, 0x3a},  /* tie between 1.125 and 1.25: even mantissa 2 */
+        {1.0626f, 0x39}, {0x1p-6f, 0x08}, {0x1p-9f, 0x01}, {0x1p-10f, 0x00},
+        {-0x1p-10f, 0x80}, {0x1.8p-10f, 0x01}, {0x1.8p-9f, 0x02}, /* 1.5 * 2^-9: tie, even */
+        {0x1.4p-8f, 0x02}, /* 2.5 * 2^-9: tie, even */ {0x1.ep-7f, 0x08}, /* 7.5 * 2^-9 */
+        {0x1.fp-7f, 0x08}, {0x1.e8p-7f, 0x08}, {1e-30f, 0x00}, {0.1f, 0x1d},
+    };
+    int i;
+    (void)state;
+    for (i = 0; i < (int)(sizeof t / sizeof t[0]); i++)
+        if (ref_fp8_e4m3_from_f32(t[i].x) != t[i].b)
+            fail_msg("e4m3(%a) = 0x%02x, expected 0x%02x", (double)t[i].x,
+                     ref_fp8_e4m3_from_f32(t[i].x), t[i].b);
+    assert_int_equal(ref_fp8_e4m3_from_f32(NAN), 0x7f);
+    assert_true(isnan(ref_fp8_e4m3_to_f64(0x7f)) && isnan(ref_fp8_e4m3_to_f64(0xff)));
+    assert_true(ref_fp8_e4m3_to_f64(0x7e) == 448.0 && ref_fp8_e4m3_to_f64(0x01) == 0x1p-9);
+    /* every finite code round-trips, and midpoints between neighbours round to even */
+    for (i = 0; i < 256; i++) {
+        double v = ref_fp8_e4m3_to_f64((uint8_t)i), next;
+        if (isnan(v)) continue;
+        assert_int_equal(ref_fp8_e4m3_from_f32((float)v), i);
+        if ((i & 0x7f) >= 0x7e) continue;
+        next = ref_fp8_e4m3_to_f64((uint8_t)(i + 1));
+        assert_int_equal(ref_fp8_e4m3_from_f32((float)((v + next) / 2)), (i & 1) ? i + 1 : i);
+    }
+}
+
+/* ================================================================ main */
+#define MAX_TESTS 256
+static struct CMUnitTest tests[MAX_TESTS];
+static size_t ntests;
+
+static void add(const char *name, CMUnitTestFunction fn, const void *row) {
+    if (ntests == MAX_TESTS) abort();
+    tests[ntests].name = name;
+    tests[ntests].test_func = fn;
+    tests[ntests].setup_func = setup;
+    tests[ntests].teardown_func = teardown;
+    tests[ntests].initial_state = (void *)(uintptr_t)row;
+    ntests++;
+}
+
+int main(void) {
+    size_t i;
+    for (i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++)
+        add(bad_rows[i].name, test_invalid_argument, &bad_rows[i]);
+    for (i = 0; i < sizeof launch_rows / sizeof launch_rows[0]; i++)
+        add(launch_rows[i].name, test_launch, &launch_rows[i]);
+    add("ref_rope_head (NeoX, GPT-J, partial)", test_ref_rope_head, NULL);
+    add("ref_rope_theta_row", test_ref_theta_row, NULL);
+    add("ref_fp8_e4m3 (hand values, ties, saturation, round trip)", test_ref_fp8, NULL);
+    return _cmocka_run_group_tests("test_rope", tests, ntests, NULL, NULL);
+}
