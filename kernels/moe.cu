@@ -1,0 +1,235 @@
+// moe.cu - mixture-of-experts glue: moe_align_block_size (vLLM semantics, deterministic order)
+// and moe_sum (weighted sum of each token's k expert outputs).
+//
+// moe_align strategy: one kernel, 1024 threads per block, either one block or a cluster of 8
+// (compile-time cluster, so a plain launch works and nothing goes through global scratch).
+// Global warp g (block rank * 32 + warp) owns the contiguous flat ids [g * chunk, (g+1) * chunk).
+//   1. Each warp counts its ids per expert into its own shared-memory row, 32 ids at a time:
+//      __match_any_sync groups the lanes holding the same expert and one lane adds the group.
+//   2. Each expert's column is scanned over the 32 warps (one shuffle scan); the block totals
+//      are exchanged through distributed shared memory, giving every block the ids of that
+//      expert in lower-ranked blocks and the grand count. Every block then scans the padded
+//      counts over the experts itself (<= 512 entries), so no block waits on another again.
+//   3. Each warp re-reads its ids and places them: group start + ids of the expert in earlier
+//      blocks, earlier warps, earlier steps of this warp, and lower lanes of this step. The
+//      order inside an expert is therefore ascending flat index, whatever the schedule.
+//   4. Sentinel padding (a warp per expert), the tail up to the caller's capacity and the
+//      expert id of every block (binary search over the segment starts, -1 past the end) are
+//      spread over all threads of the cluster; these slots never meet the ids of step 3.
+// Invalid ids (outside [0, experts)) take part in no group and are never counted or placed.
+//
+// moe_sum strategy: purely streaming, as act.cu: the grid is tokens x chunks, each thread one
+// VEC-wide slice of hidden for all k experts of its token, eight 16-byte loads in flight
+// before any arithmetic; weights are fp32 broadcast loads. Variants: element type x VEC
+// (8 = 16-byte path, 1 = any shape and alignment).
+#include <cooperative_groups.h>
+#include "common.cuh"
+
+namespace cg = cooperative_groups;
+
+constexpr int WARPS = TALON__MOE_ALIGN_WARPS;
+constexpr int EMAX = TALON__MOE_MAX_EXPERTS;
+
+template <int CL> __device__ __forceinline__ void cluster_sync() {
+    if constexpr (CL > 1) cg::this_cluster().sync();
+    else __syncthreads();
+}
+
+// Ids a lane loads before it processes any: latency of the global loads overlaps.
+constexpr int UNROLL = 4;
+
+// Runs f(id, flat, group mask, valid) over the warp's ids [lo, hi), steps of 32 ids in
+// ascending order; warp-uniform, so f may use warp collectives.
+template <typename F>
+__device__ __forceinline__ void for_warp_ids(const int *ids, int lo, int hi, int experts, F f) {
+    const int lane = threadIdx.x % 32;
+    for (int s = lo; s < hi; s += 32 * UNROLL) {
+        int e[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const int i = s + u * 32 + lane;
+            e[u] = i < hi ? __ldg(ids + i) : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const bool ok = unsigned(e[u]) < unsigned(experts);
+            const unsigned m = __match_any_sync(~0u, ok ? e[u] : -1);
+            f(e[u], s + u * 32 + lane, m, ok);
+        }
+    }
+}
+
+template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p) {
+    extern __shared__ int smem[];
+    __shared__ int warp_sum[WARPS];
+    const int E = p.experts, ES = E + 1, B = p.block_size;
+    int *cnt = smem;                 // [WARPS][ES]: counts, then running positions
+    int *tot = cnt + WARPS * (EMAX + 1); // [E] this block's ids per expert (read by the cluster)
+    int *before = tot + EMAX;        // [E] ids of expert e in lower-ranked blocks
+    int *count = before + EMAX;      // [E] ids of expert e in all blocks
+    int *start = count + EMAX;       // [E + 1] padded group starts
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int rank = CL > 1 ? int(cg::this_cluster().block_rank()) : 0;
+    const int n = p.numel;
+    const int lo = min((rank * WARPS + warp) * p.chunk, n), hi = min(lo + p.chunk, n);
+    const int *ids = reinterpret_cast<const int *>(p.topk_ids);
+    int *sorted = reinterpret_cast<int *>(p.sorted);
+    int *expert_ids = reinterpret_cast<int *>(p.expert_ids);
+    int *row = cnt + warp * ES;
+
+    for (int i = threadIdx.x; i < WARPS * ES; i += blockDim.x) cnt[i] = 0;
+    __syncthreads();
+
+    // 1. per-warp counts
+    for_warp_ids(ids, lo, hi, E, [&](int e, int, unsigned m, bool ok) {
+        if (ok && lane == __ffs(m) - 1) atomicAdd(row + e, __popc(m));
+    });
+    __syncthreads();
+
+    // 2. exclusive scan of each expert over the warps; block totals
+    for (int e = warp; e < E; e += WARPS) {
+        const int v = cnt[lane * ES + e];
+        int inc = v;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int t = __shfl_up_sync(~0u, inc, o);
+            if (lane >= o) inc += t;
+        }
+        cnt[lane * ES + e] = inc - v;
+        if (lane == 31) tot[e] = inc;
+    }
+    cluster_sync<CL>();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        int b = 0, all = tot[e];
+        if constexpr (CL > 1) {
+            cg::cluster_group cluster = cg::this_cluster();
+            all = 0;
+#pragma unroll
+            for (int r = 0; r < CL; r++) {
+                const int t = *cluster.map_shared_rank(tot + e, r);
+                if (r < rank) b += t;
+                all += t;
+            }
+        }
+        before[e] = b;
+        count[e] = all;
+    }
+    // Remote reads of tot are done once every block passed this barrier: no block may exit
+    // (releasing its shared memory) before that.
+    cluster_sync<CL>();
+
+    // padded counts, exclusive scan over the experts (E <= 512 <= blockDim.x)
+    {
+        const int e = threadIdx.x;
+        const int v = e < E ? (count[e] + B - 1) & -B : 0;
+        int inc = v;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int t = __shfl_up_sync(~0u, inc, o);
+            if (lane >= o) inc += t;
+        }
+        if (lane == 31) warp_sum[warp] = inc;
+        __syncthreads();
+        if (warp == 0) {
+            const int w = warp_sum[lane];
+            int winc = w;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const int t = __shfl_up_sync(~0u, winc, o);
+                if (lane >= o) winc += t;
+            }
+            warp_sum[lane] = winc - w;
+        }
+        __syncthreads();
+        if (e < E) start[e] = warp_sum[warp] + inc - v;
+        if (e == E - 1) start[E] = warp_sum[warp] + inc;
+    }
+    __syncthreads();
+    const int total = start[E];
+    for (int i = threadIdx.x; i < WARPS * ES; i += blockDim.x) {
+        const int e = i % ES;
+        if (e < E) cnt[i] += start[e] + before[e];
+    }
+    __syncthreads();
+
+    // 3. place the ids
+    for_warp_ids(ids, lo, hi, E, [&](int e, int flat, unsigned m, bool ok) {
+        const int base = ok ? row[e] : 0;
+        if (ok) sorted[base + __popc(m & ((1u << lane) - 1))] = flat;
+        __syncwarp();
+        if (ok && lane == __ffs(m) - 1) row[e] = base + __popc(m);
+        __syncwarp();
+    });
+
+    // 4. sentinels, block ids, the count
+    const int gthread = rank * blockDim.x + threadIdx.x, nthreads = CL * blockDim.x;
+    for (int e = rank * WARPS + warp; e < E; e += CL * WARPS)
+        for (int i = start[e] + count[e] + lane; i < start[e + 1]; i += 32) sorted[i] = n;
+    for (int64_t i = total + gthread; i < p.sorted_capacity; i += nthreads) sorted[i] = n;
+    const int nblocks = total / B;
+    for (int64_t b = gthread; b < p.expert_ids_capacity; b += nthreads) {
+        int v = -1;
+        if (b < nblocks) {
+            // the expert e with start[e] <= b * B < start[e + 1]
+            const int x = int(b) * B;
+            int l = 0, h = E; // start[l] <= x < start[h]
+            while (h - l > 1) {
+                const int mid = (l + h) / 2;
+                if (start[mid] <= x) l = mid;
+                else h = mid;
+            }
+            v = l;
+        }
+        expert_ids[b] = v;
+    }
+    if (gthread == 0) *reinterpret_cast<int *>(p.num_post) = total;
+}
+
+__device__ void moe_align(const talon__moe_align_params &p) { moe_align_impl<1>(p); }
+__device__ void moe_align_x8(const talon__moe_align_params &p) {
+    moe_align_impl<TALON__MOE_ALIGN_CLUSTER>(p);
+}
+
+template <typename T, int VEC> __device__ void moe_sum(const talon__moe_sum_params &p) {
+    const unsigned chunks = unsigned(p.chunks);
+    const int64_t t = blockIdx.x / chunks;
+    const int64_t h = ((int64_t)(blockIdx.x % chunks) * blockDim.x + threadIdx.x) * VEC;
+    if (h >= p.hidden) return;
+    const T *x = reinterpret_cast<const T *>(p.in) + t * p.k * p.hidden + h;
+    const float *w = reinterpret_cast<const float *>(p.weights) + t * p.k;
+    float acc[VEC] = {};
+    for (int j0 = 0; j0 < p.k; j0 += 8) {
+        vec_t<T, VEC> v[8];
+        float wj[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (j0 + u < p.k) {
+                v[u] = load_vec<T, VEC>(x + (j0 + u) * p.hidden);
+                wj[u] = p.weights ? __ldg(w + j0 + u) : 1.f;
+            }
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (j0 + u < p.k) {
+                float f[VEC];
+                to_f32(v[u], f);
+#pragma unroll
+                for (int i = 0; i < VEC; i++) acc[i] = fmaf(wj[u], f[i], acc[i]);
+            }
+    }
+    store_f32<T, VEC>(reinterpret_cast<T *>(p.out) + t * p.hidden + h, acc);
+}
+
+// Cluster shape per body: compile-time, so the dispatcher's plain launch forms the cluster.
+#define MOE_ATTR_moe_align
+#define MOE_ATTR_moe_align_x8 __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
+#define MOE_ATTR_moe_sum
+#define MOE_CALL_I32(body, vec) body(p)
+#define MOE_CALL_BF16(body, vec) body<talon__ct_BF16, vec>(p)
+#define MOE_CALL_F16(body, vec) body<talon__ct_F16, vec>(p)
+
+#define X(sym, body, dt, vec, img, block, smem, P)                                             \
+    extern "C" __global__ void __launch_bounds__(block) MOE_ATTR_##body sym(                   \
+        const __grid_constant__ P p) {                                                         \
+        MOE_CALL_##dt(body, vec);                                                              \
+    }
+TALON__KERNELS_moe(X)
