@@ -4,6 +4,7 @@ moe_align peers: a torch alignment written to be fair and fast, all on the GPU a
 host synchronisation: stable argsort by expert, a scatter_add count, cumsum of the padded counts, one
 scatter into a sentinel-filled buffer, searchsorted for the block experts. Its output is the
 same as talon's (both order a group by ascending flat index), so `check` compares exactly.
+The same torch version replayed from a CUDA graph (torch_graph) shows its GPU time alone.
 moe_sum peers: (x * w[..., None]).sum(1) in fp32 then cast, eager and torch.compile.
 """
 from ops import Case, ENUM, I64, PTR, ptr
@@ -15,6 +16,10 @@ ALIGN_FIELDS = [("sorted_token_ids", PTR), ("expert_ids", PTR), ("num_tokens_pos
                 ("block_size", I64), ("sorted_capacity", I64), ("expert_ids_capacity", I64)]
 SUM_FIELDS = [("out", PTR), ("in_", PTR), ("weights", PTR), ("tokens", I64), ("k", I64),
               ("hidden", I64), ("dtype", ENUM)]
+
+
+def ops_error(exc):
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
 
 
 def capacity(tokens, k, experts, block):
@@ -56,10 +61,29 @@ def align_case(h, tokens, k, experts, block, targets=()):
 
     def make():
         ids = torch.rand(tokens, experts, device="cuda").topk(k, dim=1).indices.int()
-        return {"ids": ids,
-                "sorted": torch.empty(scap, dtype=torch.int32, device="cuda"),
-                "eids": torch.empty(bcap, dtype=torch.int32, device="cuda"),
-                "npost": torch.empty(1, dtype=torch.int32, device="cuda")}
+        s = {"ids": ids,
+             "sorted": torch.empty(scap, dtype=torch.int32, device="cuda"),
+             "eids": torch.empty(bcap, dtype=torch.int32, device="cuda"),
+             "npost": torch.empty(1, dtype=torch.int32, device="cuda"), "graph": None}
+        # The torch version captured in a CUDA graph: its GPU time without Python's launches.
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                torch_align(ids, experts, block, scap, bcap)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                s["graph_out"] = torch_align(ids, experts, block, scap, bcap)
+            s["graph"] = g
+        except Exception as exc:  # reported as the peer's error
+            s["graph_error"] = ops_error(exc)
+        return s
+
+    def graph_peer(s):
+        if s["graph"] is None:
+            raise RuntimeError(s.get("graph_error", "no graph"))
+        s["graph"].replay()
 
     def talon(s, stream):
         a = Args(ptr(s["sorted"]), ptr(s["eids"]), ptr(s["npost"]), ptr(s["ids"]), tokens, k,
@@ -77,7 +101,7 @@ def align_case(h, tokens, k, experts, block, targets=()):
         assert torch.equal(s["eids"], ref_eids), "expert_ids differ from torch"
 
     return Case("moe_align_block_size", f"T={tokens} E={experts} k={k} block={block}", make,
-                talon, {"torch": peer}, check=check, targets=targets)
+                talon, {"torch": peer, "torch_graph": graph_peer}, check=check, targets=targets)
 
 
 def moe_sum_ref(x, w):

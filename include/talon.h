@@ -349,12 +349,15 @@ typedef struct talon__act_params {
     X(talon_gelu_tanh_and_mul_f16,    gelu_tanh_mul,     F16,  1, act,  256, 0, talon__act_params) \
     X(talon_gelu_tanh_and_mul_f16_v8, gelu_tanh_mul,     F16,  8, act,  256, 0, talon__act_params)
 
-/* moe: the align kernel keeps per-warp expert counts in shared memory, rows padded by one
-   against bank conflicts; MOE_ALIGN_CLUSTER_MIN picks the 8-block cluster above that many ids. */
+/* moe: the align kernel keeps per-warp expert counts in shared memory (rows padded by one
+   against bank conflicts) and stages up to MOE_ALIGN_STAGE of its block's ids there before
+   writing them out; MOE_ALIGN_CLUSTER_MIN picks the 8-block cluster above that many ids. */
 #define TALON__MOE_MAX_EXPERTS 512
 #define TALON__MOE_ALIGN_WARPS 32
+#define TALON__MOE_ALIGN_STAGE 16384
 #define TALON__MOE_ALIGN_SMEM                                                                  \
-    (4 * (TALON__MOE_ALIGN_WARPS * (TALON__MOE_MAX_EXPERTS + 1) + 4 * TALON__MOE_MAX_EXPERTS + 1))
+    (4 * (TALON__MOE_ALIGN_WARPS * (TALON__MOE_MAX_EXPERTS + 1) + 5 * TALON__MOE_MAX_EXPERTS + 1 + \
+          2 * TALON__MOE_ALIGN_STAGE))
 #define TALON__MOE_ALIGN_CLUSTER 8
 #define TALON__MOE_ALIGN_CLUSTER_MIN 4096
 

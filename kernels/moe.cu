@@ -4,19 +4,21 @@
 // moe_align strategy: one kernel, 1024 threads per block, either one block or a cluster of 8
 // (compile-time cluster, so a plain launch works and nothing goes through global scratch).
 // Global warp g (block rank * 32 + warp) owns the contiguous flat ids [g * chunk, (g+1) * chunk).
-//   1. Each warp counts its ids per expert into its own shared-memory row, 32 ids at a time:
-//      __match_any_sync groups the lanes holding the same expert and one lane adds the group.
+//   1. Each warp counts its ids per expert into its own shared-memory row (atomics).
 //   2. Each expert's column is scanned over the 32 warps (one shuffle scan); the block totals
 //      are exchanged through distributed shared memory, giving every block the ids of that
 //      expert in lower-ranked blocks and the grand count. Every block then scans the padded
 //      counts over the experts itself (<= 512 entries), so no block waits on another again.
-//   3. Each warp re-reads its ids and places them: group start + ids of the expert in earlier
-//      blocks, earlier warps, earlier steps of this warp, and lower lanes of this step. The
-//      order inside an expert is therefore ascending flat index, whatever the schedule.
+//   3. Each warp re-reads its ids, 32 at a time, and places them: running position of the
+//      expert in this warp (after earlier warps) + rank among the lanes of the step holding the
+//      same expert (equality masks from one ballot per key bit). The order inside an expert is
+//      therefore ascending flat index, whatever the schedule. When the block's ids fit the
+//      stage (16384), they are placed in shared memory in expert order and then copied out,
+//      each expert's run to consecutive addresses; larger problems store straight to memory.
 //   4. Sentinel padding (a warp per expert), the tail up to the caller's capacity and the
 //      expert id of every block (binary search over the segment starts, -1 past the end) are
 //      spread over all threads of the cluster; these slots never meet the ids of step 3.
-// Invalid ids (outside [0, experts)) take part in no group and are never counted or placed.
+// Invalid ids (outside [0, experts)) are never counted or placed.
 //
 // moe_sum strategy: purely streaming, as act.cu: the grid is tokens x chunks, each thread one
 // VEC-wide slice of hidden for all k experts of its token, eight 16-byte loads in flight
@@ -38,8 +40,8 @@ template <int CL> __device__ __forceinline__ void cluster_sync() {
 // Ids a lane loads before it processes any: latency of the global loads overlaps.
 constexpr int UNROLL = 4;
 
-// Runs f(id, flat, group mask, valid) over the warp's ids [lo, hi), steps of 32 ids in
-// ascending order; warp-uniform, so f may use warp collectives.
+// Runs f(id, flat, valid) over the warp's ids [lo, hi), steps of 32 ids in ascending order;
+// warp-uniform, so f may use warp collectives.
 template <typename F>
 __device__ __forceinline__ void for_warp_ids(const int *ids, int lo, int hi, int experts, F f) {
     const int lane = threadIdx.x % 32;
@@ -51,27 +53,71 @@ __device__ __forceinline__ void for_warp_ids(const int *ids, int lo, int hi, int
             e[u] = i < hi ? __ldg(ids + i) : -1;
         }
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            const bool ok = unsigned(e[u]) < unsigned(experts);
-            const unsigned m = __match_any_sync(~0u, ok ? e[u] : -1);
-            f(e[u], s + u * 32 + lane, m, ok);
-        }
+        for (int u = 0; u < UNROLL; u++)
+            f(e[u], s + u * 32 + lane, unsigned(e[u]) < unsigned(experts));
     }
+}
+
+// Lanes whose key equals this lane's, from one ballot per key bit: much cheaper than
+// __match_any_sync over 32 distinct keys (as CUB does it).
+__device__ __forceinline__ unsigned same_key_lanes(int key, int bits) {
+    unsigned m = ~0u;
+    for (int b = 0; b < bits; b++) {
+        const bool bit = (key >> b) & 1;
+        const unsigned v = __ballot_sync(~0u, bit);
+        m &= bit ? v : ~v;
+    }
+    return m;
+}
+
+// Exclusive scan of one value per thread (all threads call it); *total gets the sum.
+__device__ __forceinline__ int block_exclusive_scan(int v, int *total) {
+    __shared__ int warp_sum[WARPS + 1];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int inc = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int t = __shfl_up_sync(~0u, inc, o);
+        if (lane >= o) inc += t;
+    }
+    if (lane == 31) warp_sum[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        const int w = warp_sum[lane];
+        int winc = w;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int t = __shfl_up_sync(~0u, winc, o);
+            if (lane >= o) winc += t;
+        }
+        warp_sum[lane] = winc - w;
+        if (lane == 31) warp_sum[WARPS] = winc;
+    }
+    __syncthreads();
+    const int r = warp_sum[warp] + inc - v;
+    *total = warp_sum[WARPS];
+    __syncthreads(); // warp_sum is reused by the next call
+    return r;
 }
 
 template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p) {
     extern __shared__ int smem[];
-    __shared__ int warp_sum[WARPS];
     const int E = p.experts, ES = E + 1, B = p.block_size;
-    int *cnt = smem;                 // [WARPS][ES]: counts, then running positions
+    int *cnt = smem;                     // [WARPS][ES]: counts, then running local positions
     int *tot = cnt + WARPS * (EMAX + 1); // [E] this block's ids per expert (read by the cluster)
-    int *before = tot + EMAX;        // [E] ids of expert e in lower-ranked blocks
-    int *count = before + EMAX;      // [E] ids of expert e in all blocks
-    int *start = count + EMAX;       // [E + 1] padded group starts
+    int *before = tot + EMAX;            // [E] ids of expert e in lower-ranked blocks
+    int *count = before + EMAX;          // [E] ids of expert e in all blocks
+    int *delta = count + EMAX;           // [E] global minus local position of expert e's ids
+    int *start = delta + EMAX;           // [E + 1] padded group starts
+    int *stage = start + EMAX + 1;       // [STAGE] this block's ids in local order ...
+    int *stage_pos = stage + TALON__MOE_ALIGN_STAGE; // ... and their global positions
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int rank = CL > 1 ? int(cg::this_cluster().block_rank()) : 0;
     const int n = p.numel;
     const int lo = min((rank * WARPS + warp) * p.chunk, n), hi = min(lo + p.chunk, n);
+    // The block's ids fit the stage: place them in shared memory, then copy each expert's run
+    // out contiguously (scattered 4-byte global stores cost a cache line each).
+    const bool staged = WARPS * p.chunk <= TALON__MOE_ALIGN_STAGE;
     const int *ids = reinterpret_cast<const int *>(p.topk_ids);
     int *sorted = reinterpret_cast<int *>(p.sorted);
     int *expert_ids = reinterpret_cast<int *>(p.expert_ids);
@@ -81,8 +127,8 @@ template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__mo
     __syncthreads();
 
     // 1. per-warp counts
-    for_warp_ids(ids, lo, hi, E, [&](int e, int, unsigned m, bool ok) {
-        if (ok && lane == __ffs(m) - 1) atomicAdd(row + e, __popc(m));
+    for_warp_ids(ids, lo, hi, E, [&](int e, int, bool ok) {
+        if (ok) atomicAdd(row + e, 1);
     });
     __syncthreads();
 
@@ -118,48 +164,43 @@ template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__mo
     // (releasing its shared memory) before that.
     cluster_sync<CL>();
 
-    // padded counts, exclusive scan over the experts (E <= 512 <= blockDim.x)
+    // padded group starts, and where this block's ids of each expert go (E <= blockDim.x)
+    int total, placed;
     {
         const int e = threadIdx.x;
-        const int v = e < E ? (count[e] + B - 1) & -B : 0;
-        int inc = v;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int t = __shfl_up_sync(~0u, inc, o);
-            if (lane >= o) inc += t;
-        }
-        if (lane == 31) warp_sum[warp] = inc;
-        __syncthreads();
-        if (warp == 0) {
-            const int w = warp_sum[lane];
-            int winc = w;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const int t = __shfl_up_sync(~0u, winc, o);
-                if (lane >= o) winc += t;
-            }
-            warp_sum[lane] = winc - w;
-        }
-        __syncthreads();
-        if (e < E) start[e] = warp_sum[warp] + inc - v;
-        if (e == E - 1) start[E] = warp_sum[warp] + inc;
+        const int padded = e < E ? (count[e] + B - 1) & -B : 0;
+        const int s = block_exclusive_scan(padded, &total);
+        const int local = block_exclusive_scan(e < E && staged ? tot[e] : 0, &placed);
+        if (e <= E) start[e] = s;
+        if (e < E) delta[e] = staged ? s + before[e] - local : 0;
+        if (e < E) tot[e] = staged ? local : s + before[e]; // first position, local or global
     }
     __syncthreads();
-    const int total = start[E];
     for (int i = threadIdx.x; i < WARPS * ES; i += blockDim.x) {
         const int e = i % ES;
-        if (e < E) cnt[i] += start[e] + before[e];
+        if (e < E) cnt[i] += tot[e];
     }
     __syncthreads();
 
-    // 3. place the ids
-    for_warp_ids(ids, lo, hi, E, [&](int e, int flat, unsigned m, bool ok) {
-        const int base = ok ? row[e] : 0;
-        if (ok) sorted[base + __popc(m & ((1u << lane) - 1))] = flat;
+    // 3. place the ids: running position + rank among the lanes of this step with that expert
+    const int bits = 32 - __clz(E); // keys 0 .. E (E: invalid)
+    for_warp_ids(ids, lo, hi, E, [&](int e, int flat, bool ok) {
+        const unsigned m = same_key_lanes(ok ? e : E, bits);
+        const int base = ok ? row[e] : 0, pos = base + __popc(m & ((1u << lane) - 1));
+        if (ok && staged) {
+            stage[pos] = flat;
+            stage_pos[pos] = pos + delta[e];
+        } else if (ok) {
+            sorted[pos] = flat;
+        }
         __syncwarp();
         if (ok && lane == __ffs(m) - 1) row[e] = base + __popc(m);
         __syncwarp();
     });
+    if (staged) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < placed; i += blockDim.x) sorted[stage_pos[i]] = stage[i];
+    }
 
     // 4. sentinels, block ids, the count
     const int gthread = rank * blockDim.x + threadIdx.x, nthreads = CL * blockDim.x;
