@@ -37,24 +37,36 @@ template <int CL> __device__ __forceinline__ void cluster_sync() {
     else __syncthreads();
 }
 
-// Ids a lane loads before it processes any: latency of the global loads overlaps.
-constexpr int UNROLL = 4;
+// Ids a lane holds at once: 16 KB per warp in flight per round trip. A warp whose chunk fits
+// (<= 512 ids: every problem the stage takes) reads its ids from memory exactly once.
+constexpr int UNROLL = 16;
 
-// Runs f(id, flat, valid) over the warp's ids [lo, hi), steps of 32 ids in ascending order;
-// warp-uniform, so f may use warp collectives.
+struct IdGroup {
+    int e[UNROLL];
+};
+
+__device__ __forceinline__ IdGroup load_ids(const int *ids, int s, int hi) {
+    const int lane = threadIdx.x % 32;
+    IdGroup g;
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        const int i = s + u * 32 + lane;
+        g.e[u] = i < hi ? __ldg(ids + i) : -1;
+    }
+    return g;
+}
+
+// Runs f(id, flat, valid) over the warp's ids [lo, hi), steps of 32 ids in ascending order,
+// the first group from `first` (loaded at lo); warp-uniform, so f may use warp collectives.
 template <typename F>
-__device__ __forceinline__ void for_warp_ids(const int *ids, int lo, int hi, int experts, F f) {
+__device__ __forceinline__ void for_warp_ids(const int *ids, int lo, int hi, int experts,
+                                             const IdGroup &first, F f) {
     const int lane = threadIdx.x % 32;
     for (int s = lo; s < hi; s += 32 * UNROLL) {
-        int e[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            const int i = s + u * 32 + lane;
-            e[u] = i < hi ? __ldg(ids + i) : -1;
-        }
+        const IdGroup g = s == lo ? first : load_ids(ids, s, hi);
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
-            f(e[u], s + u * 32 + lane, unsigned(e[u]) < unsigned(experts));
+            if (s + u * 32 < hi) f(g.e[u], s + u * 32 + lane, unsigned(g.e[u]) < unsigned(experts));
     }
 }
 
@@ -123,26 +135,41 @@ template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__mo
     int *expert_ids = reinterpret_cast<int *>(p.expert_ids);
     int *row = cnt + warp * ES;
 
+    const IdGroup first = load_ids(ids, lo, hi); // in flight while the counts are cleared
     for (int i = threadIdx.x; i < WARPS * ES; i += blockDim.x) cnt[i] = 0;
     __syncthreads();
 
     // 1. per-warp counts
-    for_warp_ids(ids, lo, hi, E, [&](int e, int, bool ok) {
+    for_warp_ids(ids, lo, hi, E, first, [&](int e, int, bool ok) {
         if (ok) atomicAdd(row + e, 1);
     });
     __syncthreads();
 
-    // 2. exclusive scan of each expert over the warps; block totals
-    for (int e = warp; e < E; e += WARPS) {
-        const int v = cnt[lane * ES + e];
-        int inc = v;
+    // 2. exclusive scan of each expert over the warps (a warp scans up to 16 experts at once,
+    // independent shuffle chains); block totals
+    {
+        constexpr int PER = EMAX / WARPS;
+        int v[PER], inc[PER];
 #pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int t = __shfl_up_sync(~0u, inc, o);
-            if (lane >= o) inc += t;
+        for (int u = 0; u < PER; u++) {
+            const int e = warp + u * WARPS;
+            v[u] = inc[u] = e < E ? cnt[lane * ES + e] : 0;
         }
-        cnt[lane * ES + e] = inc - v;
-        if (lane == 31) tot[e] = inc;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1)
+#pragma unroll
+            for (int u = 0; u < PER; u++) {
+                const int t = __shfl_up_sync(~0u, inc[u], o);
+                if (lane >= o) inc[u] += t;
+            }
+#pragma unroll
+        for (int u = 0; u < PER; u++) {
+            const int e = warp + u * WARPS;
+            if (e < E) {
+                cnt[lane * ES + e] = inc[u] - v[u];
+                if (lane == 31) tot[e] = inc[u];
+            }
+        }
     }
     cluster_sync<CL>();
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -176,15 +203,12 @@ template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__mo
         if (e < E) tot[e] = staged ? local : s + before[e]; // first position, local or global
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < WARPS * ES; i += blockDim.x) {
-        const int e = i % ES;
-        if (e < E) cnt[i] += tot[e];
-    }
-    __syncthreads();
+    for (int e = lane; e < E; e += 32) row[e] += tot[e]; // each warp needs only its own row
+    __syncwarp();
 
     // 3. place the ids: running position + rank among the lanes of this step with that expert
     const int bits = 32 - __clz(E); // keys 0 .. E (E: invalid)
-    for_warp_ids(ids, lo, hi, E, [&](int e, int flat, bool ok) {
+    for_warp_ids(ids, lo, hi, E, first, [&](int e, int flat, bool ok) {
         const unsigned m = same_key_lanes(ok ? e : E, bits);
         const int base = ok ? row[e] : 0, pos = base + __popc(m & ((1u << lane) - 1));
         if (ok && staged) {
