@@ -350,14 +350,15 @@ typedef struct talon__act_params {
     X(talon_gelu_tanh_and_mul_f16_v8, gelu_tanh_mul,     F16,  8, act,  256, 0, talon__act_params)
 
 /* moe: the align kernel keeps per-warp expert counts in shared memory (rows padded by one
-   against bank conflicts) and stages up to MOE_ALIGN_STAGE of its block's ids there before
+   against bank conflicts) and stages up to MOE_ALIGN_STAGE_* of its block's ids there before
    writing them out; MOE_ALIGN_CLUSTER_MIN picks the 8-block cluster above that many ids. */
 #define TALON__MOE_MAX_EXPERTS 512
 #define TALON__MOE_ALIGN_WARPS 32
-#define TALON__MOE_ALIGN_STAGE 16384
-#define TALON__MOE_ALIGN_SMEM                                                                  \
+#define TALON__MOE_ALIGN_STAGE_1 4096   /* = CLUSTER_MIN: the one-block kernel always stages */
+#define TALON__MOE_ALIGN_STAGE_X8 16384
+#define TALON__MOE_ALIGN_SMEM(stage)                                                           \
     (4 * (TALON__MOE_ALIGN_WARPS * (TALON__MOE_MAX_EXPERTS + 1) + 5 * TALON__MOE_MAX_EXPERTS + 1 + \
-          2 * TALON__MOE_ALIGN_STAGE))
+          2 * (stage)))
 #define TALON__MOE_ALIGN_CLUSTER 8
 #define TALON__MOE_ALIGN_CLUSTER_MIN 4096
 
@@ -378,8 +379,8 @@ typedef struct talon__moe_sum_params {
 #define TALON__BODIES_moe(X) X(moe_align) X(moe_align_x8) X(moe_sum)
 
 #define TALON__KERNELS_moe(X)                                                                  \
-    X(talon_moe_align_block_size_i32,    moe_align,    I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM, talon__moe_align_params) \
-    X(talon_moe_align_block_size_i32_x8, moe_align_x8, I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM, talon__moe_align_params) \
+    X(talon_moe_align_block_size_i32,    moe_align,    I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM(TALON__MOE_ALIGN_STAGE_1), talon__moe_align_params) \
+    X(talon_moe_align_block_size_i32_x8, moe_align_x8, I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM(TALON__MOE_ALIGN_STAGE_X8), talon__moe_align_params) \
     X(talon_moe_sum_bf16,             moe_sum,      BF16, 1, moe,  256, 0, talon__moe_sum_params) \
     X(talon_moe_sum_bf16_v8,          moe_sum,      BF16, 8, moe,  256, 0, talon__moe_sum_params) \
     X(talon_moe_sum_f16,              moe_sum,      F16,  1, moe,  256, 0, talon__moe_sum_params) \

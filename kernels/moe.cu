@@ -13,7 +13,7 @@
 //      expert in this warp (after earlier warps) + rank among the lanes of the step holding the
 //      same expert (equality masks from one ballot per key bit). The order inside an expert is
 //      therefore ascending flat index, whatever the schedule. When the block's ids fit the
-//      stage (16384), they are placed in shared memory in expert order and then copied out,
+//      stage (4096 ids for one block, 16384 per block of a cluster), they are placed in shared memory in expert order and then copied out,
 //      each expert's run to consecutive addresses; larger problems store straight to memory.
 //   4. Sentinel padding (a warp per expert), the tail up to the caller's capacity and the
 //      expert id of every block (binary search over the segment starts, -1 past the end) are
@@ -82,37 +82,36 @@ __device__ __forceinline__ unsigned same_key_lanes(int key, int bits) {
     return m;
 }
 
-// Exclusive scan of one value per thread (all threads call it); *total gets the sum.
-__device__ __forceinline__ int block_exclusive_scan(int v, int *total) {
-    __shared__ int warp_sum[WARPS + 1];
+// Exclusive scans of two values per thread at once (all threads call it); totals in *total.
+__device__ __forceinline__ int2 block_exclusive_scan2(int2 v, int2 *total) {
+    __shared__ int2 warp_sum[WARPS + 1];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int inc = v;
+    int2 inc = v;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-        const int t = __shfl_up_sync(~0u, inc, o);
-        if (lane >= o) inc += t;
+        const int tx = __shfl_up_sync(~0u, inc.x, o), ty = __shfl_up_sync(~0u, inc.y, o);
+        if (lane >= o) inc.x += tx, inc.y += ty;
     }
     if (lane == 31) warp_sum[warp] = inc;
     __syncthreads();
     if (warp == 0) {
-        const int w = warp_sum[lane];
-        int winc = w;
+        const int2 w = warp_sum[lane];
+        int2 winc = w;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            const int t = __shfl_up_sync(~0u, winc, o);
-            if (lane >= o) winc += t;
+            const int tx = __shfl_up_sync(~0u, winc.x, o), ty = __shfl_up_sync(~0u, winc.y, o);
+            if (lane >= o) winc.x += tx, winc.y += ty;
         }
-        warp_sum[lane] = winc - w;
+        warp_sum[lane] = make_int2(winc.x - w.x, winc.y - w.y);
         if (lane == 31) warp_sum[WARPS] = winc;
     }
     __syncthreads();
-    const int r = warp_sum[warp] + inc - v;
     *total = warp_sum[WARPS];
-    __syncthreads(); // warp_sum is reused by the next call
-    return r;
+    return make_int2(warp_sum[warp].x + inc.x - v.x, warp_sum[warp].y + inc.y - v.y);
 }
 
-template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p) {
+template <int CL, int STAGE>
+__device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p) {
     extern __shared__ int smem[];
     const int E = p.experts, ES = E + 1, B = p.block_size;
     int *cnt = smem;                     // [WARPS][ES]: counts, then running local positions
@@ -122,14 +121,14 @@ template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__mo
     int *delta = count + EMAX;           // [E] global minus local position of expert e's ids
     int *start = delta + EMAX;           // [E + 1] padded group starts
     int *stage = start + EMAX + 1;       // [STAGE] this block's ids in local order ...
-    int *stage_pos = stage + TALON__MOE_ALIGN_STAGE; // ... and their global positions
+    int *stage_pos = stage + STAGE;      // ... and their global positions
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int rank = CL > 1 ? int(cg::this_cluster().block_rank()) : 0;
     const int n = p.numel;
     const int lo = min((rank * WARPS + warp) * p.chunk, n), hi = min(lo + p.chunk, n);
     // The block's ids fit the stage: place them in shared memory, then copy each expert's run
     // out contiguously (scattered 4-byte global stores cost a cache line each).
-    const bool staged = WARPS * p.chunk <= TALON__MOE_ALIGN_STAGE;
+    const bool staged = WARPS * p.chunk <= STAGE;
     const int *ids = reinterpret_cast<const int *>(p.topk_ids);
     int *sorted = reinterpret_cast<int *>(p.sorted);
     int *expert_ids = reinterpret_cast<int *>(p.expert_ids);
@@ -145,31 +144,22 @@ template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__mo
     });
     __syncthreads();
 
-    // 2. exclusive scan of each expert over the warps (a warp scans up to 16 experts at once,
-    // independent shuffle chains); block totals
-    {
-        constexpr int PER = EMAX / WARPS;
-        int v[PER], inc[PER];
+    // 2. exclusive scan of each expert over the warps, a thread per expert (its 32 counts are
+    // loaded before the running sum needs them); block totals
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        int sum = 0;
 #pragma unroll
-        for (int u = 0; u < PER; u++) {
-            const int e = warp + u * WARPS;
-            v[u] = inc[u] = e < E ? cnt[lane * ES + e] : 0;
-        }
+        for (int w0 = 0; w0 < WARPS; w0 += 8) { // 8 loads in flight: no spills beside the ids
+            int v[8];
 #pragma unroll
-        for (int o = 1; o < 32; o <<= 1)
+            for (int w = 0; w < 8; w++) v[w] = cnt[(w0 + w) * ES + e];
 #pragma unroll
-            for (int u = 0; u < PER; u++) {
-                const int t = __shfl_up_sync(~0u, inc[u], o);
-                if (lane >= o) inc[u] += t;
-            }
-#pragma unroll
-        for (int u = 0; u < PER; u++) {
-            const int e = warp + u * WARPS;
-            if (e < E) {
-                cnt[lane * ES + e] = inc[u] - v[u];
-                if (lane == 31) tot[e] = inc[u];
+            for (int w = 0; w < 8; w++) {
+                cnt[(w0 + w) * ES + e] = sum;
+                sum += v[w];
             }
         }
+        tot[e] = sum;
     }
     cluster_sync<CL>();
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -195,12 +185,14 @@ template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__mo
     int total, placed;
     {
         const int e = threadIdx.x;
-        const int padded = e < E ? (count[e] + B - 1) & -B : 0;
-        const int s = block_exclusive_scan(padded, &total);
-        const int local = block_exclusive_scan(e < E && staged ? tot[e] : 0, &placed);
-        if (e <= E) start[e] = s;
-        if (e < E) delta[e] = staged ? s + before[e] - local : 0;
-        if (e < E) tot[e] = staged ? local : s + before[e]; // first position, local or global
+        int2 t;
+        const int2 sc = block_exclusive_scan2(
+            make_int2(e < E ? (count[e] + B - 1) & -B : 0, e < E && staged ? tot[e] : 0), &t);
+        total = t.x;
+        placed = t.y;
+        if (e <= E) start[e] = sc.x;
+        if (e < E) delta[e] = staged ? sc.x + before[e] - sc.y : 0;
+        if (e < E) tot[e] = staged ? sc.y : sc.x + before[e]; // first position, local or global
     }
     __syncthreads();
     for (int e = lane; e < E; e += 32) row[e] += tot[e]; // each warp needs only its own row
@@ -250,9 +242,11 @@ template <int CL> __device__ __forceinline__ void moe_align_impl(const talon__mo
     if (gthread == 0) *reinterpret_cast<int *>(p.num_post) = total;
 }
 
-__device__ void moe_align(const talon__moe_align_params &p) { moe_align_impl<1>(p); }
+__device__ void moe_align(const talon__moe_align_params &p) {
+    moe_align_impl<1, TALON__MOE_ALIGN_STAGE_1>(p);
+}
 __device__ void moe_align_x8(const talon__moe_align_params &p) {
-    moe_align_impl<TALON__MOE_ALIGN_CLUSTER>(p);
+    moe_align_impl<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_STAGE_X8>(p);
 }
 
 template <typename T, int VEC> __device__ void moe_sum(const talon__moe_sum_params &p) {
