@@ -9,7 +9,9 @@
     X(talon_rmsnorm_args) \
     X(talon_topk_args) \
     X(talon_rope_args) \
-    X(talon_kv_append_args)
+    X(talon_kv_append_args) \
+    X(talon_moe_align_block_size_args) \
+    X(talon_moe_sum_args)
 
 size_t talon_bench_sizeof(const char *name);
 size_t talon_bench_sizeof(const char *name) {

@@ -338,6 +338,63 @@ typedef struct talon_kv_append_args {
     talon_dtype cache_dtype;        /* dtype, or TALON_DTYPE_FP8_E4M3 */
 } talon_kv_append_args;
 talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_append_args *args);
+/* ---------------------------------------------------------------- mixture of experts */
+/* vLLM's moe_align_block_size: groups the (token, slot) pairs of a top-k routing by expert,
+   each expert's group padded to a multiple of block_size, for a grouped GEMM that takes one
+   block_size-row tile per expert block.
+     topk_ids: int32 [tokens, k]; flat index f = t * k + j names the pair (token t, slot j).
+     Ids outside [0, experts) (e.g. -1 from expert-parallel masking) are skipped: not counted,
+     not placed, as if the pair did not exist.
+   Outputs, with n_e = number of valid pairs of expert e, P_e = round_up(n_e, block_size),
+   S_e = P_0 + ... + P_{e-1} (experts with no pair take no block), sentinel = tokens * k:
+     num_tokens_post_padded: int32 [1] = S_experts (a multiple of block_size, 0 when no id is
+       valid).
+     sorted_token_ids: int32 [sorted_capacity]: [S_e, S_e + n_e) holds expert e's flat indices
+       in ASCENDING order, [S_e + n_e, S_e + P_e) the sentinel, and every slot from
+       num_tokens_post_padded to sorted_capacity the sentinel too (the whole buffer is written,
+       as vLLM does). vLLM leaves the order inside a group unspecified (atomics); talon's is
+       deterministic and sorted, so it is one of vLLM's valid outputs.
+     expert_ids: int32 [expert_ids_capacity]: block b < num_tokens_post_padded / block_size holds
+       the expert whose group contains slot b * block_size; every later block holds -1 (vLLM
+       writes 0 there; -1 lets a consumer sized by the capacity skip them).
+   Capacities are in elements and must cover the worst case for the shape, from
+   talon_moe_align_block_size_capacity:
+     sorted >= tokens * k + min(experts, tokens * k) * (block_size - 1)
+     expert_ids >= ceil(sorted / block_size)   (with `sorted` the minimum above)
+   vLLM's own sizes (tokens * k + experts * (block_size - 1), and its block count) satisfy both.
+   Limits: tokens in [1, 65536], k in [1, 64], experts in [1, 512], block_size a power of two
+   in [1, 1024]; pointers 4-byte aligned; outputs must not overlap topk_ids or each other.
+   One kernel, device-side only (no counts go through the host): tokens * k <= 4096 runs as
+   one block of 1024 threads, larger problems on a cluster of 8 blocks sharing their counts
+   through distributed shared memory. No workspace. */
+typedef struct talon_moe_align_block_size_args {
+    CUdeviceptr sorted_token_ids, expert_ids, num_tokens_post_padded; /* int32 outputs */
+    CUdeviceptr topk_ids;                                             /* int32 [tokens, k] */
+    int64_t tokens, k, experts, block_size;
+    int64_t sorted_capacity, expert_ids_capacity; /* elements of the two output buffers */
+} talon_moe_align_block_size_args;
+talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
+                                        const talon_moe_align_block_size_args *args);
+
+/* The minimum capacities above, in elements, for a shape (validated as the op does).
+   Either output pointer may be NULL. Needs no context, GPU or driver. */
+talon_status talon_moe_align_block_size_capacity(int64_t tokens, int64_t k, int64_t experts,
+                                                 int64_t block_size, int64_t *sorted_capacity,
+                                                 int64_t *expert_ids_capacity);
+
+/* Combines the k expert outputs of each token:
+     out[t, :] = sum_j weights[t, j] * in[t, j, :]     (weights 0: plain sum, weight 1)
+   in: [tokens, k, hidden] contiguous; out: [tokens, hidden] contiguous; weights: fp32
+   [tokens, k] contiguous (as the routers produce them), 4-byte aligned. bf16/f16 in and out,
+   fp32 accumulation in order j = 0 .. k-1, one rounding. tokens >= 1, k in [1, 64],
+   hidden >= 1; the grid (tokens * ceil(hidden / 2048) blocks on the 16-byte path, else
+   ceil(hidden / 256)) must stay below 2^31. */
+typedef struct talon_moe_sum_args {
+    CUdeviceptr out, in, weights;
+    int64_t tokens, k, hidden;
+    talon_dtype dtype;
+} talon_moe_sum_args;
+talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_args *args);
 
 /* ================================================================ kernel metadata
    The single source of truth for every kernel: the kernel sources instantiate from these
@@ -361,7 +418,7 @@ typedef struct talon__act_params {
     int64_t chunks; /* blocks per row */
 } talon__act_params;
 
-#define TALON__IMAGES(X) X(norm) X(act) X(topk) X(rope)
+#define TALON__IMAGES(X) X(norm) X(act) X(topk) X(rope) X(moe)
 
 /* Kernel bodies of each image: the dispatcher picks a kernel by (body, dtype, vec, block). */
 #define TALON__BODIES_norm(X) X(rmsnorm) X(fused_add_rmsnorm) X(layernorm)
@@ -372,7 +429,8 @@ typedef struct talon__act_params {
     TALON__BODIES_norm(X) \
     TALON__BODIES_act(X) \
     TALON__BODIES_topk(X) \
-    TALON__BODIES_rope(X)
+    TALON__BODIES_rope(X) \
+    TALON__BODIES_moe(X)
 
 /* Elements of a row each thread of a 16-byte-path norm block keeps on chip. Rows that fit a
    128-thread block (cols <= 128 * 32) take the _b128 variants: twice the bytes in flight per
@@ -483,11 +541,49 @@ typedef struct talon__kv_params {
     X(talon_kv_append_fp8_f16,       kv_append_fp8, F16,  1, rope, 256, 0, talon__kv_params) \
     X(talon_kv_append_fp8_f16_v8,    kv_append_fp8, F16,  8, rope, 256, 0, talon__kv_params)
 
+/* moe: the align kernel keeps per-warp expert counts in shared memory (rows padded by one
+   against bank conflicts) and stages up to MOE_ALIGN_STAGE_* of its block's ids there before
+   writing them out; MOE_ALIGN_CLUSTER_MIN picks the 8-block cluster above that many ids. */
+#define TALON__MOE_MAX_EXPERTS 512
+#define TALON__MOE_ALIGN_WARPS 32
+#define TALON__MOE_ALIGN_STAGE_1 4096   /* = CLUSTER_MIN: the one-block kernel always stages */
+#define TALON__MOE_ALIGN_STAGE_X8 16384
+#define TALON__MOE_ALIGN_SMEM(stage)                                                           \
+    (4 * (TALON__MOE_ALIGN_WARPS * (TALON__MOE_MAX_EXPERTS + 1) + 5 * TALON__MOE_MAX_EXPERTS + 1 + \
+          2 * (stage)))
+#define TALON__MOE_ALIGN_CLUSTER 8
+#define TALON__MOE_ALIGN_CLUSTER_MIN 4096
+
+typedef struct talon__moe_align_params {
+    CUdeviceptr sorted, expert_ids, num_post, topk_ids;
+    int64_t sorted_capacity, expert_ids_capacity;
+    int numel, experts, block_size;
+    int chunk; /* ids per warp, a multiple of 32 */
+} talon__moe_align_params;
+
+typedef struct talon__moe_sum_params {
+    CUdeviceptr out, in, weights;
+    int64_t hidden;
+    int k;
+    int chunks; /* blocks per token */
+} talon__moe_sum_params;
+
+#define TALON__BODIES_moe(X) X(moe_align) X(moe_align_x8) X(moe_sum)
+
+#define TALON__KERNELS_moe(X)                                                                  \
+    X(talon_moe_align_block_size_i32,    moe_align,    I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM(TALON__MOE_ALIGN_STAGE_1), talon__moe_align_params) \
+    X(talon_moe_align_block_size_i32_x8, moe_align_x8, I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM(TALON__MOE_ALIGN_STAGE_X8), talon__moe_align_params) \
+    X(talon_moe_sum_bf16,             moe_sum,      BF16, 1, moe,  256, 0, talon__moe_sum_params) \
+    X(talon_moe_sum_bf16_v8,          moe_sum,      BF16, 8, moe,  256, 0, talon__moe_sum_params) \
+    X(talon_moe_sum_f16,              moe_sum,      F16,  1, moe,  256, 0, talon__moe_sum_params) \
+    X(talon_moe_sum_f16_v8,           moe_sum,      F16,  8, moe,  256, 0, talon__moe_sum_params)
+
 #define TALON__KERNELS(X) \
     TALON__KERNELS_norm(X) \
     TALON__KERNELS_act(X) \
     TALON__KERNELS_topk(X) \
-    TALON__KERNELS_rope(X)
+    TALON__KERNELS_rope(X) \
+    TALON__KERNELS_moe(X)
 
 #ifdef __cplusplus
 }
@@ -1283,6 +1379,115 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     p.units = (uint32_t)(units * a->tokens);
     k = talon__pick(fp8 ? TALON__B_kv_append_fp8 : TALON__B_kv_append, a->dtype, vec, 256);
     return talon__launch(ctx, stream, op, k, ((int64_t)p.units + per_block - 1) / per_block, &p);
+}
+
+/* ---------------------------------------------------------------- mixture of experts */
+/* Shape limits of moe_align_block_size; pre is "args->" for the op, "" for the capacity
+   helper, so each message names the argument as the caller spelled it. */
+static talon_status talon__moe_align_shape(const char *op, const char *pre, int64_t tokens,
+                                           int64_t k, int64_t experts, int64_t block_size) {
+    static const struct { const char *name; int64_t max; } lim[3] = {
+        {"tokens", 65536}, {"k", 64}, {"experts", TALON__MOE_MAX_EXPERTS}};
+    const int64_t v[3] = {tokens, k, experts};
+    int i;
+    for (i = 0; i < 3; i++)
+        if (v[i] < 1 || v[i] > lim[i].max)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                               "%s: %s%s = %lld is out of range [1, %lld]", op, pre, lim[i].name,
+                               (long long)v[i], (long long)lim[i].max);
+    if (block_size < 1 || block_size > 1024 || (block_size & (block_size - 1)))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: %sblock_size = %lld is not a power of two in [1, 1024]", op, pre,
+                           (long long)block_size);
+    return TALON_SUCCESS;
+}
+
+static void talon__moe_align_worst(int64_t tokens, int64_t k, int64_t experts,
+                                   int64_t block_size, int64_t *sorted, int64_t *blocks) {
+    const int64_t n = tokens * k;
+    *sorted = n + (experts < n ? experts : n) * (block_size - 1);
+    *blocks = (*sorted + block_size - 1) / block_size;
+}
+
+talon_status talon_moe_align_block_size_capacity(int64_t tokens, int64_t k, int64_t experts,
+                                                 int64_t block_size, int64_t *sorted_capacity,
+                                                 int64_t *expert_ids_capacity) {
+    int64_t sorted, blocks;
+    TALON__TRY(talon__moe_align_shape("talon_moe_align_block_size_capacity", "", tokens, k,
+                                      experts, block_size));
+    talon__moe_align_worst(tokens, k, experts, block_size, &sorted, &blocks);
+    if (sorted_capacity) *sorted_capacity = sorted;
+    if (expert_ids_capacity) *expert_ids_capacity = blocks;
+    return TALON_SUCCESS;
+}
+
+talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
+                                        const talon_moe_align_block_size_args *a) {
+    static const char op[] = "talon_moe_align_block_size";
+    talon__moe_align_params p;
+    int64_t sorted, blocks, n;
+    int cluster;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "num_tokens_post_padded", a->num_tokens_post_padded,
+                                      0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "topk_ids", a->topk_ids, 0, 4));
+    TALON__TRY(talon__moe_align_shape(op, "args->", a->tokens, a->k, a->experts, a->block_size));
+    talon__moe_align_worst(a->tokens, a->k, a->experts, a->block_size, &sorted, &blocks);
+    if (a->sorted_capacity < sorted || a->expert_ids_capacity < blocks)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->%s = %lld is below the worst case %lld for tokens = %lld, "
+                           "k = %lld, experts = %lld, block_size = %lld "
+                           "(talon_moe_align_block_size_capacity)",
+                           op, a->sorted_capacity < sorted ? "sorted_capacity" : "expert_ids_capacity",
+                           (long long)(a->sorted_capacity < sorted ? a->sorted_capacity
+                                                                   : a->expert_ids_capacity),
+                           (long long)(a->sorted_capacity < sorted ? sorted : blocks),
+                           (long long)a->tokens, (long long)a->k, (long long)a->experts,
+                           (long long)a->block_size);
+    n = a->tokens * a->k;
+    cluster = n > TALON__MOE_ALIGN_CLUSTER_MIN ? TALON__MOE_ALIGN_CLUSTER : 1;
+    memset(&p, 0, sizeof p);
+    p.sorted = a->sorted_token_ids; p.expert_ids = a->expert_ids;
+    p.num_post = a->num_tokens_post_padded; p.topk_ids = a->topk_ids;
+    p.sorted_capacity = a->sorted_capacity; p.expert_ids_capacity = a->expert_ids_capacity;
+    p.numel = (int)n; p.experts = (int)a->experts; p.block_size = (int)a->block_size;
+    p.chunk = (int)((n + 32 * TALON__MOE_ALIGN_WARPS * cluster - 1) /
+                    (32 * TALON__MOE_ALIGN_WARPS * cluster) * 32);
+    return talon__launch(ctx, stream, op,
+                         talon__pick(cluster > 1 ? TALON__B_moe_align_x8 : TALON__B_moe_align,
+                                     TALON_DTYPE_I32, 1, 1024),
+                         cluster, &p);
+}
+
+talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_args *a) {
+    static const char op[] = "talon_moe_sum";
+    talon__moe_sum_params p;
+    CUdeviceptr ptrs[2];
+    int vec, k;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr(op, "out", a->out, 0));
+    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
+    TALON__TRY(talon__check_ptr_align(op, "weights", a->weights, 1, 4));
+    TALON__TRY(talon__check_size(op, "tokens", a->tokens, TALON__GRID_MAX));
+    TALON__TRY(talon__check_size(op, "k", a->k, 64));
+    TALON__TRY(talon__check_size(op, "hidden", a->hidden, TALON__GRID_MAX));
+    TALON__TRY(talon__check_dtype(op, a->dtype));
+    ptrs[0] = a->out; ptrs[1] = a->in;
+    vec = talon__vec8(ptrs, 2, &a->hidden, 1) ? 8 : 1;
+    k = talon__pick(TALON__B_moe_sum, a->dtype, vec, 256);
+    memset(&p, 0, sizeof p);
+    p.out = a->out; p.in = a->in; p.weights = a->weights; p.hidden = a->hidden;
+    p.k = (int)a->k;
+    p.chunks = (int)((a->hidden + 256 * vec - 1) / (256 * vec));
+    if (p.chunks > TALON__GRID_MAX / a->tokens)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->tokens = %lld with args->hidden = %lld needs %.0f blocks, "
+                           "more than the grid limit %lld",
+                           op, (long long)a->tokens, (long long)a->hidden,
+                           (double)p.chunks * (double)a->tokens, TALON__GRID_MAX);
+    return talon__launch(ctx, stream, op, k, a->tokens * p.chunks, &p);
 }
 
 #ifdef __cplusplus

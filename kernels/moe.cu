@@ -1,0 +1,294 @@
+// moe.cu - mixture-of-experts glue: moe_align_block_size (vLLM semantics, deterministic order)
+// and moe_sum (weighted sum of each token's k expert outputs).
+//
+// moe_align strategy: one kernel, 1024 threads per block, either one block or a cluster of 8
+// (compile-time cluster, so a plain launch works and nothing goes through global scratch).
+// Global warp g (block rank * 32 + warp) owns the contiguous flat ids [g * chunk, (g+1) * chunk).
+//   1. Each warp counts its ids per expert into its own shared-memory row (atomics).
+//   2. Each expert's column is scanned over the 32 warps (one shuffle scan); the block totals
+//      are exchanged through distributed shared memory, giving every block the ids of that
+//      expert in lower-ranked blocks and the grand count. Every block then scans the padded
+//      counts over the experts itself (<= 512 entries), so no block waits on another again.
+//   3. Each warp re-reads its ids, 32 at a time, and places them: running position of the
+//      expert in this warp (after earlier warps) + rank among the lanes of the step holding the
+//      same expert (equality masks from one ballot per key bit). The order inside an expert is
+//      therefore ascending flat index, whatever the schedule. When the block's ids fit the
+//      stage (4096 ids for one block, 16384 per block of a cluster), they are placed in shared memory in expert order and then copied out,
+//      each expert's run to consecutive addresses; larger problems store straight to memory.
+//   4. Sentinel padding (a warp per expert), the tail up to the caller's capacity and the
+//      expert id of every block (binary search over the segment starts, -1 past the end) are
+//      spread over all threads of the cluster; these slots never meet the ids of step 3.
+// Invalid ids (outside [0, experts)) are never counted or placed.
+//
+// moe_sum strategy: purely streaming, as act.cu: the grid is tokens x chunks, each thread one
+// VEC-wide slice of hidden for all k experts of its token, eight 16-byte loads in flight
+// before any arithmetic; weights are fp32 broadcast loads. Variants: element type x VEC
+// (8 = 16-byte path, 1 = any shape and alignment).
+#include <cooperative_groups.h>
+#include "common.cuh"
+
+namespace cg = cooperative_groups;
+
+constexpr int WARPS = TALON__MOE_ALIGN_WARPS;
+constexpr int EMAX = TALON__MOE_MAX_EXPERTS;
+
+template <int CL> __device__ __forceinline__ void cluster_sync() {
+    if constexpr (CL > 1) cg::this_cluster().sync();
+    else __syncthreads();
+}
+
+// Ids a lane holds at once: 16 KB per warp in flight per round trip. A warp whose chunk fits
+// (<= 512 ids: every problem the stage takes) reads its ids from memory exactly once.
+constexpr int UNROLL = 16;
+
+struct IdGroup {
+    int e[UNROLL];
+};
+
+__device__ __forceinline__ IdGroup load_ids(const int *ids, int s, int hi) {
+    const int lane = threadIdx.x % 32;
+    IdGroup g;
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        const int i = s + u * 32 + lane;
+        g.e[u] = i < hi ? __ldg(ids + i) : -1;
+    }
+    return g;
+}
+
+// Runs f(id, flat, valid) over the warp's ids [lo, hi), steps of 32 ids in ascending order,
+// the first group from `first` (loaded at lo); warp-uniform, so f may use warp collectives.
+template <typename F>
+__device__ __forceinline__ void for_warp_ids(const int *ids, int lo, int hi, int experts,
+                                             const IdGroup &first, F f) {
+    const int lane = threadIdx.x % 32;
+    for (int s = lo; s < hi; s += 32 * UNROLL) {
+        const IdGroup g = s == lo ? first : load_ids(ids, s, hi);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (s + u * 32 < hi) f(g.e[u], s + u * 32 + lane, unsigned(g.e[u]) < unsigned(experts));
+    }
+}
+
+// Lanes whose key equals this lane's, from one ballot per key bit: much cheaper than
+// __match_any_sync over 32 distinct keys (as CUB does it).
+__device__ __forceinline__ unsigned same_key_lanes(int key, int bits) {
+    unsigned m = ~0u;
+    for (int b = 0; b < bits; b++) {
+        const bool bit = (key >> b) & 1;
+        const unsigned v = __ballot_sync(~0u, bit);
+        m &= bit ? v : ~v;
+    }
+    return m;
+}
+
+// Exclusive scans of two values per thread at once (all threads call it); totals in *total.
+__device__ __forceinline__ int2 block_exclusive_scan2(int2 v, int2 *total) {
+    __shared__ int2 warp_sum[WARPS + 1];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int2 inc = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int tx = __shfl_up_sync(~0u, inc.x, o), ty = __shfl_up_sync(~0u, inc.y, o);
+        if (lane >= o) inc.x += tx, inc.y += ty;
+    }
+    if (lane == 31) warp_sum[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        const int2 w = warp_sum[lane];
+        int2 winc = w;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int tx = __shfl_up_sync(~0u, winc.x, o), ty = __shfl_up_sync(~0u, winc.y, o);
+            if (lane >= o) winc.x += tx, winc.y += ty;
+        }
+        warp_sum[lane] = make_int2(winc.x - w.x, winc.y - w.y);
+        if (lane == 31) warp_sum[WARPS] = winc;
+    }
+    __syncthreads();
+    *total = warp_sum[WARPS];
+    return make_int2(warp_sum[warp].x + inc.x - v.x, warp_sum[warp].y + inc.y - v.y);
+}
+
+template <int CL, int STAGE>
+__device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p) {
+    extern __shared__ int smem[];
+    const int E = p.experts, ES = E + 1, B = p.block_size;
+    int *cnt = smem;                     // [WARPS][ES]: counts, then running local positions
+    int *tot = cnt + WARPS * (EMAX + 1); // [E] this block's ids per expert (read by the cluster)
+    int *before = tot + EMAX;            // [E] ids of expert e in lower-ranked blocks
+    int *count = before + EMAX;          // [E] ids of expert e in all blocks
+    int *delta = count + EMAX;           // [E] global minus local position of expert e's ids
+    int *start = delta + EMAX;           // [E + 1] padded group starts
+    int *stage = start + EMAX + 1;       // [STAGE] this block's ids in local order ...
+    int *stage_pos = stage + STAGE;      // ... and their global positions
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int rank = CL > 1 ? int(cg::this_cluster().block_rank()) : 0;
+    const int n = p.numel;
+    const int lo = min((rank * WARPS + warp) * p.chunk, n), hi = min(lo + p.chunk, n);
+    // The block's ids fit the stage: place them in shared memory, then copy each expert's run
+    // out contiguously (scattered 4-byte global stores cost a cache line each).
+    const bool staged = WARPS * p.chunk <= STAGE;
+    const int *ids = reinterpret_cast<const int *>(p.topk_ids);
+    int *sorted = reinterpret_cast<int *>(p.sorted);
+    int *expert_ids = reinterpret_cast<int *>(p.expert_ids);
+    int *row = cnt + warp * ES;
+
+    const IdGroup first = load_ids(ids, lo, hi); // in flight while the counts are cleared
+    for (int i = threadIdx.x; i < WARPS * ES; i += blockDim.x) cnt[i] = 0;
+    __syncthreads();
+
+    // 1. per-warp counts
+    for_warp_ids(ids, lo, hi, E, first, [&](int e, int, bool ok) {
+        if (ok) atomicAdd(row + e, 1);
+    });
+    __syncthreads();
+
+    // 2. exclusive scan of each expert over the warps, a thread per expert (its 32 counts are
+    // loaded before the running sum needs them); block totals
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        int sum = 0;
+#pragma unroll
+        for (int w0 = 0; w0 < WARPS; w0 += 8) { // 8 loads in flight: no spills beside the ids
+            int v[8];
+#pragma unroll
+            for (int w = 0; w < 8; w++) v[w] = cnt[(w0 + w) * ES + e];
+#pragma unroll
+            for (int w = 0; w < 8; w++) {
+                cnt[(w0 + w) * ES + e] = sum;
+                sum += v[w];
+            }
+        }
+        tot[e] = sum;
+    }
+    cluster_sync<CL>();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        int b = 0, all = tot[e];
+        if constexpr (CL > 1) {
+            cg::cluster_group cluster = cg::this_cluster();
+            all = 0;
+#pragma unroll
+            for (int r = 0; r < CL; r++) {
+                const int t = *cluster.map_shared_rank(tot + e, r);
+                if (r < rank) b += t;
+                all += t;
+            }
+        }
+        before[e] = b;
+        count[e] = all;
+    }
+    // Remote reads of tot are done once every block passed this barrier: no block may exit
+    // (releasing its shared memory) before that.
+    cluster_sync<CL>();
+
+    // padded group starts, and where this block's ids of each expert go (E <= blockDim.x)
+    int total, placed;
+    {
+        const int e = threadIdx.x;
+        int2 t;
+        const int2 sc = block_exclusive_scan2(
+            make_int2(e < E ? (count[e] + B - 1) & -B : 0, e < E && staged ? tot[e] : 0), &t);
+        total = t.x;
+        placed = t.y;
+        if (e <= E) start[e] = sc.x;
+        if (e < E) delta[e] = staged ? sc.x + before[e] - sc.y : 0;
+        if (e < E) tot[e] = staged ? sc.y : sc.x + before[e]; // first position, local or global
+    }
+    __syncthreads();
+    for (int e = lane; e < E; e += 32) row[e] += tot[e]; // each warp needs only its own row
+    __syncwarp();
+
+    // 3. place the ids: running position + rank among the lanes of this step with that expert
+    const int bits = 32 - __clz(E); // keys 0 .. E (E: invalid)
+    for_warp_ids(ids, lo, hi, E, first, [&](int e, int flat, bool ok) {
+        const unsigned m = same_key_lanes(ok ? e : E, bits);
+        const int base = ok ? row[e] : 0, pos = base + __popc(m & ((1u << lane) - 1));
+        if (ok && staged) {
+            stage[pos] = flat;
+            stage_pos[pos] = pos + delta[e];
+        } else if (ok) {
+            sorted[pos] = flat;
+        }
+        __syncwarp();
+        if (ok && lane == __ffs(m) - 1) row[e] = base + __popc(m);
+        __syncwarp();
+    });
+    if (staged) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < placed; i += blockDim.x) sorted[stage_pos[i]] = stage[i];
+    }
+
+    // 4. sentinels, block ids, the count
+    const int gthread = rank * blockDim.x + threadIdx.x, nthreads = CL * blockDim.x;
+    for (int e = rank * WARPS + warp; e < E; e += CL * WARPS)
+        for (int i = start[e] + count[e] + lane; i < start[e + 1]; i += 32) sorted[i] = n;
+    for (int64_t i = total + gthread; i < p.sorted_capacity; i += nthreads) sorted[i] = n;
+    const int nblocks = total / B;
+    for (int64_t b = gthread; b < p.expert_ids_capacity; b += nthreads) {
+        int v = -1;
+        if (b < nblocks) {
+            // the expert e with start[e] <= b * B < start[e + 1]
+            const int x = int(b) * B;
+            int l = 0, h = E; // start[l] <= x < start[h]
+            while (h - l > 1) {
+                const int mid = (l + h) / 2;
+                if (start[mid] <= x) l = mid;
+                else h = mid;
+            }
+            v = l;
+        }
+        expert_ids[b] = v;
+    }
+    if (gthread == 0) *reinterpret_cast<int *>(p.num_post) = total;
+}
+
+__device__ void moe_align(const talon__moe_align_params &p) {
+    moe_align_impl<1, TALON__MOE_ALIGN_STAGE_1>(p);
+}
+__device__ void moe_align_x8(const talon__moe_align_params &p) {
+    moe_align_impl<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_STAGE_X8>(p);
+}
+
+template <typename T, int VEC> __device__ void moe_sum(const talon__moe_sum_params &p) {
+    const unsigned chunks = unsigned(p.chunks);
+    const int64_t t = blockIdx.x / chunks;
+    const int64_t h = ((int64_t)(blockIdx.x % chunks) * blockDim.x + threadIdx.x) * VEC;
+    if (h >= p.hidden) return;
+    const T *x = reinterpret_cast<const T *>(p.in) + t * p.k * p.hidden + h;
+    const float *w = reinterpret_cast<const float *>(p.weights) + t * p.k;
+    float acc[VEC] = {};
+    for (int j0 = 0; j0 < p.k; j0 += 8) {
+        vec_t<T, VEC> v[8];
+        float wj[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (j0 + u < p.k) {
+                v[u] = load_vec<T, VEC>(x + (j0 + u) * p.hidden);
+                wj[u] = p.weights ? __ldg(w + j0 + u) : 1.f;
+            }
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (j0 + u < p.k) {
+                float f[VEC];
+                to_f32(v[u], f);
+#pragma unroll
+                for (int i = 0; i < VEC; i++) acc[i] = fmaf(wj[u], f[i], acc[i]);
+            }
+    }
+    store_f32<T, VEC>(reinterpret_cast<T *>(p.out) + t * p.hidden + h, acc);
+}
+
+// Cluster shape per body: compile-time, so the dispatcher's plain launch forms the cluster.
+#define MOE_ATTR_moe_align
+#define MOE_ATTR_moe_align_x8 __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
+#define MOE_ATTR_moe_sum
+#define MOE_CALL_I32(body, vec) body(p)
+#define MOE_CALL_BF16(body, vec) body<talon__ct_BF16, vec>(p)
+#define MOE_CALL_F16(body, vec) body<talon__ct_F16, vec>(p)
+
+#define X(sym, body, dt, vec, img, block, smem, P)                                             \
+    extern "C" __global__ void __launch_bounds__(block) MOE_ATTR_##body sym(                   \
+        const __grid_constant__ P p) {                                                         \
+        MOE_CALL_##dt(body, vec);                                                              \
+    }
+TALON__KERNELS_moe(X)

@@ -1,0 +1,340 @@
+/* Dispatcher tests on a fake CUDA driver (no GPU) for talon_moe_align_block_size and
+   talon_moe_sum: one validation test per rule, the exact launch each makes, the capacity
+   helper, and the CPU references on hand-computed cases. */
+#include "fake_driver.h"
+#include "ref_moe.h"
+
+#include <math.h>
+
+#define STREAM ((CUstream)(uintptr_t)0x5157)
+enum { P_SORTED = 0x100000, P_EIDS = 0x200000, P_NPOST = 0x300000, P_IDS = 0x400000,
+       P_OUT = 0x500000, P_IN = 0x600000, P_W = 0x700000 };
+
+typedef enum { OP_ALIGN, OP_SUM } op_id;
+static const char *const op_names[] = {"talon_moe_align_block_size", "talon_moe_sum"};
+
+typedef union op_args {
+    talon_moe_align_block_size_args align;
+    talon_moe_sum_args sum;
+} op_args;
+
+/* E=256, k=8, block 64: the worst case for tokens = 16 is 128 + 128 * 63 = 8192 slots in
+   128 blocks. */
+static void valid_args(op_id op, op_args *a) {
+    memset(a, 0, sizeof *a);
+    if (op == OP_ALIGN) {
+        a->align.sorted_token_ids = P_SORTED; a->align.expert_ids = P_EIDS;
+        a->align.num_tokens_post_padded = P_NPOST; a->align.topk_ids = P_IDS;
+        a->align.tokens = 16; a->align.k = 8; a->align.experts = 256; a->align.block_size = 64;
+        a->align.sorted_capacity = 8192; a->align.expert_ids_capacity = 128;
+    } else {
+        a->sum.out = P_OUT; a->sum.in = P_IN; a->sum.weights = P_W;
+        a->sum.tokens = 4; a->sum.k = 8; a->sum.hidden = 4096;
+    }
+}
+
+static talon_status call_op(op_id op, talon_ctx *ctx, const op_args *a) {
+    if (op == OP_ALIGN) return talon_moe_align_block_size(ctx, STREAM, a ? &a->align : NULL);
+    return talon_moe_sum(ctx, STREAM, a ? &a->sum : NULL);
+}
+
+typedef enum { SET_NONE, SET_PTR, SET_I64, SET_ENUM } set_kind;
+typedef struct field_set { set_kind kind; size_t off; int64_t v; } field_set;
+#define AL(f, k, v) {SET_##k, offsetof(talon_moe_align_block_size_args, f), (int64_t)(v)}
+#define SUM(f, k, v) {SET_##k, offsetof(talon_moe_sum_args, f), (int64_t)(v)}
+#define MAX_SETS 2
+
+static void apply_sets(op_args *a, const field_set *sets) {
+    int i;
+    for (i = 0; i < MAX_SETS && sets[i].kind != SET_NONE; i++) {
+        char *p = (char *)a + sets[i].off;
+        CUdeviceptr ptr = (CUdeviceptr)sets[i].v;
+        int e = (int)sets[i].v;
+        if (sets[i].kind == SET_PTR) memcpy(p, &ptr, sizeof ptr);
+        else if (sets[i].kind == SET_I64) memcpy(p, &sets[i].v, sizeof sets[i].v);
+        else memcpy(p, &e, sizeof e);
+    }
+}
+
+/* ================================================================ validation, one per rule */
+typedef enum { BAD_FIELDS, BAD_CTX, BAD_ARGS } bad_kind;
+typedef struct bad_row {
+    const char *name;
+    op_id op;
+    bad_kind kind;
+    field_set set[MAX_SETS];
+    const char *field, *value;
+} bad_row;
+
+#define BAD(NAME, OP, SETS, FIELD, VALUE)                                                      \
+    {.name = NAME, .op = OP, .kind = BAD_FIELDS, .set = SETS, .field = FIELD, .value = VALUE}
+#define ONE(...) {__VA_ARGS__}
+#define A "talon_moe_align_block_size"
+#define S "talon_moe_sum"
+#define NULL_BAD(OP, M, N, F) BAD(N " rejects " #F " NULL", OP, ONE(M(F, PTR, 0)), "args->" #F, "NULL")
+#define MIS_BAD(OP, M, N, F, V) BAD(N " rejects misaligned " #F, OP, ONE(M(F, PTR, V)), "args->" #F, #V)
+static const bad_row bad_rows[] = {
+    {.name = A " rejects ctx NULL", .op = OP_ALIGN, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
+    {.name = A " rejects args NULL", .op = OP_ALIGN, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
+    NULL_BAD(OP_ALIGN, AL, A, sorted_token_ids),
+    NULL_BAD(OP_ALIGN, AL, A, expert_ids),
+    NULL_BAD(OP_ALIGN, AL, A, num_tokens_post_padded),
+    NULL_BAD(OP_ALIGN, AL, A, topk_ids),
+    MIS_BAD(OP_ALIGN, AL, A, sorted_token_ids, 0x100002),
+    MIS_BAD(OP_ALIGN, AL, A, expert_ids, 0x200001),
+    MIS_BAD(OP_ALIGN, AL, A, num_tokens_post_padded, 0x300003),
+    MIS_BAD(OP_ALIGN, AL, A, topk_ids, 0x400002),
+    BAD(A " rejects tokens = 0", OP_ALIGN, ONE(AL(tokens, I64, 0)), "args->tokens", "0"),
+    BAD(A " rejects tokens = 65537", OP_ALIGN, ONE(AL(tokens, I64, 65537)), "args->tokens", "65537"),
+    BAD(A " rejects k = 0", OP_ALIGN, ONE(AL(k, I64, 0)), "args->k", "0"),
+    BAD(A " rejects k = 65", OP_ALIGN, ONE(AL(k, I64, 65)), "args->k", "65"),
+    BAD(A " rejects experts = 0", OP_ALIGN, ONE(AL(experts, I64, 0)), "args->experts", "0"),
+    BAD(A " rejects experts = 513", OP_ALIGN, ONE(AL(experts, I64, 513)), "args->experts", "513"),
+    BAD(A " rejects block_size = 0", OP_ALIGN, ONE(AL(block_size, I64, 0)), "args->block_size", "0"),
+    BAD(A " rejects block_size = 48 (not a power of two)", OP_ALIGN, ONE(AL(block_size, I64, 48)),
+        "args->block_size", "48"),
+    BAD(A " rejects block_size = 2048", OP_ALIGN, ONE(AL(block_size, I64, 2048)),
+        "args->block_size", "2048"),
+    BAD(A " rejects sorted_capacity one below the worst case", OP_ALIGN,
+        ONE(AL(sorted_capacity, I64, 8191)), "args->sorted_capacity", "8191"),
+    BAD(A " rejects expert_ids_capacity one below the worst case", OP_ALIGN,
+        ONE(AL(expert_ids_capacity, I64, 127)), "args->expert_ids_capacity", "127"),
+
+    {.name = S " rejects ctx NULL", .op = OP_SUM, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
+    {.name = S " rejects args NULL", .op = OP_SUM, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
+    NULL_BAD(OP_SUM, SUM, S, out),
+    NULL_BAD(OP_SUM, SUM, S, in),
+    MIS_BAD(OP_SUM, SUM, S, out, 0x500001),
+    MIS_BAD(OP_SUM, SUM, S, in, 0x600001),
+    MIS_BAD(OP_SUM, SUM, S, weights, 0x700002),
+    BAD(S " rejects tokens = 0", OP_SUM, ONE(SUM(tokens, I64, 0)), "args->tokens", "0"),
+    BAD(S " rejects k = 0", OP_SUM, ONE(SUM(k, I64, 0)), "args->k", "0"),
+    BAD(S " rejects k = 65", OP_SUM, ONE(SUM(k, I64, 65)), "args->k", "65"),
+    BAD(S " rejects hidden = 0", OP_SUM, ONE(SUM(hidden, I64, 0)), "args->hidden", "0"),
+    BAD(S " rejects dtype F32", OP_SUM, ONE(SUM(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
+    BAD(S " rejects dtype I32", OP_SUM, ONE(SUM(dtype, ENUM, TALON_DTYPE_I32)), "args->dtype", "3"),
+    BAD(S " rejects a grid over 2^31-1 blocks", OP_SUM,
+        ONE(SUM(tokens, I64, 2147483647), SUM(hidden, I64, 4096)), "args->tokens", "2147483647"),
+};
+
+static void test_invalid_argument(void **state) {
+    const bad_row *row = (const bad_row *)*state;
+    const char *msg = talon_last_error(), *op = op_names[row->op];
+    op_args a;
+    valid_args(row->op, &a);
+    apply_sets(&a, row->set);
+    assert_int_equal(call_op(row->op, row->kind == BAD_CTX ? NULL : g_ctx,
+                             row->kind == BAD_ARGS ? NULL : &a),
+                     TALON_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(fake.launches, 0);
+    assert_int_equal(fake.load_calls[TALON__IMG_moe], 0);
+    if (strncmp(msg, op, strlen(op)) || msg[strlen(op)] != ':')
+        fail_msg("message \"%s\" does not start with \"%s:\"", msg, op);
+    assert_token(msg, row->field);
+    assert_token(msg, row->value);
+}
+
+/* ================================================================ launches */
+static void expect_launch(const char *symbol, unsigned grid, const void *params, size_t size) {
+    int k = kernel_index(symbol);
+    assert_true(k >= 0);
+    assert_int_equal(fake.launches, 1);
+    if (fake.last.fn != fake_handle_for(symbol))
+        fail_msg("launched %s, expected %s",
+                 talon__kernels[fake.fns[FN_INDEX(fake.last.fn)].kernel].symbol, symbol);
+    assert_int_equal(fake.last.grid[0], grid);
+    assert_int_equal(fake.last.grid[1], 1);
+    assert_int_equal(fake.last.grid[2], 1);
+    assert_int_equal(fake.last.block[0], talon__kernels[k].block);
+    assert_int_equal(fake.last.block[1], 1);
+    assert_int_equal(fake.last.smem, (unsigned)talon__kernels[k].smem);
+    assert_ptr_equal(fake.last.stream, STREAM);
+    assert_int_equal(fake.last.param_size, (int)size);
+    assert_memory_equal(fake.last.params, params, size);
+}
+
+/* Small problems: one block; chunk = ceil(128 / 1024) * 32 = 32 ids per warp. */
+static void test_align_launch_small(void **state) {
+    talon__moe_align_params want;
+    op_args a;
+    (void)state;
+    valid_args(OP_ALIGN, &a);
+    assert_int_equal(call_op(OP_ALIGN, g_ctx, &a), TALON_SUCCESS);
+    memset(&want, 0, sizeof want);
+    want.sorted = P_SORTED; want.expert_ids = P_EIDS; want.num_post = P_NPOST;
+    want.topk_ids = P_IDS; want.sorted_capacity = 8192; want.expert_ids_capacity = 128;
+    want.numel = 128; want.experts = 256; want.block_size = 64; want.chunk = 32;
+    expect_launch("talon_moe_align_block_size_i32", 1, &want, sizeof want);
+    assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32")].block, 1024);
+}
+
+/* 4096 ids still take one block; 4097 the cluster of 8 (8 * 32 warps: chunk rounds
+   ceil(4097 / 8192) = 1 step of 32 up); 65536 x 64 ids: 4194304 / 256 warps = 16384 each. */
+static void test_align_launch_cluster(void **state) {
+    static const struct { int64_t tokens, k; const char *symbol; unsigned grid; int chunk; } rows[] = {
+        {512, 8, "talon_moe_align_block_size_i32", 1, 128},
+        {4097, 1, "talon_moe_align_block_size_i32_x8", 8, 32},
+        {16384, 8, "talon_moe_align_block_size_i32_x8", 8, 512},
+        {65536, 64, "talon_moe_align_block_size_i32_x8", 8, 16384},
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        talon__moe_align_params want;
+        op_args a;
+        int64_t sc = 0, ec = 0;
+        fake.launches = 0;
+        valid_args(OP_ALIGN, &a);
+        a.align.tokens = rows[i].tokens;
+        a.align.k = rows[i].k;
+        assert_int_equal(talon_moe_align_block_size_capacity(rows[i].tokens, rows[i].k, 256, 64,
+                                                             &sc, &ec), TALON_SUCCESS);
+        a.align.sorted_capacity = sc + 5; /* more than needed is fine, and passed through */
+        a.align.expert_ids_capacity = ec;
+        assert_int_equal(call_op(OP_ALIGN, g_ctx, &a), TALON_SUCCESS);
+        memset(&want, 0, sizeof want);
+        want.sorted = P_SORTED; want.expert_ids = P_EIDS; want.num_post = P_NPOST;
+        want.topk_ids = P_IDS; want.sorted_capacity = sc + 5; want.expert_ids_capacity = ec;
+        want.numel = (int)(rows[i].tokens * rows[i].k); want.experts = 256;
+        want.block_size = 64; want.chunk = rows[i].chunk;
+        expect_launch(rows[i].symbol, rows[i].grid, &want, sizeof want);
+    }
+}
+
+/* The 16-byte path needs out and in 16-byte aligned and hidden % 8 == 0; weights 0 passes. */
+static void test_sum_launch(void **state) {
+    static const struct {
+        talon_dtype dtype; CUdeviceptr in, w; int64_t tokens, hidden;
+        const char *symbol; int chunks;
+    } rows[] = {
+        {TALON_DTYPE_BF16, P_IN, P_W, 4, 4096, "talon_moe_sum_bf16_v8", 2},
+        {TALON_DTYPE_F16, P_IN, 0, 3, 4097, "talon_moe_sum_f16", 17},
+        {TALON_DTYPE_BF16, P_IN + 2, P_W + 4, 5, 4096, "talon_moe_sum_bf16", 16},
+        {TALON_DTYPE_F16, P_IN, P_W, 7, 2056, "talon_moe_sum_f16_v8", 2},
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        talon__moe_sum_params want;
+        op_args a;
+        fake.launches = 0;
+        valid_args(OP_SUM, &a);
+        a.sum.dtype = rows[i].dtype; a.sum.in = rows[i].in; a.sum.weights = rows[i].w;
+        a.sum.tokens = rows[i].tokens; a.sum.hidden = rows[i].hidden;
+        assert_int_equal(call_op(OP_SUM, g_ctx, &a), TALON_SUCCESS);
+        memset(&want, 0, sizeof want);
+        want.out = P_OUT; want.in = rows[i].in; want.weights = rows[i].w;
+        want.hidden = rows[i].hidden; want.k = 8; want.chunks = rows[i].chunks;
+        expect_launch(rows[i].symbol, (unsigned)(rows[i].tokens * rows[i].chunks), &want,
+                      sizeof want);
+    }
+}
+
+/* ================================================================ capacity helper */
+static void test_capacity(void **state) {
+    int64_t sc = -1, ec = -1;
+    (void)state;
+    /* 128 ids, min(256, 128) = 128 groups of up to 63 padding slots */
+    assert_int_equal(talon_moe_align_block_size_capacity(16, 8, 256, 64, &sc, &ec), TALON_SUCCESS);
+    assert_int_equal(sc, 8192);
+    assert_int_equal(ec, 128);
+    /* 32768 ids, 256 experts: 32768 + 256 * 63 = 48896 slots, ceil(48896 / 64) = 764 blocks */
+    assert_int_equal(talon_moe_align_block_size_capacity(4096, 8, 256, 64, &sc, NULL), TALON_SUCCESS);
+    assert_int_equal(sc, 48896);
+    assert_int_equal(talon_moe_align_block_size_capacity(4096, 8, 256, 64, NULL, &ec), TALON_SUCCESS);
+    assert_int_equal(ec, 764);
+    /* block 1: no padding at all; 7 ids over 512 experts, block 256: 7 + 7 * 255 */
+    assert_int_equal(talon_moe_align_block_size_capacity(7, 1, 64, 1, &sc, &ec), TALON_SUCCESS);
+    assert_int_equal(sc, 7);
+    assert_int_equal(ec, 7);
+    assert_int_equal(talon_moe_align_block_size_capacity(7, 1, 512, 256, &sc, &ec), TALON_SUCCESS);
+    assert_int_equal(sc, 1792);
+    assert_int_equal(ec, 7);
+    /* errors name the parameter without args-> */
+    assert_int_equal(talon_moe_align_block_size_capacity(0, 8, 256, 64, &sc, &ec),
+                     TALON_ERROR_INVALID_ARGUMENT);
+    assert_contains(talon_last_error(), "talon_moe_align_block_size_capacity: tokens = 0");
+    assert_int_equal(talon_moe_align_block_size_capacity(16, 8, 256, 3, &sc, &ec),
+                     TALON_ERROR_INVALID_ARGUMENT);
+    assert_contains(talon_last_error(), "block_size = 3");
+}
+
+/* ================================================================ references */
+/* tokens 3, k 2, 4 experts: ids 2 0 | 2 -1 | 5 0 -> expert 0 has flats {1, 5}, expert 2 {0, 2};
+   -1 and 5 are skipped. */
+static const int32_t hand_ids[6] = {2, 0, 2, -1, 5, 0};
+
+static void test_ref_align_block2(void **state) {
+    static const int32_t want_sorted[10] = {1, 5, 0, 2, 6, 6, 6, 6, 6, 6};
+    static const int32_t want_eids[5] = {0, 2, -1, -1, -1};
+    int32_t sorted[10], eids[5], npost = -7;
+    (void)state;
+    assert_int_equal(ref_moe_align(hand_ids, 3, 2, 4, 2, sorted, 10, eids, 5, &npost), 0);
+    assert_int_equal(npost, 4);
+    assert_memory_equal(sorted, want_sorted, sizeof sorted);
+    assert_memory_equal(eids, want_eids, sizeof eids);
+}
+
+static void test_ref_align_block4(void **state) {
+    static const int32_t want_sorted[18] = {1, 5, 6, 6, 0, 2, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6};
+    static const int32_t want_eids[5] = {0, 2, -1, -1, -1};
+    int32_t sorted[18], eids[5], npost = -7;
+    (void)state;
+    assert_int_equal(ref_moe_align(hand_ids, 3, 2, 4, 4, sorted, 18, eids, 5, &npost), 0);
+    assert_int_equal(npost, 8);
+    assert_memory_equal(sorted, want_sorted, sizeof sorted);
+    assert_memory_equal(eids, want_eids, sizeof eids);
+}
+
+/* No valid id: nothing placed, every slot the sentinel, every block -1. */
+static void test_ref_align_none_valid(void **state) {
+    static const int32_t ids[4] = {-1, 3, 7, -5};
+    int32_t sorted[7], eids[4], npost = -7;
+    int i;
+    (void)state;
+    assert_int_equal(ref_moe_align(ids, 2, 2, 3, 2, sorted, 7, eids, 4, &npost), 0);
+    assert_int_equal(npost, 0);
+    for (i = 0; i < 7; i++) assert_int_equal(sorted[i], 4);
+    for (i = 0; i < 4; i++) assert_int_equal(eids[i], -1);
+}
+
+static void test_ref_sum(void **state) {
+    static const double x[4] = {1, 2, 3, 4}, w[2] = {0.5, 2};
+    double out[2], mag[2];
+    (void)state;
+    ref_moe_sum(x, w, out, mag, 1, 2, 2);
+    assert_true(out[0] == 6.5 && out[1] == 9.0);
+    assert_true(mag[0] == 6.5 && mag[1] == 9.0);
+    ref_moe_sum(x, NULL, out, NULL, 1, 2, 2);
+    assert_true(out[0] == 4.0 && out[1] == 6.0);
+}
+
+/* ================================================================ main */
+static struct CMUnitTest tests[128];
+static int ntests;
+
+static void add(const char *name, CMUnitTestFunction fn, const void *state) {
+    tests[ntests].name = name;
+    tests[ntests].test_func = fn;
+    tests[ntests].setup_func = setup;
+    tests[ntests].teardown_func = teardown;
+    tests[ntests].initial_state = (void *)(uintptr_t)state;
+    ntests++;
+}
+
+#define ADD(fn) add(#fn, fn, NULL)
+
+int main(void) {
+    size_t i;
+    for (i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++)
+        add(bad_rows[i].name, test_invalid_argument, &bad_rows[i]);
+    ADD(test_align_launch_small);
+    ADD(test_align_launch_cluster);
+    ADD(test_sum_launch);
+    ADD(test_capacity);
+    ADD(test_ref_align_block2);
+    ADD(test_ref_align_block4);
+    ADD(test_ref_align_none_valid);
+    ADD(test_ref_sum);
+    return _cmocka_run_group_tests("test_moe", tests, (size_t)ntests, NULL, NULL);
+}
