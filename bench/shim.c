@@ -5,7 +5,8 @@
 #include "talon.h"
 
 /* One line per argument struct mirrored in bench/ops_*.py. */
-#define BENCH_STRUCTS(X) X(talon_rmsnorm_args)
+#define BENCH_STRUCTS(X) X(talon_rmsnorm_args) \
+    X(talon_moe_router_topk_args)
 
 size_t talon_bench_sizeof(const char *name);
 size_t talon_bench_sizeof(const char *name) {
