@@ -237,11 +237,12 @@ talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
    +0, and equal keys go to the lower expert index. The k outputs of a token are in rank order
    (best first); topk_weights[t, j] is the score of expert topk_ids[t, j], divided by the sum
    of the k scores when renormalize is 1.
-   Reproducible: scores are computed by a fixed sequence of correctly rounded fp32 operations
-   (an exp of talon's own, and the softmax sum accumulated in 53-bit fixed point, so its value
-   does not depend on the order of addition); the same inputs give the same ids and weights
-   bit for bit, and tests/ref_router.c re-derives every id on the CPU. Weights are within a
-   few fp32 ulp of the exact values.
+   Reproducible ids: with a bias the keys depend on the scores, so these are then computed by
+   a fixed sequence of correctly rounded fp32 operations (an exp of talon's own, the softmax
+   sum in 53-bit fixed point, whose value does not depend on the order of addition), and
+   tests/ref_router.c re-derives every id on the CPU, as it does from the logits without one.
+   Unbiased softmax weights use the hardware exp and an fp32 sum. Weights are within 32 fp32
+   ulp of the exact values; the same inputs give the same outputs on a given GPU.
    Non-finite logits (weights as torch.softmax / torch.sigmoid give them in fp32):
      softmax: a row holding NaN or +inf, or whose logits are all -inf, has NaN weights (all k);
        other -inf logits get weight 0. With a bias such a row's keys are all NaN, so it

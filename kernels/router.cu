@@ -3,17 +3,18 @@
 //
 // Strategy: one warp per token, four tokens per 128-thread block. Each lane holds NPER experts
 // of its row in registers and turns each into a 32-bit order key (larger key = better expert;
-// taken or absent experts get 0). The warp then picks the k winners in k rounds: every lane
-// finds its own best, two redux.sync give the best key and the lowest expert index holding it,
-// the owner clears that expert, and lane r keeps round r's id and logit. At the end lanes
-// 0..k-1 compute their weights and write them side by side. Softmax needs the row max (one
-// redux on the keys) and the row sum (a warp reduction), both before the rounds.
+// absent experts get 0). The warp picks the k winners in k rounds: two redux.sync over the
+// lanes' best remaining keys give the best key and the lowest expert index holding it, lane r
+// keeps round r's id. A lane keeps its best two, so the winning lane usually just pops; only a
+// lane that wins again after popping rescans its slots. Lanes 0..k-1 then score their
+// expert (one reload of its logit) and write side by side. Softmax needs the row max (one
+// redux on the keys) and the row sum, both before the rounds.
 //
-// Reproducibility: with a correction bias the keys depend on the scores, so the scores are
+// Reproducibility: with a correction bias the keys depend on the scores, so these are then
 // computed by a fixed sequence of correctly rounded fp32 operations: an exp of our own (no
 // MUFU, no contraction) and the softmax sum accumulated in 53-bit fixed point, whose value does
 // not depend on the order of addition. tests/ref_router.c performs the same operations on the
-// CPU and so reproduces every id bit for bit.
+// CPU and so reproduces every id bit for bit. Without a bias the keys are the logits.
 //
 // Variants (one line each in talon.h, TALON__KERNELS_router): element type x load path
 // (VEC = 4 f32 or 8 bf16/f16 elements per 16-byte load; VEC = 1 element-wise, any layout) x
@@ -26,12 +27,15 @@ __device__ __forceinline__ float router_f32(float x) { return x; }
 __device__ __forceinline__ float router_f32(__nv_bfloat16 x) { return to_f32(x); }
 __device__ __forceinline__ float router_f32(__half x) { return to_f32(x); }
 
-// exp(d): Cody-Waite reduction by ln 2, degree-7 Taylor polynomial, scaling by 2^n in two
-// exact steps so only the last multiplication rounds (also into subnormals). About 2 ulp.
+// exp(d): Cody-Waite reduction by ln 2 (n rounded by the 1.5 * 2^23 trick, which also leaves
+// n in the low mantissa bits: no conversion instructions, which issue at 1/8 rate), degree-7
+// Taylor polynomial, scaling by 2^n in two exact steps so only the last product rounds (also
+// into subnormals). About 2 ulp; every operation correctly rounded, none contracted.
 __device__ __forceinline__ float rexp(float d) {
     if (d != d) return d;
     d = fminf(fmaxf(d, -104.f), 89.f);
-    const float n = rintf(__fmul_rn(d, 0x1.715476p+0f));
+    const float t = __fadd_rn(__fmul_rn(d, 0x1.715476p+0f), 0x1.8p23f);
+    const float n = __fadd_rn(t, -0x1.8p23f);
     float r = __fmaf_rn(n, -0x1.62e400p-1f, d);
     r = __fmaf_rn(n, -0x1.7f7d1cp-20f, r);
     float p = 0x1.a01a02p-13f;
@@ -42,18 +46,25 @@ __device__ __forceinline__ float rexp(float d) {
     p = __fmaf_rn(p, r, 0.5f);
     p = __fmaf_rn(p, r, 1.f);
     p = __fmaf_rn(p, r, 1.f);
-    const int ni = (int)n, h = ni / 2;
+    const int ni = __float_as_int(t) - 0x4b400000, h = ni / 2;
     return __fmul_rn(__fmul_rn(p, __int_as_float((h + 127) << 23)),
                      __int_as_float((ni - h + 127) << 23));
 }
 
 __device__ __forceinline__ float rsigmoid(float x) { return __frcp_rn(__fadd_rn(1.f, rexp(-x))); }
 
+// The hardware exp (MUFU, 2 ulp) for the unbiased softmax, whose keys do not depend on it.
+__device__ __forceinline__ float fast_exp(float d) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fmul_rn(d, 0x1.715476p+0f)));
+    return y;
+}
+
 // Monotone map of floats to unsigned keys: -0 folds into +0 (x + 0), every NaN is the largest
-// key, and 0 is left free for "taken".
+// key, and 0 is left free for "taken" and "absent".
 __device__ __forceinline__ uint32_t order_key(float x) {
     const uint32_t u = __float_as_uint(__fadd_rn(x, 0.f));
-    return x != x ? ~0u : (u >> 31 ? ~u : u | 0x80000000u);
+    return x != x ? ~0u : u ^ (uint32_t(int32_t(u) >> 31) | 0x80000000u);
 }
 __device__ __forceinline__ float key_value(uint32_t k) {
     return k == ~0u ? __uint_as_float(0x7fffffffu) : __uint_as_float(k >> 31 ? k & 0x7fffffffu : ~k);
@@ -73,7 +84,8 @@ __device__ __forceinline__ void load_logits(const T *p, float *x) {
 
 template <typename T, int VEC, int NPER>
 __device__ __forceinline__ void route(const talon__router_params &p) {
-    // Slot i of lane l holds expert l * VEC + off(i): vectors of VEC experts, 32 lanes apart.
+    // Slot i of lane l holds expert l * VEC + off(i): vectors of VEC experts, 32 lanes apart,
+    // so slots run in expert order within a lane.
     auto off = [](int i) { return i / VEC * 32 * VEC + i % VEC; };
     const int lane = threadIdx.x % 32, base = lane * VEC, E = p.experts;
     const int64_t token = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -101,13 +113,17 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
         top = max(top, key[i]);
     }
 
-    // Softmax: p = exp(x - m) * (1 / S). Every term is in [0, 1] once m is finite, so 2^53
-    // scales it exactly and S = sum of the truncated products fits 63 bits for 512 experts.
+    // Softmax: p = exp(x - m) * (1 / S). With a bias the scores pick the experts, so they take
+    // the exact route: rexp, and S in fixed point (every term is in [0, 1] once m is finite, so
+    // 2^53 scales it exactly and the sum of the truncated products fits 63 bits for 512
+    // experts, in any order). Without one, the hardware exp and an fp32 sum.
     const bool softmax = p.scoring == TALON_ROUTER_SOFTMAX;
     float m = 0.f, inv = 0.f;
     if (softmax) {
         m = key_value(__reduce_max_sync(~0u, top));
-        if (isfinite(m)) {
+        if (!isfinite(m)) {
+            inv = __uint_as_float(0x7fffffffu);
+        } else if (bias) {
             unsigned long long s = 0;
 #pragma unroll
             for (int i = 0; i < NPER; i++) s += __float2ull_rz(__fmul_rn(rexp(__fsub_rn(x[i], m)), 0x1p53f));
@@ -115,36 +131,59 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
             for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
             inv = __frcp_rn(__fmul_rn(__ull2float_rn(s), 0x1p-53f));
         } else {
-            inv = __uint_as_float(0x7fffffffu);
+            float s = 0.f;
+#pragma unroll
+            for (int i = 0; i < NPER; i++) s += fast_exp(x[i] - m);
+#pragma unroll
+            for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
+            inv = __fdividef(1.f, s);
         }
     }
-    auto score = [&](float v) { return softmax ? __fmul_rn(rexp(__fsub_rn(v, m)), inv) : rsigmoid(v); };
+    auto score = [&](float v) {
+        if (!softmax) return rsigmoid(v);
+        return bias ? __fmul_rn(rexp(__fsub_rn(v, m)), inv) : fast_exp(v - m) * inv;
+    };
     if (bias) {
 #pragma unroll
         for (int i = 0; i < NPER; i++)
             if (key[i]) key[i] = order_key(__fadd_rn(score(x[i]), b[i]));
     }
 
+    // Each lane keeps its best two remaining experts (key, index). Winners come out in rank
+    // order, so "remaining" is everything ranking below the last winner (M, I): no clearing.
+    // A lane that wins pops its second; only a lane winning again after that rescans.
+    uint32_t k1, k2;
+    int i1, i2;
+    auto best_two_below = [&](uint32_t M, int I) {
+        k1 = k2 = 0u;
+        i1 = i2 = -1;
+#pragma unroll
+        for (int i = 0; i < NPER; i++) {
+            const uint32_t kk = key[i];
+            const int xi = base + off(i);
+            if (kk < M || (kk == M && xi > I)) {
+                if (kk > k1) { k2 = k1; i2 = i1; k1 = kk; i1 = xi; }
+                else if (kk > k2) { k2 = kk; i2 = xi; }
+            }
+        }
+    };
+    best_two_below(~0u, -1);
+    bool stale = false;
     int my_id = 0;
-    float my_x = 0.f;
     for (int r = 0; r < p.k; r++) {
-        // Scanning in expert order with a strict > keeps the lowest index among equal keys.
-        uint32_t bk = 0;
-        int bo = 0;
-        float bx = 0.f;
-#pragma unroll
-        for (int i = 0; i < NPER; i++)
-            if (key[i] > bk) { bk = key[i]; bo = off(i); bx = x[i]; }
-        const uint32_t best = __reduce_max_sync(~0u, bk);
-        const int id = (int)__reduce_min_sync(~0u, bk == best ? uint32_t(base + bo) : ~0u);
-        const float wx = __shfl_sync(~0u, bx, id / VEC % 32);
-        if (lane == r) { my_id = id; my_x = wx; }
-#pragma unroll
-        for (int i = 0; i < NPER; i++)
-            if (base + off(i) == id) key[i] = 0u;
+        const uint32_t M = __reduce_max_sync(~0u, k1);
+        const int I = (int)__reduce_min_sync(~0u, k1 == M ? uint32_t(i1) : ~0u);
+        if (lane == r) my_id = I;
+        const bool owner = i1 == I;
+        if (__any_sync(~0u, owner && stale)) {
+            if (owner) { best_two_below(M, I); stale = false; }
+        } else if (owner) {
+            k1 = k2; i1 = i2; k2 = 0u; i2 = -1; stale = true;
+        }
     }
 
-    float w = lane < p.k ? score(my_x) : 0.f;
+    // Lane r scores round r's expert from its logit (still in L1).
+    float w = lane < p.k ? score(router_f32(__ldg(row + my_id))) : 0.f;
     if (p.renormalize) {
         float s = w;
 #pragma unroll

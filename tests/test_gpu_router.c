@@ -1,7 +1,9 @@
 /* GPU tests (H100/H200) of talon_moe_router_topk against tests/ref_router.c: ids EXACTLY (the
    reference ranks the same fp32 keys the kernel computes, with the documented tie rule),
-   weights within 2^-20 relative + 2^-30 absolute of the fp64 values (16 fp32 ulp; NaN must be
-   NaN where the reference says so, and only there).
+   weights within 2^-19 relative + 2^-30 absolute of the fp64 values (32 fp32 ulp: the
+   hardware exp of the unbiased softmax, its fp32 sum of up to 512 terms and the rounding of
+   x - max, amplified by |x - max| for the small weights; NaN must be NaN where the reference
+   says so, and only there).
 
    Every case: inputs drawn reproducibly and quantised to the logits type on the host; logits
    live in their own allocation laid out with the case's stride and pointer offset, everything
@@ -31,7 +33,7 @@
 #include "talon.h"
 
 #define GUARD 64          /* elements after every tensor that must stay untouched */
-#define RTOL 0x1p-20
+#define RTOL 0x1p-19
 #define ATOL 0x1p-30
 #define MAX_PRINTED 8
 
