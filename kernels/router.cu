@@ -11,8 +11,8 @@
 // redux on the keys) and the row sum, both before the rounds.
 //
 // Reproducibility: with a correction bias the keys depend on the scores, so these are then
-// computed by a fixed sequence of correctly rounded fp32 operations: an exp of our own (no
-// MUFU, no contraction) and the softmax sum accumulated in 53-bit fixed point, whose value does
+// computed by a fixed sequence of correctly rounded fp32 operations: an exp and a reciprocal
+// of our own (no MUFU, no contraction) and the softmax sum in 53-bit fixed point, whose value does
 // not depend on the order of addition. tests/ref_router.c performs the same operations on the
 // CPU and so reproduces every id bit for bit. Without a bias the keys are the logits.
 //
@@ -51,7 +51,19 @@ __device__ __forceinline__ float rexp(float d) {
                      __int_as_float((ni - h + 127) << 23));
 }
 
-__device__ __forceinline__ float rsigmoid(float x) { return __frcp_rn(__fadd_rn(1.f, rexp(-x))); }
+// 1 / d for d >= 1: Newton's iteration from a bit-trick estimate, fmas only (the correctly
+// rounded division calls a slow-path subroutine); within 1 ulp, almost always exact.
+// d > 2^126 gives 0 (the true value is subnormal).
+__device__ __forceinline__ float rrcp(float d) {
+    if (d != d) return d;
+    if (d > 0x1p126f) return 0.f;
+    float r = __int_as_float(0x7ef311c3 - __float_as_int(d));
+#pragma unroll
+    for (int it = 0; it < 4; it++) r = __fmaf_rn(r, __fmaf_rn(-d, r, 1.f), r);
+    return r;
+}
+
+__device__ __forceinline__ float rsigmoid(float x) { return rrcp(__fadd_rn(1.f, rexp(-x))); }
 
 // The hardware exp (MUFU, 2 ulp) for the unbiased softmax, whose keys do not depend on it.
 __device__ __forceinline__ float fast_exp(float d) {
@@ -85,18 +97,20 @@ __device__ __forceinline__ void load_logits(const T *p, float *x) {
 template <typename T, int VEC, int NPER>
 __device__ __forceinline__ void route(const talon__router_params &p) {
     // Slot i of lane l holds expert l * VEC + off(i): vectors of VEC experts, 32 lanes apart,
-    // so slots run in expert order within a lane.
+    // so slots run in expert order within a lane. A vector is present whole or not at all.
     auto off = [](int i) { return i / VEC * 32 * VEC + i % VEC; };
     const int lane = threadIdx.x % 32, base = lane * VEC, E = p.experts;
+    auto live = [&](int i) { return base + off(i - i % VEC) < E; };
     const int64_t token = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (token >= p.tokens) return;
     const T *row = reinterpret_cast<const T *>(p.logits) + token * p.logits_stride;
     const float *bias = reinterpret_cast<const float *>(p.bias);
 
-    float x[NPER], b[NPER];
+    float x[NPER];
+    uint32_t key[NPER], top = 0;
 #pragma unroll
     for (int i = 0; i < NPER; i += VEC) {
-        if (base + off(i) < E) {
+        if (live(i)) {
             load_logits<T, VEC>(row + base + off(i), x + i);
         } else {
 #pragma unroll
@@ -104,12 +118,8 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
         }
     }
 #pragma unroll
-    for (int i = 0; i < NPER; i++) b[i] = bias && base + off(i) < E ? __ldg(bias + base + off(i)) : 0.f;
-
-    uint32_t key[NPER], top = 0;
-#pragma unroll
     for (int i = 0; i < NPER; i++) {
-        key[i] = base + off(i) < E ? order_key(x[i]) : 0u;
+        key[i] = live(i) ? order_key(x[i]) : 0u;
         top = max(top, key[i]);
     }
 
@@ -129,7 +139,7 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
             for (int i = 0; i < NPER; i++) s += __float2ull_rz(__fmul_rn(rexp(__fsub_rn(x[i], m)), 0x1p53f));
 #pragma unroll
             for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
-            inv = __frcp_rn(__fmul_rn(__ull2float_rn(s), 0x1p-53f));
+            inv = rrcp(__fmul_rn(__ull2float_rn(s), 0x1p-53f));
         } else {
             float s = 0.f;
 #pragma unroll
@@ -144,39 +154,47 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
         return bias ? __fmul_rn(rexp(__fsub_rn(v, m)), inv) : fast_exp(v - m) * inv;
     };
     if (bias) {
+        float b[NPER];
+#pragma unroll
+        for (int i = 0; i < NPER; i++) b[i] = live(i) ? __ldg(bias + base + off(i)) : 0.f;
 #pragma unroll
         for (int i = 0; i < NPER; i++)
-            if (key[i]) key[i] = order_key(__fadd_rn(score(x[i]), b[i]));
+            if (live(i)) key[i] = order_key(__fadd_rn(score(x[i]), b[i]));
     }
 
     // Each lane keeps its best two remaining experts (key, index). Winners come out in rank
-    // order, so "remaining" is everything ranking below the last winner (M, I): no clearing.
-    // A lane that wins pops its second; only a lane winning again after that rescans.
-    uint32_t k1, k2;
-    int i1, i2;
-    auto best_two_below = [&](uint32_t M, int I) {
-        k1 = k2 = 0u;
-        i1 = i2 = -1;
-#pragma unroll
-        for (int i = 0; i < NPER; i++) {
-            const uint32_t kk = key[i];
-            const int xi = base + off(i);
-            if (kk < M || (kk == M && xi > I)) {
-                if (kk > k1) { k2 = k1; i2 = i1; k1 = kk; i1 = xi; }
-                else if (kk > k2) { k2 = kk; i2 = xi; }
-            }
-        }
+    // order, so "remaining" is everything ranking below the last winner (M, I): nothing is
+    // ever cleared. A lane that wins pops its second; only a lane winning again after that
+    // rescans. Selects only, no branches: the rescan runs on one lane but costs the warp.
+    uint32_t k1 = 0u, k2 = 0u;
+    int i1 = -1, i2 = -1;
+    auto insert = [&](uint32_t c, int xi) {
+        const bool g1 = c > k1, g2 = c > k2;
+        k2 = g1 ? k1 : g2 ? c : k2;
+        i2 = g1 ? i1 : g2 ? xi : i2;
+        k1 = g1 ? c : k1;
+        i1 = g1 ? xi : i1;
     };
-    best_two_below(~0u, -1);
+#pragma unroll
+    for (int i = 0; i < NPER; i++) insert(key[i], base + off(i));
     bool stale = false;
     int my_id = 0;
     for (int r = 0; r < p.k; r++) {
         const uint32_t M = __reduce_max_sync(~0u, k1);
         const int I = (int)__reduce_min_sync(~0u, k1 == M ? uint32_t(i1) : ~0u);
-        if (lane == r) my_id = I;
+        my_id = lane == r ? I : my_id;
         const bool owner = i1 == I;
         if (__any_sync(~0u, owner && stale)) {
-            if (owner) { best_two_below(M, I); stale = false; }
+            if (owner) {
+                k1 = k2 = 0u;
+                i1 = i2 = -1;
+#pragma unroll
+                for (int i = 0; i < NPER; i++) {
+                    const int xi = base + off(i);
+                    insert(key[i] < M || (key[i] == M && xi > I) ? key[i] : 0u, xi);
+                }
+                stale = false;
+            }
         } else if (owner) {
             k1 = k2; i1 = i2; k2 = 0u; i2 = -1; stale = true;
         }
@@ -188,7 +206,7 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
         float s = w;
 #pragma unroll
         for (int o = 16; o; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(~0u, s, o));
-        w = __fdiv_rn(w, s);
+        w = __fdividef(w, s);
     }
     if (lane < p.k) {
         reinterpret_cast<float *>(p.weights)[token * p.k + lane] = w;

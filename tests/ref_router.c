@@ -31,9 +31,21 @@ float ref_router_exp(float d) {
     return p * f32_of_bits((uint32_t)(ni - h + 127) << 23);
 }
 
+/* Newton's iteration from a bit-trick estimate: kernels/router.cu. */
+float ref_router_recip(float d) {
+    uint32_t u;
+    float r;
+    if (isnan(d)) return d;
+    if (d > 0x1p126f) return 0.f;
+    memcpy(&u, &d, 4);
+    r = f32_of_bits(0x7ef311c3u - u);
+    for (int it = 0; it < 4; it++) r = fmaf(r, fmaf(-d, r, 1.f), r);
+    return r;
+}
+
 float ref_router_sigmoid(float x) {
     float den = 1.f + ref_router_exp(-x);
-    return 1.f / den;
+    return ref_router_recip(den);
 }
 
 /* NaN is the largest value: the max of a row holding one is NaN. */
@@ -63,7 +75,7 @@ void ref_router_keys(const float *x, const float *bias, int experts, int scoring
             }
             {
                 float sum = (float)s * 0x1p-53f;
-                inv = 1.f / sum;
+                inv = ref_router_recip(sum);
             }
         } else {
             inv = NAN;

@@ -6,8 +6,9 @@
 #define TALON_TESTS_REF_ROUTER_H
 #include <stdint.h>
 
-/* The kernel's fp32 exp and sigmoid, bit for bit. */
+/* The kernel's fp32 exp, reciprocal (of d >= 1) and sigmoid, bit for bit. */
 float ref_router_exp(float d);
+float ref_router_recip(float d);
 float ref_router_sigmoid(float x);
 
 /* The fp32 selection values of one row of `experts` logits: the logits themselves without a

@@ -50,7 +50,7 @@ typedef enum fill {
     F_EQUAL,       /* every logit 0.5, every bias 0.25: all ties */
     F_FEW,         /* four distinct values: many ties */
     F_NEG_INF,     /* rows all -inf, half -inf, all but one -inf */
-    F_NAN,         /* one NaN, all NaN, a quarter NaN, none */
+    F_NAN,         /* one NaN, all NaN, a quarter NaN of either sign, none */
     F_POS_INF,     /* one +inf, two +inf, +inf and -inf mixed */
     F_ZEROS,       /* -0, +0, -1, +1: -0 must tie with +0 */
     F_HUGE,        /* +-largest finite value of the type, and random */
@@ -136,7 +136,10 @@ static float draw(job *j, uint64_t *s, int64_t t, int64_t e, int64_t e0, int64_t
     case F_NAN:
         if (t % 4 == 0) return e == e0 ? NAN : u;
         if (t % 4 == 1) return NAN;
-        if (t % 4 == 2) return ref_next64(s) % 4 ? u : NAN;
+        if (t % 4 == 2) {
+            const uint64_t r = ref_next64(s) % 8;
+            return r == 0 ? NAN : r == 1 ? -NAN : u;
+        }
         return u;
     case F_POS_INF:
         if (t % 3 == 0) return e == e0 ? INFINITY : u;

@@ -291,7 +291,8 @@ static void test_ref_non_finite(void **state) {
     expect_row(ninf, NULL, 3, 2, 1, 1, ids_lo, nan2);     /* 0 / 0 */
 }
 
-/* The kernel's exp: within 3 ulp of exp() over the range that matters, exact at the ends. */
+/* The kernel's exp and reciprocal: within 3 and 1 ulp over the range that matters, exact at
+   the ends. */
 static void test_ref_exp(void **state) {
     double worst = 0.0;
     (void)state;
@@ -307,6 +308,13 @@ static void test_ref_exp(void **state) {
     assert_true(isinf(ref_router_exp(89.f)) && isinf(ref_router_exp(INFINITY)));
     assert_true(isnan(ref_router_exp(NAN)));
     assert_true(ref_router_exp(-100.f) > 0.f && ref_router_exp(-100.f) < 0x1p-126f); /* subnormal */
+    for (float d = 1.f; d < 0x1p126f; d *= 1.0137f) { /* the reciprocal: within 1 ulp */
+        const float got = ref_router_recip(d), want = 1.f / d;
+        if (fabsf(got - want) > ldexpf(1.f, ilogbf(want) - 23))
+            fail_msg("ref_router_recip(%a) = %a, expected %a", (double)d, (double)got, (double)want);
+    }
+    assert_true(ref_router_recip(1.f) == 1.f && ref_router_recip(INFINITY) == 0.f);
+    assert_true(isnan(ref_router_recip(NAN)));
     assert_true(ref_router_sigmoid(0.f) == 0.5f);
     assert_true(ref_router_sigmoid(INFINITY) == 1.f && ref_router_sigmoid(-INFINITY) == 0.f);
 }
