@@ -55,11 +55,12 @@ typedef enum fill {
     F_ZEROS,       /* -0, +0, -1, +1: -0 must tie with +0 */
     F_HUGE,        /* +-largest finite value of the type, and random */
     F_BIAS_FORCE,  /* bias +1000 on the last expert, -1000 on the first half */
+    F_NEAR,        /* within 64 fp32 ulp of 1: keys alike in all but their low bits */
     F_NUM
 } fill;
 static const char *const fill_name[F_NUM] = {"random", "all equal", "four values", "-inf rows",
                                              "NaN", "+inf", "signed zeros", "huge",
-                                             "bias forcing"};
+                                             "bias forcing", "near-equal"};
 
 enum layout { L_CONTIG, L_PAD_VEC, L_PAD_ODD, L_MISALIGN, L_NUM };
 static const char *const layout_name[L_NUM] = {"contiguous", "padded by 16 bytes", "padded by 3",
@@ -153,6 +154,7 @@ static float draw(job *j, uint64_t *s, int64_t t, int64_t e, int64_t e0, int64_t
         static const float z[4] = {-0.f, 0.f, -1.f, 1.f};
         return z[ref_next64(s) % 4];
     }
+    case F_NEAR: return 1.f + (float)(ref_next64(s) % 64) * 0x1p-23f;
     case F_HUGE:
         switch (ref_next64(s) % 3) {
         case 0: return big;
