@@ -3,11 +3,10 @@
 //
 // Strategy: one warp per token, four tokens per 128-thread block. Each lane holds NPER experts
 // of its row in registers and turns each into a 32-bit order key (larger key = better expert;
-// absent experts get 0). The warp picks the k winners in k rounds: a redux.sync over the
-// lanes' best remaining (key, index) gives the best key and the lowest expert index holding it
-// (one redux on a packed form, two where the packing is ambiguous), lane r keeps round r's id.
-// A lane keeps its best two, so the winning lane usually just pops; only a lane that wins
-// again after popping rescans its slots. Lanes 0..k-1 then score their
+// absent experts get 0). The warp picks the k winners in k rounds: two redux.sync over the
+// lanes' best remaining keys give the best key and the lowest expert index holding it, lane r
+// keeps round r's id. A lane keeps its best two, so the winning lane usually just pops; only a
+// lane that wins again after popping rescans its slots. Lanes 0..k-1 then score their
 // expert (one reload of its logit) and write side by side. Softmax needs the row max (one
 // redux on the keys) and the row sum, both before the rounds.
 //
@@ -167,10 +166,7 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
     // order, so "remaining" is everything ranking below the last winner (M, I): nothing is
     // ever cleared. A lane that wins pops its second; only a lane winning again after that
     // rescans. Selects only, no branches: the rescan runs on one lane but costs the warp.
-    // A round takes one redux over packed candidates P = key with its low 9 bits replaced by
-    // 511 - index: exact unless another lane's best shares the winner's upper 23 key bits
-    // (never for 16-bit logits without a bias), which sends the round to two exact reduxes.
-    uint32_t k1 = 0u, k2 = 0u, p1, p2;
+    uint32_t k1 = 0u, k2 = 0u;
     int i1 = -1, i2 = -1;
     auto insert = [&](uint32_t c, int xi) {
         const bool g1 = c > k1, g2 = c > k2;
@@ -179,23 +175,17 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
         k1 = g1 ? c : k1;
         i1 = g1 ? xi : i1;
     };
-    auto pack = [](uint32_t k, int xi) { return k ? (k & ~0x1ffu) | (0x1ffu - uint32_t(xi)) : 0u; };
 #pragma unroll
     for (int i = 0; i < NPER; i++) insert(key[i], base + off(i));
-    p1 = pack(k1, i1);
-    p2 = pack(k2, i2);
     bool stale = false;
     int my_id = 0;
     for (int r = 0; r < p.k; r++) {
-        const uint32_t best = __reduce_max_sync(~0u, p1);
-        int I = int(0x1ffu - (best & 0x1ffu));
-        bool owner = i1 == I;
-        const bool shared = !owner && (p1 & ~0x1ffu) == (best & ~0x1ffu);
-        if (__any_sync(~0u, shared || (owner && stale))) {
-            const uint32_t M = __reduce_max_sync(~0u, k1);
-            I = (int)__reduce_min_sync(~0u, k1 == M ? uint32_t(i1) : ~0u);
-            owner = i1 == I;
-            if (owner && stale) {
+        const uint32_t M = __reduce_max_sync(~0u, k1);
+        const int I = (int)__reduce_min_sync(~0u, k1 == M ? uint32_t(i1) : ~0u);
+        my_id = lane == r ? I : my_id;
+        const bool owner = i1 == I;
+        if (__any_sync(~0u, owner && stale)) {
+            if (owner) {
                 k1 = k2 = 0u;
                 i1 = i2 = -1;
 #pragma unroll
@@ -203,16 +193,11 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
                     const int xi = base + off(i);
                     insert(key[i] < M || (key[i] == M && xi > I) ? key[i] : 0u, xi);
                 }
-                p1 = pack(k1, i1);
-                p2 = pack(k2, i2);
                 stale = false;
-                owner = false;
             }
+        } else if (owner) {
+            k1 = k2; i1 = i2; k2 = 0u; i2 = -1; stale = true;
         }
-        if (owner) {
-            k1 = k2; i1 = i2; p1 = p2; k2 = 0u; i2 = -1; p2 = 0u; stale = true;
-        }
-        my_id = lane == r ? I : my_id;
     }
 
     // Lane r scores round r's expert from its logit (still in L1).
