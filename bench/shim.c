@@ -11,7 +11,8 @@
     X(talon_rope_args) \
     X(talon_kv_append_args) \
     X(talon_moe_align_block_size_args) \
-    X(talon_moe_sum_args)
+    X(talon_moe_sum_args) \
+    X(talon_moe_router_topk_args)
 
 size_t talon_bench_sizeof(const char *name);
 size_t talon_bench_sizeof(const char *name) {

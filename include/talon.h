@@ -395,6 +395,54 @@ typedef struct talon_moe_sum_args {
     talon_dtype dtype;
 } talon_moe_sum_args;
 talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_args *args);
+/* ---------------------------------------------------------------- MoE routing */
+/* talon_moe_router_topk: the k best experts of each token and their weights, one kernel.
+     logits [tokens, experts] (bf16, f16 or f32; row stride logits_stride)
+       -> topk_ids [tokens, k] int32 and topk_weights [tokens, k] fp32, both contiguous.
+   Scores, in fp32 over the raw logits x of a row (the bias never enters them):
+     softmax (default): p_e = exp(x_e - max x) / sum_j exp(x_j - max x), over all experts;
+     sigmoid:           p_e = 1 / (1 + exp(-x_e)).
+   Ranking: without correction_bias, experts are ranked by their logit (both scorings grow
+   with it; ranking the logit itself avoids ties that rounding the score would create). With
+   correction_bias (fp32 [experts], DeepSeek-V3 style) by p_e + bias[e] in fp32; the bias is
+   used for the selection only, never in the returned weights. NaN ranks above +inf, -0 equals
+   +0, and equal keys go to the lower expert index. The k outputs of a token are in rank order
+   (best first); topk_weights[t, j] is the score of expert topk_ids[t, j], divided by the sum
+   of the k scores when renormalize is 1.
+   Reproducible ids: with a bias the keys depend on the scores, so these are then computed by
+   a fixed sequence of correctly rounded fp32 operations (an exp of talon's own, the softmax
+   sum in 53-bit fixed point, whose value does not depend on the order of addition), and
+   tests/ref_router.c re-derives every id on the CPU, as it does from the logits without one.
+   Unbiased softmax weights use the hardware exp and an fp32 sum. Weights are within 32 fp32
+   ulp of the exact values; the same inputs give the same outputs on a given GPU.
+   Non-finite logits (weights as torch.softmax / torch.sigmoid give them in fp32):
+     softmax: a row holding NaN or +inf, or whose logits are all -inf, has NaN weights (all k);
+       other -inf logits get weight 0. With a bias such a row's keys are all NaN, so it
+       selects experts 0..k-1.
+     sigmoid: NaN gives a NaN weight, +inf 1, -inf 0.
+     renormalize: k weights with a NaN, or summing to 0 (sigmoid of -inf logits), give NaN.
+   Limits: tokens in [1, 65536], experts in [1, 512], k in [1, 16] and k <= experts.
+   Pointers: logits aligned to its element, the others to 4 bytes; logits 16-byte aligned
+   with experts and the stride multiples of 16 bytes take the 16-byte load path (faster).
+   Outputs must not overlap the inputs. */
+typedef enum talon_router_scoring {
+    TALON_ROUTER_SOFTMAX = 0,
+    TALON_ROUTER_SIGMOID = 1
+} talon_router_scoring;
+
+typedef struct talon_moe_router_topk_args {
+    CUdeviceptr topk_weights;       /* out: fp32 [tokens, k] */
+    CUdeviceptr topk_ids;           /* out: int32 [tokens, k] */
+    CUdeviceptr logits;             /* [tokens, experts] of logits_dtype */
+    CUdeviceptr correction_bias;    /* fp32 [experts]; 0: none */
+    int64_t tokens, experts, k;
+    int64_t logits_stride;          /* elements between rows; 0: experts */
+    talon_dtype logits_dtype;       /* BF16 (0), F16 or F32 */
+    talon_router_scoring scoring;   /* TALON_ROUTER_SOFTMAX (0) or TALON_ROUTER_SIGMOID */
+    int renormalize;                /* 1: weights divided by their sum over the k; 0: not */
+} talon_moe_router_topk_args;
+talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
+                                   const talon_moe_router_topk_args *args);
 
 /* ================================================================ kernel metadata
    The single source of truth for every kernel: the kernel sources instantiate from these
@@ -418,7 +466,7 @@ typedef struct talon__act_params {
     int64_t chunks; /* blocks per row */
 } talon__act_params;
 
-#define TALON__IMAGES(X) X(norm) X(act) X(topk) X(rope) X(moe)
+#define TALON__IMAGES(X) X(norm) X(act) X(topk) X(rope) X(moe) X(router)
 
 /* Kernel bodies of each image: the dispatcher picks a kernel by (body, dtype, vec, block). */
 #define TALON__BODIES_norm(X) X(rmsnorm) X(fused_add_rmsnorm) X(layernorm)
@@ -430,7 +478,8 @@ typedef struct talon__act_params {
     TALON__BODIES_act(X) \
     TALON__BODIES_topk(X) \
     TALON__BODIES_rope(X) \
-    TALON__BODIES_moe(X)
+    TALON__BODIES_moe(X) \
+    TALON__BODIES_router(X)
 
 /* Elements of a row each thread of a 16-byte-path norm block keeps on chip. Rows that fit a
    128-thread block (cols <= 128 * 32) take the _b128 variants: twice the bytes in flight per
@@ -578,12 +627,41 @@ typedef struct talon__moe_sum_params {
     X(talon_moe_sum_f16,              moe_sum,      F16,  1, moe,  256, 0, talon__moe_sum_params) \
     X(talon_moe_sum_f16_v8,           moe_sum,      F16,  8, moe,  256, 0, talon__moe_sum_params)
 
+typedef struct talon__router_params {
+    CUdeviceptr logits, bias, weights, ids;
+    int64_t tokens, logits_stride;
+    int experts, k, scoring, renormalize;
+} talon__router_params;
+
+/* MoE router: one warp per token, 4 tokens per block. The body names the experts a warp
+   holds (4, 8 or 16 per lane); vec 4 (f32) or 8 (bf16, f16) is the 16-byte load path. */
+#define TALON__ROUTER_TOKENS_PER_BLOCK 4
+#define TALON__BODIES_router(X) X(router_e128) X(router_e256) X(router_e512)
+#define TALON__KERNELS_router(X)                                                               \
+    X(talon_moe_router_topk_f32_e128,     router_e128, F32,  1, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_f32_e256,     router_e256, F32,  1, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_f32_e512,     router_e512, F32,  1, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_f32_v4_e128,  router_e128, F32,  4, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_f32_v4_e256,  router_e256, F32,  4, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_f32_v4_e512,  router_e512, F32,  4, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_bf16_e128,    router_e128, BF16, 1, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_bf16_e256,    router_e256, BF16, 1, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_bf16_e512,    router_e512, BF16, 1, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_bf16_v8_e256, router_e256, BF16, 8, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_bf16_v8_e512, router_e512, BF16, 8, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_f16_e128,     router_e128, F16,  1, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_f16_e256,     router_e256, F16,  1, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_f16_e512,     router_e512, F16,  1, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_f16_v8_e256,  router_e256, F16,  8, router, 128, 0, talon__router_params) \
+    X(talon_moe_router_topk_f16_v8_e512,  router_e512, F16,  8, router, 128, 0, talon__router_params)
+
 #define TALON__KERNELS(X) \
     TALON__KERNELS_norm(X) \
     TALON__KERNELS_act(X) \
     TALON__KERNELS_topk(X) \
     TALON__KERNELS_rope(X) \
-    TALON__KERNELS_moe(X)
+    TALON__KERNELS_moe(X) \
+    TALON__KERNELS_router(X)
 
 #ifdef __cplusplus
 }
@@ -1488,6 +1566,59 @@ talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_
                            op, (long long)a->tokens, (long long)a->hidden,
                            (double)p.chunks * (double)a->tokens, TALON__GRID_MAX);
     return talon__launch(ctx, stream, op, k, a->tokens * p.chunks, &p);
+}
+
+/* ---------------------------------------------------------------- MoE routing */
+talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
+                                   const talon_moe_router_topk_args *a) {
+    static const char op[] = "talon_moe_router_topk";
+    talon__router_params p;
+    int esize, vec, per_lane, k;
+    talon__body body;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    if (a->logits_dtype != TALON_DTYPE_BF16 && a->logits_dtype != TALON_DTYPE_F16 &&
+        a->logits_dtype != TALON_DTYPE_F32)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->logits_dtype = %d is not supported (bf16 = %d, f16 = %d, "
+                           "f32 = %d)", op, (int)a->logits_dtype, (int)TALON_DTYPE_BF16,
+                           (int)TALON_DTYPE_F16, (int)TALON_DTYPE_F32);
+    if (a->scoring != TALON_ROUTER_SOFTMAX && a->scoring != TALON_ROUTER_SIGMOID)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->scoring = %d is not TALON_ROUTER_SOFTMAX (0) or "
+                           "TALON_ROUTER_SIGMOID (1)", op, (int)a->scoring);
+    if (a->renormalize != 0 && a->renormalize != 1)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->renormalize = %d is not 0 or 1", op, a->renormalize);
+    TALON__TRY(talon__check_size(op, "tokens", a->tokens, 65536));
+    TALON__TRY(talon__check_size(op, "experts", a->experts, 512));
+    TALON__TRY(talon__check_size(op, "k", a->k, 16));
+    if (a->k > a->experts)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->k = %lld is larger than args->experts = %lld", op,
+                           (long long)a->k, (long long)a->experts);
+    esize = a->logits_dtype == TALON_DTYPE_F32 ? 4 : 2;
+    TALON__TRY(talon__check_ptr_align(op, "topk_weights", a->topk_weights, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "topk_ids", a->topk_ids, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "logits", a->logits, 0, esize));
+    TALON__TRY(talon__check_ptr_align(op, "correction_bias", a->correction_bias, 1, 4));
+    memset(&p, 0, sizeof p);
+    TALON__TRY(talon__check_stride(op, "logits_stride", a->logits_stride, a->experts,
+                                   &p.logits_stride));
+    p.logits = a->logits; p.bias = a->correction_bias;
+    p.weights = a->topk_weights; p.ids = a->topk_ids;
+    p.tokens = a->tokens; p.experts = (int)a->experts; p.k = (int)a->k;
+    p.scoring = (int)a->scoring; p.renormalize = a->renormalize;
+    vec = 16 / esize;
+    if (a->logits % 16 || a->experts % vec || p.logits_stride % vec) vec = 1;
+    per_lane = a->experts <= 128 ? 4 : a->experts <= 256 ? 8 : 16;
+    if (per_lane < vec) per_lane = vec;
+    body = per_lane == 4 ? TALON__B_router_e128
+                         : per_lane == 8 ? TALON__B_router_e256 : TALON__B_router_e512;
+    k = talon__pick(body, a->logits_dtype, vec, 32 * TALON__ROUTER_TOKENS_PER_BLOCK);
+    return talon__launch(ctx, stream, op, k,
+                         (a->tokens + TALON__ROUTER_TOKENS_PER_BLOCK - 1) /
+                             TALON__ROUTER_TOKENS_PER_BLOCK,
+                         &p);
 }
 
 #ifdef __cplusplus

@@ -1,0 +1,225 @@
+// router.cu - talon_moe_router_topk: router logits [tokens, experts] (f32, bf16, f16) -> the
+// k best experts of each token (int32 ids) and their weights (fp32), in one kernel.
+//
+// Strategy: one warp per token, four tokens per 128-thread block. Each lane holds NPER experts
+// of its row in registers and turns each into a 32-bit order key (larger key = better expert;
+// absent experts get 0). The warp picks the k winners in k rounds: two redux.sync over the
+// lanes' best remaining keys give the best key and the lowest expert index holding it, lane r
+// keeps round r's id. A lane keeps its best two, so the winning lane usually just pops; only a
+// lane that wins again after popping rescans its slots. Lanes 0..k-1 then score their
+// expert (one reload of its logit) and write side by side. Softmax needs the row max (one
+// redux on the keys) and the row sum, both before the rounds.
+//
+// Reproducibility: with a correction bias the keys depend on the scores, so these are then
+// computed by a fixed sequence of correctly rounded fp32 operations: an exp and a reciprocal
+// of our own (no MUFU, no contraction) and the softmax sum in 53-bit fixed point, whose value does
+// not depend on the order of addition. tests/ref_router.c performs the same operations on the
+// CPU and so reproduces every id bit for bit. Without a bias the keys are the logits.
+//
+// Variants (one line each in talon.h, TALON__KERNELS_router): element type x load path
+// (VEC = 4 f32 or 8 bf16/f16 elements per 16-byte load; VEC = 1 element-wise, any layout) x
+// experts per lane (NPER = 4, 8, 16 for up to 128, 256, 512 experts).
+#include "common.cuh"
+
+typedef float talon__ct_F32;
+
+__device__ __forceinline__ float router_f32(float x) { return x; }
+__device__ __forceinline__ float router_f32(__nv_bfloat16 x) { return to_f32(x); }
+__device__ __forceinline__ float router_f32(__half x) { return to_f32(x); }
+
+// exp(d): Cody-Waite reduction by ln 2 (n rounded by the 1.5 * 2^23 trick, which also leaves
+// n in the low mantissa bits: no conversion instructions, which issue at 1/8 rate), degree-7
+// Taylor polynomial, scaling by 2^n in two exact steps so only the last product rounds (also
+// into subnormals). About 2 ulp; every operation correctly rounded, none contracted.
+__device__ __forceinline__ float rexp(float d) {
+    if (d != d) return d;
+    d = fminf(fmaxf(d, -104.f), 89.f);
+    const float t = __fadd_rn(__fmul_rn(d, 0x1.715476p+0f), 0x1.8p23f);
+    const float n = __fadd_rn(t, -0x1.8p23f);
+    float r = __fmaf_rn(n, -0x1.62e400p-1f, d);
+    r = __fmaf_rn(n, -0x1.7f7d1cp-20f, r);
+    float p = 0x1.a01a02p-13f;
+    p = __fmaf_rn(p, r, 0x1.6c16c2p-10f);
+    p = __fmaf_rn(p, r, 0x1.111112p-7f);
+    p = __fmaf_rn(p, r, 0x1.555556p-5f);
+    p = __fmaf_rn(p, r, 0x1.555556p-3f);
+    p = __fmaf_rn(p, r, 0.5f);
+    p = __fmaf_rn(p, r, 1.f);
+    p = __fmaf_rn(p, r, 1.f);
+    const int ni = __float_as_int(t) - 0x4b400000, h = ni / 2;
+    return __fmul_rn(__fmul_rn(p, __int_as_float((h + 127) << 23)),
+                     __int_as_float((ni - h + 127) << 23));
+}
+
+// 1 / d for d >= 1: Newton's iteration from a bit-trick estimate, fmas only (the correctly
+// rounded division calls a slow-path subroutine); within 1 ulp, almost always exact.
+// d > 2^126 gives 0 (the true value is subnormal).
+__device__ __forceinline__ float rrcp(float d) {
+    if (d != d) return d;
+    if (d > 0x1p126f) return 0.f;
+    float r = __int_as_float(0x7ef311c3 - __float_as_int(d));
+#pragma unroll
+    for (int it = 0; it < 4; it++) r = __fmaf_rn(r, __fmaf_rn(-d, r, 1.f), r);
+    return r;
+}
+
+__device__ __forceinline__ float rsigmoid(float x) { return rrcp(__fadd_rn(1.f, rexp(-x))); }
+
+// The hardware exp (MUFU, 2 ulp) for the unbiased softmax, whose keys do not depend on it.
+__device__ __forceinline__ float fast_exp(float d) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fmul_rn(d, 0x1.715476p+0f)));
+    return y;
+}
+
+// Monotone map of floats to unsigned keys: -0 folds into +0 (x + 0), every NaN is the largest
+// key, and 0 is left free for "taken" and "absent".
+__device__ __forceinline__ uint32_t order_key(float x) {
+    const uint32_t u = __float_as_uint(__fadd_rn(x, 0.f));
+    return x != x ? ~0u : u ^ (uint32_t(int32_t(u) >> 31) | 0x80000000u);
+}
+__device__ __forceinline__ float key_value(uint32_t k) {
+    return k == ~0u ? __uint_as_float(0x7fffffffu) : __uint_as_float(k >> 31 ? k & 0x7fffffffu : ~k);
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void load_logits(const T *p, float *x) {
+    if constexpr (VEC == 1) {
+        x[0] = router_f32(__ldg(p));
+    } else {
+        const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
+        const T *e = reinterpret_cast<const T *>(&u);
+#pragma unroll
+        for (int t = 0; t < VEC; t++) x[t] = router_f32(e[t]);
+    }
+}
+
+template <typename T, int VEC, int NPER>
+__device__ __forceinline__ void route(const talon__router_params &p) {
+    // Slot i of lane l holds expert l * VEC + off(i): vectors of VEC experts, 32 lanes apart,
+    // so slots run in expert order within a lane. A vector is present whole or not at all.
+    auto off = [](int i) { return i / VEC * 32 * VEC + i % VEC; };
+    const int lane = threadIdx.x % 32, base = lane * VEC, E = p.experts;
+    auto live = [&](int i) { return base + off(i - i % VEC) < E; };
+    const int64_t token = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (token >= p.tokens) return;
+    const T *row = reinterpret_cast<const T *>(p.logits) + token * p.logits_stride;
+    const float *bias = reinterpret_cast<const float *>(p.bias);
+
+    float x[NPER];
+    uint32_t key[NPER], top = 0;
+#pragma unroll
+    for (int i = 0; i < NPER; i += VEC) {
+        if (live(i)) {
+            load_logits<T, VEC>(row + base + off(i), x + i);
+        } else {
+#pragma unroll
+            for (int t = 0; t < VEC; t++) x[i + t] = -INFINITY;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < NPER; i++) {
+        key[i] = live(i) ? order_key(x[i]) : 0u;
+        top = max(top, key[i]);
+    }
+
+    // Softmax: p = exp(x - m) * (1 / S). With a bias the scores pick the experts, so they take
+    // the exact route: rexp, and S in fixed point (every term is in [0, 1] once m is finite, so
+    // 2^53 scales it exactly and the sum of the truncated products fits 63 bits for 512
+    // experts, in any order). Without one, the hardware exp and an fp32 sum.
+    const bool softmax = p.scoring == TALON_ROUTER_SOFTMAX;
+    float m = 0.f, inv = 0.f;
+    if (softmax) {
+        m = key_value(__reduce_max_sync(~0u, top));
+        if (!isfinite(m)) {
+            inv = __uint_as_float(0x7fffffffu);
+        } else if (bias) {
+            unsigned long long s = 0;
+#pragma unroll
+            for (int i = 0; i < NPER; i++) s += __float2ull_rz(__fmul_rn(rexp(__fsub_rn(x[i], m)), 0x1p53f));
+#pragma unroll
+            for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
+            inv = rrcp(__fmul_rn(__ull2float_rn(s), 0x1p-53f));
+        } else {
+            float s = 0.f;
+#pragma unroll
+            for (int i = 0; i < NPER; i++) s += fast_exp(x[i] - m);
+#pragma unroll
+            for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
+            inv = __fdividef(1.f, s);
+        }
+    }
+    auto score = [&](float v) {
+        if (!softmax) return rsigmoid(v);
+        return bias ? __fmul_rn(rexp(__fsub_rn(v, m)), inv) : fast_exp(v - m) * inv;
+    };
+    if (bias) {
+        float b[NPER];
+#pragma unroll
+        for (int i = 0; i < NPER; i++) b[i] = live(i) ? __ldg(bias + base + off(i)) : 0.f;
+#pragma unroll
+        for (int i = 0; i < NPER; i++)
+            if (live(i)) key[i] = order_key(__fadd_rn(score(x[i]), b[i]));
+    }
+
+    // Each lane keeps its best two remaining experts (key, index). Winners come out in rank
+    // order, so "remaining" is everything ranking below the last winner (M, I): nothing is
+    // ever cleared. A lane that wins pops its second; only a lane winning again after that
+    // rescans. Selects only, no branches: the rescan runs on one lane but costs the warp.
+    uint32_t k1 = 0u, k2 = 0u;
+    int i1 = -1, i2 = -1;
+    auto insert = [&](uint32_t c, int xi) {
+        const bool g1 = c > k1, g2 = c > k2;
+        k2 = g1 ? k1 : g2 ? c : k2;
+        i2 = g1 ? i1 : g2 ? xi : i2;
+        k1 = g1 ? c : k1;
+        i1 = g1 ? xi : i1;
+    };
+#pragma unroll
+    for (int i = 0; i < NPER; i++) insert(key[i], base + off(i));
+    bool stale = false;
+    int my_id = 0;
+    for (int r = 0; r < p.k; r++) {
+        const uint32_t M = __reduce_max_sync(~0u, k1);
+        const int I = (int)__reduce_min_sync(~0u, k1 == M ? uint32_t(i1) : ~0u);
+        my_id = lane == r ? I : my_id;
+        const bool owner = i1 == I;
+        if (__any_sync(~0u, owner && stale)) {
+            if (owner) {
+                k1 = k2 = 0u;
+                i1 = i2 = -1;
+#pragma unroll
+                for (int i = 0; i < NPER; i++) {
+                    const int xi = base + off(i);
+                    insert(key[i] < M || (key[i] == M && xi > I) ? key[i] : 0u, xi);
+                }
+                stale = false;
+            }
+        } else if (owner) {
+            k1 = k2; i1 = i2; k2 = 0u; i2 = -1; stale = true;
+        }
+    }
+
+    // Lane r scores round r's expert from its logit (still in L1).
+    float w = lane < p.k ? score(router_f32(__ldg(row + my_id))) : 0.f;
+    if (p.renormalize) {
+        float s = w;
+#pragma unroll
+        for (int o = 16; o; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(~0u, s, o));
+        w = __fdividef(w, s);
+    }
+    if (lane < p.k) {
+        reinterpret_cast<float *>(p.weights)[token * p.k + lane] = w;
+        reinterpret_cast<int *>(p.ids)[token * p.k + lane] = my_id;
+    }
+}
+
+template <typename T, int VEC> __device__ void router_e128(const talon__router_params &p) { route<T, VEC, VEC < 4 ? 4 : VEC>(p); }
+template <typename T, int VEC> __device__ void router_e256(const talon__router_params &p) { route<T, VEC, 8>(p); }
+template <typename T, int VEC> __device__ void router_e512(const talon__router_params &p) { route<T, VEC, 16>(p); }
+
+#define X(sym, body, dt, vec, img, block, smem, P)                                             \
+    extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
+        body<talon__ct_##dt, vec>(p);                                                          \
+    }
+TALON__KERNELS_router(X)
