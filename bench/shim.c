@@ -5,7 +5,9 @@
 #include "talon.h"
 
 /* One line per argument struct mirrored in bench/ops_*.py. */
-#define BENCH_STRUCTS(X) X(talon_rmsnorm_args)
+#define BENCH_STRUCTS(X) X(talon_rmsnorm_args) \
+    X(talon_decode_attention_args) \
+    X(talon_merge_attention_states_args)
 
 size_t talon_bench_sizeof(const char *name);
 size_t talon_bench_sizeof(const char *name) {

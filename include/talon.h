@@ -1063,15 +1063,15 @@ static talon_status talon__check_float(const char *op, const char *name, float v
 static int talon__decode_splits(int64_t ctas, int64_t max_kv_len, int gmax) {
     /* resident CTAs per SM, from the kernels' register counts (163, 96, 80 registers) */
     const int64_t slots = TALON__DECODE_SMS * (gmax == 4 ? 3 : gmax == 2 ? 5 : 6);
-    int64_t most = (max_kv_len + TALON__DECODE_MIN_CHUNK - 1) / TALON__DECODE_MIN_CHUNK, s;
-    double best = 1e300;
+    int64_t most = (max_kv_len + TALON__DECODE_MIN_CHUNK - 1) / TALON__DECODE_MIN_CHUNK;
+    int64_t s, bs = 1, bw = (ctas + slots - 1) / slots; /* best: bw waves over bs splits */
     if (most > 256) most = 256;
-    for (s = 1; s <= most; s++) {
-        double t = (double)((ctas * s + slots - 1) / slots) / (double)s;
-        if (t < best) best = t;
+    for (s = 2; s <= most; s++) { /* integer comparisons of waves / splits: no float ties */
+        int64_t w = (ctas * s + slots - 1) / slots;
+        if (w * bs < bw * s) { bw = w; bs = s; }
     }
-    for (s = 1; s < most; s++)
-        if ((double)((ctas * s + slots - 1) / slots) / (double)s <= best * 1.1) break;
+    for (s = 1; s < bs; s++)
+        if (10 * ((ctas * s + slots - 1) / slots) * bs <= 11 * bw * s) break;
     return (int)s;
 }
 
