@@ -254,7 +254,7 @@ talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
    on host values: batch, num_kv_heads, heads per CTA and max_kv_len, with the GPU taken as
    132 SMs (H100 SXM / H200; other SM counts change the speed, never the result):
      ctas = batch * num_kv_heads * ceil(group / 4)        (group = num_qo_heads / num_kv_heads)
-     slots = 132 SMs x resident CTAs per SM (3, 5 or 6 for 4, 2 or 1 heads per CTA)
+     slots = 528                                          (4 resident CTAs x 132 SMs)
      cost(s) = ceil(ctas * s / slots) / s                 (waves of CTAs doing 1/s of the work)
      splits = the smallest s in [1, min(256, ceil(max_kv_len / 256))] with cost(s) within 10%
               of the least cost over that range
@@ -411,23 +411,24 @@ typedef struct talon__merge_params {
     X(decode_g1) X(decode_g2) X(decode_g4) X(decode_fp8_g1) X(decode_fp8_g2) X(decode_fp8_g4)  \
     X(merge_splits) X(merge_states)
 
-/* One row per head_dim x heads per CTA; vec holds head_dim. */
-#define TALON__DECODE_ROWS(X, name, DT, body)                                                  \
-    X(name##_d64_g1, body##_g1, DT, 64, decode, 128, 0, talon__decode_params)                  \
-    X(name##_d64_g2, body##_g2, DT, 64, decode, 128, 0, talon__decode_params)                  \
-    X(name##_d64_g4, body##_g4, DT, 64, decode, 128, 0, talon__decode_params)                  \
-    X(name##_d128_g1, body##_g1, DT, 128, decode, 128, 0, talon__decode_params)                \
-    X(name##_d128_g2, body##_g2, DT, 128, decode, 128, 0, talon__decode_params)                \
-    X(name##_d128_g4, body##_g4, DT, 128, decode, 128, 0, talon__decode_params)                \
-    X(name##_d256_g1, body##_g1, DT, 256, decode, 128, 0, talon__decode_params)                \
-    X(name##_d256_g2, body##_g2, DT, 256, decode, 128, 0, talon__decode_params)                \
-    X(name##_d256_g4, body##_g4, DT, 256, decode, 128, 0, talon__decode_params)
+/* One row per head_dim x heads per CTA; vec holds head_dim. smem: the K/V ring, 3 steps x
+   K and V x 4 keys x 128 threads x 16 bytes (8 for fp8). */
+#define TALON__DECODE_ROWS(X, name, DT, body, smem)                                            \
+    X(name##_d64_g1, body##_g1, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d64_g2, body##_g2, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d64_g4, body##_g4, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d128_g1, body##_g1, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d128_g2, body##_g2, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d128_g4, body##_g4, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d256_g1, body##_g1, DT, 256, decode, 128, smem, talon__decode_params)             \
+    X(name##_d256_g2, body##_g2, DT, 256, decode, 128, smem, talon__decode_params)             \
+    X(name##_d256_g4, body##_g4, DT, 256, decode, 128, smem, talon__decode_params)
 
 #define TALON__KERNELS_decode(X)                                                               \
-    TALON__DECODE_ROWS(X, talon_decode_attention_bf16, BF16, decode)                           \
-    TALON__DECODE_ROWS(X, talon_decode_attention_f16, F16, decode)                             \
-    TALON__DECODE_ROWS(X, talon_decode_attention_bf16_kvfp8, BF16, decode_fp8)                 \
-    TALON__DECODE_ROWS(X, talon_decode_attention_f16_kvfp8, F16, decode_fp8)                   \
+    TALON__DECODE_ROWS(X, talon_decode_attention_bf16, BF16, decode, 49152)                    \
+    TALON__DECODE_ROWS(X, talon_decode_attention_f16, F16, decode, 49152)                      \
+    TALON__DECODE_ROWS(X, talon_decode_attention_bf16_kvfp8, BF16, decode_fp8, 24576)          \
+    TALON__DECODE_ROWS(X, talon_decode_attention_f16_kvfp8, F16, decode_fp8, 24576)            \
     X(talon_merge_splits_bf16,  merge_splits, BF16, 8, decode, 128, 0, talon__merge_params)    \
     X(talon_merge_splits_f16,   merge_splits, F16,  8, decode, 128, 0, talon__merge_params)    \
     X(talon_merge_states_bf16,  merge_states, BF16, 8, decode, 128, 0, talon__merge_params)    \
@@ -1060,9 +1061,9 @@ static talon_status talon__check_float(const char *op, const char *name, float v
    waves of CTAs that each do 1/s of the work; the smallest s within 10% of the best such
    estimate wins (fewer splits: less partial-state traffic and a cheaper merge), with splits
    of at least TALON__DECODE_MIN_CHUNK keys. */
-static int talon__decode_splits(int64_t ctas, int64_t max_kv_len, int gmax) {
-    /* resident CTAs per SM, from the kernels' register counts (163, 96, 80 registers) */
-    const int64_t slots = TALON__DECODE_SMS * (gmax == 4 ? 3 : gmax == 2 ? 5 : 6);
+static int talon__decode_splits(int64_t ctas, int64_t max_kv_len) {
+    /* 4 resident CTAs per SM: the 48 KB K/V ring and __launch_bounds__(128, 4) allow 4 */
+    const int64_t slots = TALON__DECODE_SMS * 4;
     int64_t most = (max_kv_len + TALON__DECODE_MIN_CHUNK - 1) / TALON__DECODE_MIN_CHUNK;
     int64_t s, bs = 1, bw = (ctas + slots - 1) / slots; /* best: bw waves over bs splits */
     if (most > 256) most = 256;
@@ -1122,7 +1123,7 @@ static talon_status talon__decode_plan_make(const char *op, const talon_decode_a
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                            "%s: args->batch = %lld with %lld kv heads needs more than 2^31-1 CTAs",
                            op, (long long)a->batch, (long long)a->num_kv_heads);
-    splits = a->num_splits ? a->num_splits : talon__decode_splits(ctas, a->max_kv_len, pl->gmax);
+    splits = a->num_splits ? a->num_splits : talon__decode_splits(ctas, a->max_kv_len);
     pl->splits = (int)splits;
     pl->part_o_bytes = splits * a->batch * a->num_qo_heads * a->head_dim * 4;
     pl->ws_bytes = splits == 1 ? 0 : (pl->part_o_bytes + splits * a->batch * a->num_qo_heads * 4 + 15) / 16 * 16;

@@ -6,10 +6,12 @@
 // keeps GQA bandwidth-bound. Threads form key groups of D/8 lanes; a lane owns 8 consecutive
 // elements of a key row (one 16-byte load, 8 bytes for fp8), so a key group reads a whole row
 // and the dot product is finished by xor shuffles inside the group. Each key group walks its
-// own keys, KPI at a time, with all K and V loads of a step issued before any arithmetic and
-// the next step's page-table entries fetched behind them; it keeps its own online softmax
-// (fp32, base 2, log2 e folded into the query scale), and no barrier is taken until the key
-// groups are combined through shared memory at the end. The CTA's keys are its split's share
+// own keys, KPI at a time. K and V stream through a ring of STAGES steps in shared memory
+// filled by cp.async, two steps in flight while one is computed: each lane copies exactly the
+// 16-byte pieces it later reads, so the ring needs no barrier (a register-only version, with
+// loads in flight only between the steps, was latency-bound: fp8 took as long as bf16). Each
+// key group keeps its own online softmax (fp32, base 2, log2 e folded into the query scale);
+// no barrier is taken until the key groups are combined through shared memory at the end. The CTA's keys are its split's share
 // of the request's attended range (the window), computed from the device kv_lens, so the
 // grid depends only on host values. One split writes o and lse; several write fp32 partials
 // (normalised o, natural-log lse) that merge_splits combines.
@@ -21,7 +23,8 @@
 #include "common.cuh"
 
 constexpr int NT = 128; // threads per CTA: the block column of every row
-constexpr int KPI = 4;  // keys per key group per step: 8 loads in flight per lane
+constexpr int KPI = 4;  // keys per key group per step
+constexpr int STAGES = 3; // steps in the shared-memory ring: two in flight while one is computed
 constexpr float NEG_INF = -__builtin_huge_valf();
 constexpr float LN2 = 0.69314718055994531f;
 
@@ -39,41 +42,48 @@ __device__ __forceinline__ void e4m3x2(uint32_t w, float &a, float &b) {
     f16x2(uint32_t(h.x) | uint32_t(h.y) << 16, a, b);
 }
 
-// 8 consecutive cache elements of one key row. Streamed once: no L1 allocation.
+// 8 consecutive cache elements of one key row: 16 bytes, or 8 for fp8. Copied global -> shared
+// by cp.async (L2 only: streamed once), read back by the same thread, so the ring needs no
+// barrier, only cp.async.wait_group.
 template <typename T, bool FP8> struct Row8 {
-    uint4 r;
-    __device__ __forceinline__ void load(const char *p) {
-        asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    using raw = std::conditional_t<FP8, uint2, uint4>;
+    raw r;
+    __device__ __forceinline__ static void copy(raw *dst, const char *src) {
+        const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+        if constexpr (FP8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+        else asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
     }
     __device__ __forceinline__ void get(float (&x)[8]) const {
-        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+        if constexpr (FP8) {
+            e4m3x2(r.x, x[0], x[1]);
+            e4m3x2(r.x >> 16, x[2], x[3]);
+            e4m3x2(r.y, x[4], x[5]);
+            e4m3x2(r.y >> 16, x[6], x[7]);
+        } else {
+            const uint32_t w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(w[i], x[2 * i], x[2 * i + 1]);
-            else f16x2(w[i], x[2 * i], x[2 * i + 1]);
+            for (int i = 0; i < 4; i++) {
+                if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(w[i], x[2 * i], x[2 * i + 1]);
+                else f16x2(w[i], x[2 * i], x[2 * i + 1]);
+            }
         }
     }
 };
-template <typename T> struct Row8<T, true> {
-    uint2 r;
-    __device__ __forceinline__ void load(const char *p) {
-        asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
-                     : "=r"(r.x), "=r"(r.y) : "l"(p));
-    }
-    __device__ __forceinline__ void get(float (&x)[8]) const {
-        e4m3x2(r.x, x[0], x[1]);
-        e4m3x2(r.x >> 16, x[2], x[3]);
-        e4m3x2(r.y, x[4], x[5]);
-        e4m3x2(r.y >> 16, x[6], x[7]);
-    }
-};
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 template <typename T, bool FP8, int D, int G>
 __device__ __forceinline__ void decode(const talon__decode_params &p) {
     constexpr int TPK = D / 8, NKG = NT / TPK, STEP = NKG * KPI, EB = FP8 ? 1 : 2;
+    using R = Row8<T, FP8>;
+    using raw = typename R::raw;
     static_assert(G <= NKG, "the combine gives each head one key group's lanes");
-    __shared__ float s_acc[NKG][G][D];
+    static_assert(NKG * G * D * 4 <= STAGES * 2 * KPI * NT * (int)sizeof(raw), "combine fits the ring");
+    // ring[stage][K or V][key j][thread]: consecutive threads, consecutive 16 bytes
+    extern __shared__ uint4 smem[];
+    raw(*ring)[2][KPI][NT] = reinterpret_cast<raw(*)[2][KPI][NT]>(smem);
+    float(*s_acc)[G][D] = reinterpret_cast<float(*)[G][D]>(smem); // after the ring drains
     __shared__ float s_m[NKG][G], s_l[NKG][G];
 
     const int tid = threadIdx.x, kg = tid / TPK, li = tid % TPK;
@@ -108,29 +118,51 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     const int64_t rstride = (int64_t)p.num_kv_heads * D * EB; // bytes between token slots
     const char *kb = reinterpret_cast<const char *>(p.k) + ((int64_t)hk * D + li * 8) * EB;
     const char *vb = reinterpret_cast<const char *>(p.v) + ((int64_t)hk * D + li * 8) * EB;
-    // Keys past the end are clamped onto the last one (a valid address) and masked later.
-    auto offset = [&](int pos) {
-        pos = min(pos, end - 1);
-        const int64_t page = __ldg(pt + (pos >> p.page_shift));
-        return ((page << p.page_shift) | (pos & pmask)) * rstride;
-    };
-    int64_t off[KPI];
-    if (start < end) {
+    // Keys past the end are clamped onto the last one (a valid address) and masked later. The
+    // page ids of a step are fetched one step before its copies are issued, so the issue
+    // never waits on the page table.
+    int pg[KPI];
+    auto pages = [&](int step_base) {
+        if (step_base < end) {
 #pragma unroll
-        for (int j = 0; j < KPI; j++) off[j] = offset(start + kg * KPI + j);
+            for (int j = 0; j < KPI; j++)
+                pg[j] = __ldg(pt + (min(step_base + kg * KPI + j, end - 1) >> p.page_shift));
+        }
+    };
+    // The ring: steps issued STAGES - 1 ahead of the one computed; one commit group per step
+    // (empty past the end) keeps the wait count constant.
+    auto issue = [&](int step_base, int stage) {
+        if (step_base < end) {
+#pragma unroll
+            for (int j = 0; j < KPI; j++) {
+                const int pos = min(step_base + kg * KPI + j, end - 1);
+                const int64_t off = (((int64_t)pg[j] << p.page_shift) | (pos & pmask)) * rstride;
+                R::copy(&ring[stage][0][j][tid], kb + off);
+                R::copy(&ring[stage][1][j][tid], vb + off);
+            }
+        }
+        cp_commit();
+    };
+    pages(start);
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        issue(start + st * STEP, st);
+        pages(start + (st + 1) * STEP);
     }
 
+    int stage = 0;
     for (int base = start; base < end; base += STEP) {
-        Row8<T, FP8> kr[KPI], vr[KPI];
-#pragma unroll
-        for (int j = 0; j < KPI; j++) kr[j].load(kb + off[j]);
-#pragma unroll
-        for (int j = 0; j < KPI; j++) vr[j].load(vb + off[j]);
+        issue(base + (STAGES - 1) * STEP, stage == 0 ? STAGES - 1 : stage - 1);
+        pages(base + STAGES * STEP);
+        cp_wait<STAGES - 1>();
         const int first = base + kg * KPI;
-        if (base + STEP < end) {
+        R kr[KPI], vr[KPI];
 #pragma unroll
-            for (int j = 0; j < KPI; j++) off[j] = offset(first + STEP + j);
+        for (int j = 0; j < KPI; j++) {
+            kr[j].r = ring[stage][0][j][tid];
+            vr[j].r = ring[stage][1][j][tid];
         }
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
 
         float s[KPI][G];
 #pragma unroll
@@ -186,6 +218,8 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
                 for (int e = 0; e < 8; e++) acc[h][e] = fmaf(s[j][h], v8[e], acc[h][e]);
         }
     }
+    cp_wait<0>();
+    __syncthreads(); // the ring becomes s_acc
 
     // Combine the key groups: thread (kg, li) finishes head kg's elements [li * 8, li * 8 + 8).
     if (li == 0) {
@@ -282,7 +316,7 @@ template <typename T, int V> __device__ void merge_splits(const talon__merge_par
 template <typename T, int V> __device__ void merge_states(const talon__merge_params &p) { merge<T, T>(p); }
 
 #define X(sym, body, dt, vec, img, block, smem, P)                                             \
-    extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
+    extern "C" __global__ void __launch_bounds__(block, 4) sym(const __grid_constant__ P p) {  \
         body<talon__ct_##dt, vec>(p);                                                          \
     }
 TALON__KERNELS_decode(X)

@@ -212,8 +212,7 @@ static void test_invalid_argument(void **state) {
 /* ================================================================ the split rule */
 /* The rule as talon.h documents it, written out independently: cost(s) = waves / s. */
 static int64_t doc_splits(int64_t batch, int64_t hq, int64_t hk, int64_t max_kv_len) {
-    const int64_t group = hq / hk, chunks = (group + 3) / 4, per = (group + chunks - 1) / chunks;
-    const int64_t slots = 132 * (per == 1 ? 6 : per == 2 ? 5 : 3), ctas = batch * hk * chunks;
+    const int64_t group = hq / hk, chunks = (group + 3) / 4, slots = 528, ctas = batch * hk * chunks;
     int64_t most = (max_kv_len + 255) / 256, s;
     double best = 1e300;
     if (most > 256) most = 256;
@@ -232,9 +231,10 @@ static int64_t ws_bytes(int64_t splits, int64_t rows, int64_t d) {
 
 static void test_split_rule(void **state) {
     static const struct { int64_t b, hq, hk, d, max, splits; } rows[] = {
-        {64, 32, 8, 128, 4096, 3},  /* 512 CTAs on 396 slots: 3 splits, 4 waves of 1/3 */
-        {1, 32, 8, 128, 32768, 45}, /* 8 CTAs: 45 splits = 360 CTAs, within 10% of 99 */
-        {256, 32, 8, 128, 512, 1},  /* 2048 CTAs: splitting 512 keys gains < 10% */
+        {64, 32, 8, 128, 4096, 1},  /* 512 CTAs fit the 528 slots: one wave */
+        {1, 32, 8, 128, 32768, 60}, /* 8 CTAs: 60 splits = 480 CTAs, within 10% of 66 */
+        {256, 32, 8, 128, 512, 1},  /* 2048 CTAs: 4 waves either way */
+        {16, 32, 8, 128, 4096, 4},  /* 128 CTAs: 4 splits fill the 528 slots */
         {1, 8, 8, 64, 100, 1},      /* one chunk of keys */
         {4, 32, 1, 256, 1 << 20, 0}, {3, 12, 4, 128, 700, 0}, {1, 64, 1, 128, 65536, 0},
         {7, 40, 5, 64, 5000, 0}, {1, 2, 1, 128, 9999, 0},
@@ -294,7 +294,9 @@ static void check_kernel(const fake_launch *l, const char *symbol) {
     assert_int_equal(l->block[1], 1);
     assert_int_equal(l->block[2], 1);
     assert_int_equal(l->grid[2], 1);
-    assert_int_equal(l->smem, 0);
+    /* the K/V ring: 3 steps x K and V x 4 keys x 128 threads x 16 (fp8: 8) bytes */
+    assert_int_equal(l->smem, strstr(symbol, "merge") ? 0 : strstr(symbol, "kvfp8") ? 24576 : 49152);
+    assert_int_equal(l->smem, talon__kernels[k].smem);
     assert_ptr_equal(l->stream, STREAM);
     assert_null(l->extra);
 }
