@@ -79,12 +79,15 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     using R = Row8<T, FP8>;
     using raw = typename R::raw;
     static_assert(G <= NKG, "the combine gives each head one key group's lanes");
-    static_assert(NKG * G * D * 4 <= STAGES * 2 * KPI * NT * (int)sizeof(raw), "combine fits the ring");
-    // ring[stage][K or V][key j][thread]: consecutive threads, consecutive 16 bytes
+    static_assert(NKG * G * (D + 2) * 4 <= STAGES * 2 * KPI * NT * (int)sizeof(raw), "combine fits the ring");
+    // ring[stage][K or V][key j][thread]: consecutive threads, consecutive 16 bytes. The
+    // combine reuses it once drained: no static shared memory, so the table's 48 KB is the
+    // whole footprint (more would need the opt-in attribute).
     extern __shared__ uint4 smem[];
     raw(*ring)[2][KPI][NT] = reinterpret_cast<raw(*)[2][KPI][NT]>(smem);
-    float(*s_acc)[G][D] = reinterpret_cast<float(*)[G][D]>(smem); // after the ring drains
-    __shared__ float s_m[NKG][G], s_l[NKG][G];
+    float(*s_acc)[G][D] = reinterpret_cast<float(*)[G][D]>(smem);
+    float(*s_m)[G] = reinterpret_cast<float(*)[G]>(reinterpret_cast<float *>(smem) + NKG * G * D);
+    float(*s_l)[G] = s_m + NKG;
 
     const int tid = threadIdx.x, kg = tid / TPK, li = tid % TPK;
     const int hc = blockIdx.x % p.head_chunks, bh = blockIdx.x / p.head_chunks;
