@@ -102,10 +102,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     const int chunk = (kv - lo + p.splits - 1) / p.splits;
     const int start = lo + (int)blockIdx.y * chunk, end = min(kv, start + chunk);
 
-    // SCATTER: one value per lane after the dot products (KPI * G == TPK): each lane keeps the
-    // running max m1 and partial sum l1 of head li % G; otherwise every lane keeps all heads'.
-    constexpr bool SCATTER = KPI * G == TPK;
-    float q[G][8], acc[G][8], m[G], l[G], m1 = NEG_INF, l1 = 0.f;
+    float q[G][8], acc[G][8], m[G], l[G];
     const T *qp = reinterpret_cast<const T *>(p.q) + row0 * D + li * 8;
 #pragma unroll
     for (int h = 0; h < G; h++) {
@@ -183,78 +180,36 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
                 s[j][h] = d;
             }
         }
-        float pj[KPI][G]; // softmax weights of this step, every lane of the key group
-        if constexpr (SCATTER) {
-            // Reduce-scatter: each round halves the values a lane keeps, so lane li ends with
-            // the whole dot product of value li = (key li / G, head li % G): TPK - 1 shuffles
-            // instead of TPK * log2(TPK), and the softmax below runs once per value.
-            float v[TPK];
+#pragma unroll
+        for (int o = TPK / 2; o; o >>= 1)
 #pragma unroll
             for (int j = 0; j < KPI; j++)
 #pragma unroll
-                for (int h = 0; h < G; h++) v[j * G + h] = s[j][h];
+                for (int h = 0; h < G; h++) s[j][h] += __shfl_xor_sync(~0u, s[j][h], o);
 #pragma unroll
-            for (int n = TPK; n > 1; n /= 2) {
-                const int o = n / 2;
-                const bool up = li & o;
-#pragma unroll
-                for (int i = 0; i < o; i++) {
-                    const float send = up ? v[i] : v[i + o], keep = up ? v[i + o] : v[i];
-                    v[i] = keep + __shfl_xor_sync(~0u, send, o);
-                }
-            }
-            float sc = v[0];
-            if (p.cap != 0.f) sc = p.cap * tanhf(sc);
-            if (first + li / G >= end) sc = NEG_INF;
-            float mx = sc; // over this step's keys of head li % G: lanes li ^ (multiples of G)
-#pragma unroll
-            for (int o = G; o < TPK; o *= 2) mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, o));
-            mx = fmaxf(mx, m1);
-            const float ms = mx == NEG_INF ? 0.f : mx, alpha = exp2f(m1 - ms), pr = exp2f(sc - ms);
-            l1 = l1 * alpha + pr; // this lane's keys only; summed over the key lanes at the end
-            m1 = mx;
-            const int gbase = (tid & 31) & ~(TPK - 1);
-#pragma unroll
-            for (int j = 0; j < KPI; j++)
-#pragma unroll
-                for (int h = 0; h < G; h++) pj[j][h] = __shfl_sync(~0u, pr, gbase + j * G + h);
+        for (int j = 0; j < KPI; j++)
 #pragma unroll
             for (int h = 0; h < G; h++) {
-                const float a = __shfl_sync(~0u, alpha, gbase + h);
-#pragma unroll
-                for (int e = 0; e < 8; e++) acc[h][e] *= a;
+                if (p.cap != 0.f) s[j][h] = p.cap * tanhf(s[j][h]);
+                if (first + j >= end) s[j][h] = NEG_INF;
             }
-        } else {
+
 #pragma unroll
-            for (int o = TPK / 2; o; o >>= 1)
+        for (int h = 0; h < G; h++) {
+            float mx = m[h];
 #pragma unroll
-                for (int j = 0; j < KPI; j++)
+            for (int j = 0; j < KPI; j++) mx = fmaxf(mx, s[j][h]);
+            const float ms = mx == NEG_INF ? 0.f : mx, alpha = exp2f(m[h] - ms);
+            float sum = 0.f;
 #pragma unroll
-                    for (int h = 0; h < G; h++) s[j][h] += __shfl_xor_sync(~0u, s[j][h], o);
-#pragma unroll
-            for (int j = 0; j < KPI; j++)
-#pragma unroll
-                for (int h = 0; h < G; h++) {
-                    if (p.cap != 0.f) s[j][h] = p.cap * tanhf(s[j][h]);
-                    if (first + j >= end) s[j][h] = NEG_INF;
-                }
-#pragma unroll
-            for (int h = 0; h < G; h++) {
-                float mx = m[h];
-#pragma unroll
-                for (int j = 0; j < KPI; j++) mx = fmaxf(mx, s[j][h]);
-                const float ms = mx == NEG_INF ? 0.f : mx, alpha = exp2f(m[h] - ms);
-                float sum = 0.f;
-#pragma unroll
-                for (int j = 0; j < KPI; j++) {
-                    pj[j][h] = exp2f(s[j][h] - ms);
-                    sum += pj[j][h];
-                }
-                l[h] = l[h] * alpha + sum;
-                m[h] = mx;
-#pragma unroll
-                for (int e = 0; e < 8; e++) acc[h][e] *= alpha;
+            for (int j = 0; j < KPI; j++) {
+                s[j][h] = exp2f(s[j][h] - ms);
+                sum += s[j][h];
             }
+            l[h] = l[h] * alpha + sum;
+            m[h] = mx;
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[h][e] *= alpha;
         }
 #pragma unroll
         for (int j = 0; j < KPI; j++) {
@@ -263,21 +218,14 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
 #pragma unroll
             for (int h = 0; h < G; h++)
 #pragma unroll
-                for (int e = 0; e < 8; e++) acc[h][e] = fmaf(pj[j][h], v8[e], acc[h][e]);
+                for (int e = 0; e < 8; e++) acc[h][e] = fmaf(s[j][h], v8[e], acc[h][e]);
         }
     }
     cp_wait<0>();
     __syncthreads(); // the ring becomes s_acc
 
     // Combine the key groups: thread (kg, li) finishes head kg's elements [li * 8, li * 8 + 8).
-    if constexpr (SCATTER) {
-#pragma unroll
-        for (int o = G; o < TPK; o *= 2) l1 += __shfl_xor_sync(~0u, l1, o);
-        if (li < G) {
-            s_m[kg][li] = m1;
-            s_l[kg][li] = l1;
-        }
-    } else if (li == 0) {
+    if (li == 0) {
 #pragma unroll
         for (int h = 0; h < G; h++) {
             s_m[kg][h] = m[h];
