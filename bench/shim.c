@@ -12,7 +12,9 @@
     X(talon_kv_append_args) \
     X(talon_moe_align_block_size_args) \
     X(talon_moe_sum_args) \
-    X(talon_moe_router_topk_args)
+    X(talon_moe_router_topk_args) \
+    X(talon_decode_attention_args) \
+    X(talon_merge_attention_states_args)
 
 size_t talon_bench_sizeof(const char *name);
 size_t talon_bench_sizeof(const char *name) {

@@ -443,6 +443,104 @@ typedef struct talon_moe_router_topk_args {
 } talon_moe_router_topk_args;
 talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
                                    const talon_moe_router_topk_args *args);
+/* ---------------------------------------------------------------- attention (decode) */
+/* Paged KV cache (shared with kv_append): K and V are two tensors, each
+   [num_pages, page_size, num_kv_heads, head_dim] row-major and contiguous. Token slot
+   s = page * page_size + offset; element (s, h, d) sits at ((s * num_kv_heads) + h) * head_dim + d.
+   The cache holds dtype (bf16/f16, as q) or TALON_DTYPE_FP8_E4M3 with per-tensor scales
+   (real value = fp8 value * scale). Request b's token t lives in page
+   page_table[b * page_table_stride + t / page_size] at offset t % page_size.
+
+   talon_decode_attention: one query token per request (flash-decoding).
+     o[b, h, :] = sum_t softmax_t(score(b, h, t)) * V[b, t, h / (Hq / Hk), :]
+     score = soft_cap(sm_scale * q[b, h, :] . K[b, t, h / (Hq / Hk), :])
+     soft_cap(x) = cap * tanh(x / cap) when logits_soft_cap = cap > 0, else x; applied before
+     the window mask and the softmax (Gemma-2).
+     t runs over the last `window` keys, [max(0, L - window), L) with L = kv_lens[b]
+     (window 0: all L keys).
+     lse[b, h] = ln(sum_t exp(score(b, h, t))): NATURAL log of the sum over the attended keys,
+     fp32; a request with no key (kv_lens[b] = 0) gets o = 0 and lse = -inf.
+   Shapes: q, o [batch, num_qo_heads, head_dim] contiguous; lse fp32 [batch, num_qo_heads];
+   page_table int32 [batch, page_table_stride]; kv_lens int32 [batch] on the device.
+   num_qo_heads a multiple of num_kv_heads (MHA, GQA, MQA); head_dim 64, 128 or 256;
+   page_size a power of two in [1, 256].
+   Caller guarantees (device data cannot be checked on the host): 0 <= kv_lens[b] <= max_kv_len
+   (the kernel clamps to [0, max_kv_len], so a violation gives wrong results but no read past
+   the page table row); page ids of the first ceil(kv_lens[b] / page_size) entries of each row
+   are valid pages of the caches. Later entries are never read.
+   Split-KV: each (request, kv head) is split over `splits` CTAs, each taking an equal share
+   of that request's attended keys; the partial (o, lse) go to the workspace and a merge kernel
+   writes o and lse (one kernel, no workspace, when splits = 1). The split count depends only
+   on host values: batch, num_kv_heads, heads per CTA and max_kv_len, with the GPU taken as
+   132 SMs (H100 SXM / H200; other SM counts change the speed, never the result):
+     ctas = batch * num_kv_heads * ceil(group / 4)        (group = num_qo_heads / num_kv_heads)
+     slots = 528                                          (4 resident CTAs x 132 SMs)
+     cost(s) = ceil(ctas * s / slots) / s                 (waves of CTAs doing 1/s of the work)
+     splits = the smallest s in [1, min(256, ceil(max_kv_len / 1024))] with cost(s) within 10%
+              of the least cost over that range
+   or num_splits when given. So a graph captured with a max_kv_len bound stays valid for any
+   kv_lens <= that bound. Kernels: the attention kernel (grid batch * num_kv_heads *
+   ceil(group / 4) x splits), then the merge kernel when splits > 1.
+   Precision: fp32 scores, online softmax in fp32 (exp2 with log2(e) folded into the scale),
+   fp32 accumulation, o rounded once. fp8: k_scale is folded into q and v_scale into o.
+   Query groups larger than 4 heads are split over ceil(group / 4) CTAs sharing the K/V reads
+   through L2. */
+typedef struct talon_decode_attention_args {
+    CUdeviceptr o;              /* out: [batch, num_qo_heads, head_dim], dtype */
+    CUdeviceptr lse;            /* out, optional (0: none): fp32 [batch, num_qo_heads] */
+    CUdeviceptr q;              /* [batch, num_qo_heads, head_dim], dtype */
+    CUdeviceptr k_cache, v_cache; /* [num_pages, page_size, num_kv_heads, head_dim], kv_dtype */
+    CUdeviceptr page_table;     /* int32 [batch, page_table_stride] */
+    CUdeviceptr kv_lens;        /* int32 [batch] */
+    CUdeviceptr workspace;      /* 16-byte aligned; may be 0 when the workspace size is 0 */
+    int64_t workspace_size;     /* bytes available at workspace */
+    int64_t batch;              /* [1, 2^24] */
+    int64_t num_qo_heads, num_kv_heads; /* [1, 1024]; num_qo_heads % num_kv_heads == 0 */
+    int64_t head_dim;           /* 64, 128, 256 */
+    int64_t page_size;          /* power of two in [1, 256] */
+    int64_t page_table_stride;  /* int32 elements between rows; 0: ceil(max_kv_len / page_size) */
+    int64_t max_kv_len;         /* [1, 2^30]: bound on every kv_lens[b]; decides the split */
+    int64_t window;             /* sliding window in keys; 0: all keys */
+    int64_t num_splits;         /* 0: automatic (above); else forced, [1, 256] */
+    float sm_scale;             /* 0: 1 / sqrt(head_dim); must be finite */
+    float logits_soft_cap;      /* 0: off; else > 0 and finite */
+    float k_scale, v_scale;     /* fp8 caches only: finite and > 0 (ignored otherwise) */
+    talon_dtype dtype;          /* q and o: bf16 or f16 */
+    talon_dtype kv_dtype;       /* the caches: dtype, or TALON_DTYPE_FP8_E4M3 */
+} talon_decode_attention_args;
+
+/* Workspace bytes talon_decode_attention needs for these args (only the shape fields are
+   read: batch, heads, head_dim, page_size, page_table_stride, max_kv_len, window, num_splits,
+   dtype, kv_dtype): splits * batch * num_qo_heads * (head_dim + 1) * 4 bytes rounded up to 16,
+   or 0 when one split suffices. Errors as talon_decode_attention's shape checks. Thread-safe. */
+talon_status talon_decode_attention_workspace_size(talon_ctx *ctx,
+                                                   const talon_decode_attention_args *args,
+                                                   int64_t *bytes);
+
+/* Errors (INVALID_ARGUMENT, nothing launched): NULL pointers (lse and a zero-size workspace
+   may be 0), pointers not 16-byte aligned (q, o, caches, workspace) or 4-byte aligned (lse,
+   page_table, kv_lens), shapes out of range, num_qo_heads not a multiple of num_kv_heads,
+   page_table_stride < ceil(max_kv_len / page_size), workspace_size too small, bad scales.
+   Legal inside stream capture (after preload). Thread-safe. */
+talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
+                                    const talon_decode_attention_args *args);
+
+/* Merges two partial attention results over disjoint key sets (prefix caching, cascade):
+     lse = ln(exp(lse_a) + exp(lse_b))
+     o   = exp(lse_a - lse) * o_a + exp(lse_b - lse) * o_b
+   rows = tokens * heads; o, o_a, o_b [rows, head_dim] dtype; lse, lse_a, lse_b fp32 [rows]
+   (natural log, as talon_decode_attention writes). A side with lse = -inf contributes
+   nothing; both -inf gives o = 0, lse = -inf. lse (output) is optional (0). head_dim a multiple
+   of 8 in [8, 4096]; o pointers 16-byte aligned, lse pointers 4-byte aligned; outputs must not
+   overlap inputs. One kernel, fp32 math. Thread-safe, capturable. */
+typedef struct talon_merge_attention_states_args {
+    CUdeviceptr o, lse;         /* out */
+    CUdeviceptr o_a, lse_a, o_b, lse_b;
+    int64_t rows, head_dim;
+    talon_dtype dtype;
+} talon_merge_attention_states_args;
+talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
+                                          const talon_merge_attention_states_args *args);
 
 /* ================================================================ kernel metadata
    The single source of truth for every kernel: the kernel sources instantiate from these
@@ -466,7 +564,7 @@ typedef struct talon__act_params {
     int64_t chunks; /* blocks per row */
 } talon__act_params;
 
-#define TALON__IMAGES(X) X(norm) X(act) X(topk) X(rope) X(moe) X(router)
+#define TALON__IMAGES(X) X(norm) X(act) X(topk) X(rope) X(moe) X(router) X(decode)
 
 /* Kernel bodies of each image: the dispatcher picks a kernel by (body, dtype, vec, block). */
 #define TALON__BODIES_norm(X) X(rmsnorm) X(fused_add_rmsnorm) X(layernorm)
@@ -479,7 +577,8 @@ typedef struct talon__act_params {
     TALON__BODIES_topk(X) \
     TALON__BODIES_rope(X) \
     TALON__BODIES_moe(X) \
-    TALON__BODIES_router(X)
+    TALON__BODIES_router(X) \
+    TALON__BODIES_decode(X)
 
 /* Elements of a row each thread of a 16-byte-path norm block keeps on chip. Rows that fit a
    128-thread block (cols <= 128 * 32) take the _b128 variants: twice the bytes in flight per
@@ -655,13 +754,58 @@ typedef struct talon__router_params {
     X(talon_moe_router_topk_f16_v8_e256,  router_e256, F16,  8, router, 128, 0, talon__router_params) \
     X(talon_moe_router_topk_f16_v8_e512,  router_e512, F16,  8, router, 128, 0, talon__router_params)
 
+/* Decode attention: the attention kernel (one CTA per request x kv head x head chunk x split)
+   and the merge of n states (i at v0 + i * v_step bytes, lse at s0 + i * s_step). */
+typedef struct talon__decode_params {
+    CUdeviceptr o, lse, q, k, v, page_table, kv_lens;
+    CUdeviceptr part_o, part_lse; /* 0: one split, write o and lse directly */
+    int64_t page_table_stride, rows; /* rows = batch * num_qo_heads */
+    int num_kv_heads, group, heads_per_cta, head_chunks, page_shift, max_kv_len, window, splits;
+    float q_scale;              /* sm_scale * k_scale * (cap ? 1 / cap : log2 e) */
+    float cap;                  /* cap * log2 e, 0: no soft-cap */
+    float v_scale;
+} talon__decode_params;
+
+typedef struct talon__merge_params {
+    CUdeviceptr o, lse, v0, s0;
+    int64_t v_step, s_step, rows, head_dim, n;
+} talon__merge_params;
+
+#define TALON__BODIES_decode(X)                                                                \
+    X(decode_g1) X(decode_g2) X(decode_g4) X(decode_fp8_g1) X(decode_fp8_g2) X(decode_fp8_g4)  \
+    X(merge_splits) X(merge_states)
+
+/* One row per head_dim x heads per CTA; vec holds head_dim. smem: the K/V ring, 3 steps x
+   K and V x 4 keys x 128 threads x 16 bytes (8 for fp8). */
+#define TALON__DECODE_ROWS(X, name, DT, body, smem)                                            \
+    X(name##_d64_g1, body##_g1, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d64_g2, body##_g2, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d64_g4, body##_g4, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d128_g1, body##_g1, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d128_g2, body##_g2, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d128_g4, body##_g4, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d256_g1, body##_g1, DT, 256, decode, 128, smem, talon__decode_params)             \
+    X(name##_d256_g2, body##_g2, DT, 256, decode, 128, smem, talon__decode_params)             \
+    X(name##_d256_g4, body##_g4, DT, 256, decode, 128, smem, talon__decode_params)
+
+#define TALON__KERNELS_decode(X)                                                               \
+    TALON__DECODE_ROWS(X, talon_decode_attention_bf16, BF16, decode, 49152)                    \
+    TALON__DECODE_ROWS(X, talon_decode_attention_f16, F16, decode, 49152)                      \
+    TALON__DECODE_ROWS(X, talon_decode_attention_bf16_kvfp8, BF16, decode_fp8, 24576)          \
+    TALON__DECODE_ROWS(X, talon_decode_attention_f16_kvfp8, F16, decode_fp8, 24576)            \
+    X(talon_merge_splits_bf16,  merge_splits, BF16, 8, decode, 128, 0, talon__merge_params)    \
+    X(talon_merge_splits_f16,   merge_splits, F16,  8, decode, 128, 0, talon__merge_params)    \
+    X(talon_merge_states_bf16,  merge_states, BF16, 8, decode, 128, 0, talon__merge_params)    \
+    X(talon_merge_states_f16,   merge_states, F16,  8, decode, 128, 0, talon__merge_params)
+
 #define TALON__KERNELS(X) \
     TALON__KERNELS_norm(X) \
     TALON__KERNELS_act(X) \
     TALON__KERNELS_topk(X) \
     TALON__KERNELS_rope(X) \
     TALON__KERNELS_moe(X) \
-    TALON__KERNELS_router(X)
+    TALON__KERNELS_router(X) \
+    TALON__KERNELS_decode(X)
 
 #ifdef __cplusplus
 }
@@ -1619,6 +1763,226 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
                          (a->tokens + TALON__ROUTER_TOKENS_PER_BLOCK - 1) /
                              TALON__ROUTER_TOKENS_PER_BLOCK,
                          &p);
+}
+
+/* ---------------------------------------------------------------- attention (decode) */
+#define TALON__DECODE_SMS 132         /* H100 SXM / H200; see talon_decode_attention */
+#define TALON__DECODE_MIN_CHUNK 1024  /* keys per split: at B=1, L=32768 (H100), 32 splits of
+                                         1024 keys took 58.8 us, 60 of 546 68.8, 128 of 256 77.5 */
+#define TALON__DECODE_HEADS 4         /* query heads per CTA at most */
+
+typedef struct talon__decode_plan {
+    int heads_per_cta, head_chunks, gmax, splits;
+    int64_t pt_stride, ws_bytes, part_o_bytes;
+} talon__decode_plan;
+
+static talon_status talon__check_range(const char *op, const char *name, int64_t v, int64_t lo,
+                                       int64_t hi) {
+    if (v < lo || v > hi)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->%s = %lld is out of range [%lld, %lld]", op, name,
+                           (long long)v, (long long)lo, (long long)hi);
+    return TALON_SUCCESS;
+}
+
+static talon_status talon__check_float(const char *op, const char *name, float v, int positive,
+                                       int zero_ok) {
+    if (v - v != 0.0f || (positive && v < 0.0f) || (!zero_ok && v == 0.0f))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = %g must be %s", op,
+                           name, (double)v,
+                           positive ? (zero_ok ? "finite and >= 0 (0: default)"
+                                               : "finite and > 0")
+                                    : "finite");
+    return TALON_SUCCESS;
+}
+
+/* The split count: with `slots` CTAs resident on the GPU, s splits take ceil(ctas * s / slots)
+   waves of CTAs that each do 1/s of the work; the smallest s within 10% of the best such
+   estimate wins (fewer splits: less partial-state traffic and a cheaper merge), with splits
+   of at least TALON__DECODE_MIN_CHUNK keys. */
+static int talon__decode_splits(int64_t ctas, int64_t max_kv_len) {
+    /* 4 resident CTAs per SM: the 48 KB K/V ring and __launch_bounds__(128, 4) allow 4 */
+    const int64_t slots = TALON__DECODE_SMS * 4;
+    int64_t most = (max_kv_len + TALON__DECODE_MIN_CHUNK - 1) / TALON__DECODE_MIN_CHUNK;
+    int64_t s, bs = 1, bw = (ctas + slots - 1) / slots; /* best: bw waves over bs splits */
+    if (most > 256) most = 256;
+    for (s = 2; s <= most; s++) { /* integer comparisons of waves / splits: no float ties */
+        int64_t w = (ctas * s + slots - 1) / slots;
+        if (w * bs < bw * s) { bw = w; bs = s; }
+    }
+    for (s = 1; s < bs; s++)
+        if (10 * ((ctas * s + slots - 1) / slots) * bs <= 11 * bw * s) break;
+    return (int)s;
+}
+
+/* Validates the shape fields and derives the launch plan; shared by the op and its
+   workspace-size function, so both agree. */
+static talon_status talon__decode_plan_make(const char *op, const talon_decode_attention_args *a,
+                                            talon__decode_plan *pl) {
+    int64_t group, pages, ctas, splits;
+    TALON__TRY(talon__check_dtype(op, a->dtype));
+    if (a->kv_dtype != a->dtype && a->kv_dtype != TALON_DTYPE_FP8_E4M3)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->kv_dtype = %d must equal args->dtype (%d) or be "
+                           "TALON_DTYPE_FP8_E4M3 (%d)",
+                           op, (int)a->kv_dtype, (int)a->dtype, (int)TALON_DTYPE_FP8_E4M3);
+    TALON__TRY(talon__check_range(op, "batch", a->batch, 1, 1 << 24));
+    TALON__TRY(talon__check_range(op, "num_qo_heads", a->num_qo_heads, 1, 1024));
+    TALON__TRY(talon__check_range(op, "num_kv_heads", a->num_kv_heads, 1, 1024));
+    if (a->num_qo_heads % a->num_kv_heads)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->num_qo_heads = %lld is not a multiple of args->num_kv_heads "
+                           "= %lld",
+                           op, (long long)a->num_qo_heads, (long long)a->num_kv_heads);
+    if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->head_dim = %lld is not supported (64, 128, 256)", op,
+                           (long long)a->head_dim);
+    if (a->page_size < 1 || a->page_size > 256 || (a->page_size & (a->page_size - 1)))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->page_size = %lld is not a power of two in [1, 256]", op,
+                           (long long)a->page_size);
+    TALON__TRY(talon__check_range(op, "max_kv_len", a->max_kv_len, 1, 1 << 30));
+    TALON__TRY(talon__check_range(op, "window", a->window, 0, INT32_MAX));
+    TALON__TRY(talon__check_range(op, "num_splits", a->num_splits, 0, 256));
+    pages = (a->max_kv_len + a->page_size - 1) / a->page_size;
+    if (a->page_table_stride && a->page_table_stride < pages)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->page_table_stride = %lld is shorter than the %lld pages "
+                           "of max_kv_len = %lld",
+                           op, (long long)a->page_table_stride, (long long)pages,
+                           (long long)a->max_kv_len);
+    pl->pt_stride = a->page_table_stride ? a->page_table_stride : pages;
+    group = a->num_qo_heads / a->num_kv_heads;
+    pl->head_chunks = (int)((group + TALON__DECODE_HEADS - 1) / TALON__DECODE_HEADS);
+    pl->heads_per_cta = (int)((group + pl->head_chunks - 1) / pl->head_chunks);
+    pl->gmax = pl->heads_per_cta == 1 ? 1 : pl->heads_per_cta == 2 ? 2 : 4;
+    ctas = a->batch * a->num_kv_heads * pl->head_chunks;
+    if (ctas > TALON__GRID_MAX)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->batch = %lld with %lld kv heads needs more than 2^31-1 CTAs",
+                           op, (long long)a->batch, (long long)a->num_kv_heads);
+    splits = a->num_splits ? a->num_splits : talon__decode_splits(ctas, a->max_kv_len);
+    pl->splits = (int)splits;
+    pl->part_o_bytes = splits * a->batch * a->num_qo_heads * a->head_dim * 4;
+    pl->ws_bytes = splits == 1 ? 0 : (pl->part_o_bytes + splits * a->batch * a->num_qo_heads * 4 + 15) / 16 * 16;
+    return TALON_SUCCESS;
+}
+
+talon_status talon_decode_attention_workspace_size(talon_ctx *ctx,
+                                                   const talon_decode_attention_args *a,
+                                                   int64_t *bytes) {
+    static const char op[] = "talon_decode_attention_workspace_size";
+    talon__decode_plan pl;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    if (!bytes) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", op);
+    TALON__TRY(talon__decode_plan_make(op, a, &pl));
+    *bytes = pl.ws_bytes;
+    return TALON_SUCCESS;
+}
+
+talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
+                                    const talon_decode_attention_args *a) {
+    static const char op[] = "talon_decode_attention";
+    static const talon__body bodies[2][3] = {
+        {TALON__B_decode_g1, TALON__B_decode_g2, TALON__B_decode_g4},
+        {TALON__B_decode_fp8_g1, TALON__B_decode_fp8_g2, TALON__B_decode_fp8_g4}};
+    const int fp8 = a && a->kv_dtype == TALON_DTYPE_FP8_E4M3;
+    talon__decode_plan pl;
+    talon__decode_params p;
+    float sm_scale, k_scale = 1.0f, log2e = 1.4426950408889634f;
+    int k;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr_align(op, "o", a->o, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "lse", a->lse, 1, 4));
+    TALON__TRY(talon__check_ptr_align(op, "q", a->q, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "k_cache", a->k_cache, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "v_cache", a->v_cache, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "page_table", a->page_table, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "kv_lens", a->kv_lens, 0, 4));
+    TALON__TRY(talon__decode_plan_make(op, a, &pl));
+    if (a->workspace_size < pl.ws_bytes)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->workspace_size = %lld is smaller than the %lld bytes "
+                           "talon_decode_attention_workspace_size asks for (%d splits)",
+                           op, (long long)a->workspace_size, (long long)pl.ws_bytes, pl.splits);
+    TALON__TRY(talon__check_ptr_align(op, "workspace", a->workspace, pl.ws_bytes == 0, 16));
+    TALON__TRY(talon__check_float(op, "sm_scale", a->sm_scale, 0, 1));
+    TALON__TRY(talon__check_float(op, "logits_soft_cap", a->logits_soft_cap, 1, 1));
+    if (fp8) {
+        TALON__TRY(talon__check_float(op, "k_scale", a->k_scale, 1, 0));
+        TALON__TRY(talon__check_float(op, "v_scale", a->v_scale, 1, 0));
+        k_scale = a->k_scale;
+    }
+    sm_scale = a->sm_scale != 0.0f ? a->sm_scale
+               : a->head_dim == 64 ? 0.125f : a->head_dim == 128 ? 0.08838834764831845f : 0.0625f;
+    memset(&p, 0, sizeof p);
+    p.o = a->o; p.lse = a->lse; p.q = a->q; p.k = a->k_cache; p.v = a->v_cache;
+    p.page_table = a->page_table; p.kv_lens = a->kv_lens;
+    if (pl.splits > 1) {
+        p.part_o = a->workspace;
+        p.part_lse = a->workspace + (CUdeviceptr)pl.part_o_bytes;
+    }
+    p.page_table_stride = pl.pt_stride;
+    p.rows = a->batch * a->num_qo_heads;
+    p.num_kv_heads = (int)a->num_kv_heads;
+    p.group = (int)(a->num_qo_heads / a->num_kv_heads);
+    p.heads_per_cta = pl.heads_per_cta;
+    p.head_chunks = pl.head_chunks;
+    for (p.page_shift = 0; (1LL << p.page_shift) < a->page_size; p.page_shift++) {}
+    p.max_kv_len = (int)a->max_kv_len;
+    p.window = (int)a->window;
+    p.splits = pl.splits;
+    p.q_scale = sm_scale * k_scale *
+                (a->logits_soft_cap > 0.0f ? 1.0f / a->logits_soft_cap : log2e);
+    p.cap = a->logits_soft_cap * log2e;
+    p.v_scale = fp8 ? a->v_scale : 1.0f;
+    k = talon__pick(bodies[fp8][pl.gmax == 1 ? 0 : pl.gmax == 2 ? 1 : 2], a->dtype,
+                    (int)a->head_dim, 128);
+    TALON__TRY(talon__launch2d(ctx, stream, op, k,
+                               a->batch * a->num_kv_heads * pl.head_chunks, pl.splits, &p));
+    if (pl.splits > 1) {
+        talon__merge_params m;
+        memset(&m, 0, sizeof m);
+        m.o = a->o; m.lse = a->lse; m.v0 = p.part_o; m.s0 = p.part_lse;
+        m.v_step = p.rows * a->head_dim * 4;
+        m.s_step = p.rows * 4;
+        m.rows = p.rows;
+        m.head_dim = a->head_dim;
+        m.n = pl.splits;
+        k = talon__pick(TALON__B_merge_splits, a->dtype, 8, 128);
+        return talon__launch(ctx, stream, op, k, (p.rows * a->head_dim / 8 + 127) / 128, &m);
+    }
+    return TALON_SUCCESS;
+}
+
+talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
+                                          const talon_merge_attention_states_args *a) {
+    static const char op[] = "talon_merge_attention_states";
+    talon__merge_params m;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr_align(op, "o", a->o, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "lse", a->lse, 1, 4));
+    TALON__TRY(talon__check_ptr_align(op, "o_a", a->o_a, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "lse_a", a->lse_a, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "o_b", a->o_b, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "lse_b", a->lse_b, 0, 4));
+    TALON__TRY(talon__check_dtype(op, a->dtype));
+    if (a->head_dim < 8 || a->head_dim > 4096 || a->head_dim % 8)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->head_dim = %lld is not a multiple of 8 in [8, 4096]", op,
+                           (long long)a->head_dim);
+    TALON__TRY(talon__check_size(op, "rows", a->rows, TALON__GRID_MAX / (4096 / 8)));
+    memset(&m, 0, sizeof m);
+    m.o = a->o; m.lse = a->lse; m.v0 = a->o_a; m.s0 = a->lse_a;
+    /* Two arbitrary tensors are two states spaced by their difference (wraps harmlessly). */
+    m.v_step = (int64_t)(a->o_b - a->o_a);
+    m.s_step = (int64_t)(a->lse_b - a->lse_a);
+    m.rows = a->rows;
+    m.head_dim = a->head_dim;
+    m.n = 2;
+    return talon__launch(ctx, stream, op, talon__pick(TALON__B_merge_states, a->dtype, 8, 128),
+                         (a->rows * a->head_dim / 8 + 127) / 128, &m);
 }
 
 #ifdef __cplusplus

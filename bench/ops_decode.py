@@ -1,0 +1,130 @@
+"""Decode attention over a paged KV cache (bench/ops.py family).
+
+talon_decode_attention on pages scattered at random (a permutation of the page ids), against
+PyTorch SDPA (cuDNN and flash backends) on the same K/V laid out contiguously [B, Hk, L, D]
+with a query of length 1 and enable_gqa=True. bf16, D=128, Hq=32, Hk=8, page 16; GB/s counts
+the K and V bytes read once. Also: fp8 e4m3 KV at B=64 L=4096 (peers on the bf16 copy of the
+same values), and a sweep of forced split counts beside the automatic choice.
+"""
+import ctypes
+import math
+
+from ops import Case, PTR, I64, F32, ENUM, ptr
+
+HQ, HK, D, PS = 32, 8, 128, 16
+BF16, FP8 = 0, 4
+
+ARGS = [("o", PTR), ("lse", PTR), ("q", PTR), ("k_cache", PTR), ("v_cache", PTR),
+        ("page_table", PTR), ("kv_lens", PTR), ("workspace", PTR), ("workspace_size", I64),
+        ("batch", I64), ("num_qo_heads", I64), ("num_kv_heads", I64), ("head_dim", I64),
+        ("page_size", I64), ("page_table_stride", I64), ("max_kv_len", I64), ("window", I64),
+        ("num_splits", I64), ("sm_scale", F32), ("logits_soft_cap", F32), ("k_scale", F32),
+        ("v_scale", F32), ("dtype", ENUM), ("kv_dtype", ENUM)]
+
+
+def cases(h):
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    Args = h.struct("talon_decode_attention_args", ARGS)
+    h.struct("talon_merge_attention_states_args",
+             [("o", PTR), ("lse", PTR), ("o_a", PTR), ("lse_a", PTR), ("o_b", PTR),
+              ("lse_b", PTR), ("rows", I64), ("head_dim", I64), ("dtype", ENUM)])
+    h.lib.talon_decode_attention_workspace_size.argtypes = [
+        ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)]
+
+    def args_for(s, splits):
+        a = Args()
+        a.o, a.lse, a.q = ptr(s["o"]), ptr(s["lse"]), ptr(s["q"])
+        a.k_cache, a.v_cache = ptr(s["k_cache"]), ptr(s["v_cache"])
+        a.page_table, a.kv_lens = ptr(s["pt"]), ptr(s["lens"])
+        a.batch, a.num_qo_heads, a.num_kv_heads, a.head_dim = s["B"], HQ, HK, D
+        a.page_size, a.max_kv_len, a.num_splits = PS, s["L"], splits
+        a.dtype = BF16
+        a.kv_dtype = FP8 if s["fp8"] else BF16
+        a.k_scale = a.v_scale = s["scale"]
+        n = ctypes.c_int64()
+        h._check("talon_decode_attention_workspace_size",
+                 h.lib.talon_decode_attention_workspace_size(h.ctx, ctypes.byref(a), ctypes.byref(n)))
+        return a, n.value
+
+    def make(B, L, fp8, splits):
+        pages = B * (L // PS)
+        kv = {}
+        for name in ("k", "v"):
+            x = torch.randn(pages, PS, HK, D, device="cuda", dtype=torch.bfloat16)
+            if fp8:
+                cache = (x.float() * 4.0).to(torch.float8_e4m3fn)  # scale 0.25: values ~N(0, 4)
+                x = (cache.float() * 0.25).to(torch.bfloat16)      # the peers' (dequantised) copy
+            else:
+                cache = x
+            kv[name] = (cache, x)
+        pt = torch.randperm(pages, device="cuda", dtype=torch.int32).view(B, L // PS)
+        s = {"B": B, "L": L, "fp8": fp8, "scale": 0.25 if fp8 else 1.0, "pt": pt,
+             "k_cache": kv["k"][0], "v_cache": kv["v"][0],
+             "q": torch.randn(B, HQ, D, device="cuda", dtype=torch.bfloat16),
+             "o": torch.empty(B, HQ, D, device="cuda", dtype=torch.bfloat16),
+             "lse": torch.empty(B, HQ, device="cuda", dtype=torch.float32),
+             "lens": torch.full((B,), L, device="cuda", dtype=torch.int32)}
+        # contiguous [B, Hk, L, D] copies for the peers: token t of request b is in page
+        # pt[b, t // PS] at offset t % PS
+        for name in ("k", "v"):
+            s[name] = kv[name][1][pt.long()].reshape(B, L, HK, D).transpose(1, 2).contiguous()
+        a, ws = args_for(s, splits)
+        s["ws"] = torch.empty(max(ws, 16), device="cuda", dtype=torch.uint8)
+        a.workspace, a.workspace_size = ptr(s["ws"]), ws
+        s["args"] = a
+        return s
+
+    def talon(s, stream):
+        h.call("talon_decode_attention", s["args"], stream)
+
+    def sdpa(backend):
+        def run(s):
+            q4 = s["q"].view(s["B"], HQ, 1, D)
+            with sdpa_kernel(backend):
+                if "kx" not in s:
+                    try:
+                        return F.scaled_dot_product_attention(q4, s["k"], s["v"], enable_gqa=True)
+                    except RuntimeError:
+                        # a backend without GQA reads K/V expanded to Hq heads
+                        s["kx"] = s["k"].repeat_interleave(HQ // HK, dim=1)
+                        s["vx"] = s["v"].repeat_interleave(HQ // HK, dim=1)
+                return F.scaled_dot_product_attention(q4, s["kx"], s["vx"])
+        return run
+
+    def check(s):
+        torch.cuda.synchronize()
+        B, L = s["B"], s["L"]
+        q = s["q"].float().view(B, HK, HQ // HK, D)
+        k, v = s["k"].float(), s["v"].float()  # [B, Hk, L, D]
+        sc = torch.einsum("bhgd,bhld->bhgl", q, k) / math.sqrt(D)
+        lse = torch.logsumexp(sc, dim=-1).reshape(B, HQ)
+        o = torch.einsum("bhgl,bhld->bhgd", torch.softmax(sc, dim=-1), v).reshape(B, HQ, D)
+        err = (s["o"].float() - o).abs().max().item()
+        tol = 2e-3 + 2 ** -7 * o.abs().max().item()
+        assert err <= tol, f"talon o differs from fp32 attention by {err} (tol {tol})"
+        lerr = (s["lse"] - lse).abs().max().item()
+        assert lerr <= 1e-3, f"talon lse differs by {lerr}"
+
+    peers = {"sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+             "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION)}
+    out = []
+    shapes = [(64, 4096, [("gbs", ">=", 2800, "B=64 L=4096 >= 2800 GB/s"),
+                          ("sdpa_cudnn_over_talon", ">=", 1.0, "B=64 L=4096 at least as fast as cuDNN SDPA")]),
+              (1, 32768, [("gbs", ">=", 2000, "B=1 L=32768 >= 2000 GB/s")]),
+              (256, 512, [("gbs", ">=", 2200, "B=256 L=512 >= 2200 GB/s")])]
+    for B, L, targets in shapes:
+        out.append(Case("decode_attention", f"B={B} L={L} bf16 page {PS}",
+                        lambda B=B, L=L: make(B, L, False, 0), talon, peers,
+                        bytes=2 * B * L * HK * D * 2, check=check, targets=targets))
+    out.append(Case("decode_attention", f"B=64 L=4096 fp8 KV page {PS}",
+                    lambda: make(64, 4096, True, 0), talon, peers,
+                    bytes=2 * 64 * 4096 * HK * D, check=check))
+    sweep = {(64, 4096): [2], (1, 32768): [16, 32]}
+    for (B, L), splits in sweep.items():
+        for n in splits:
+            out.append(Case("decode_attention_splits", f"B={B} L={L} splits={n}",
+                            lambda B=B, L=L, n=n: make(B, L, False, n), talon, {},
+                            bytes=2 * B * L * HK * D * 2, check=check))
+    return out

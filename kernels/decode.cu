@@ -1,0 +1,328 @@
+// decode.cu - decode attention over a paged KV cache (flash-decoding) and the merge of partial
+// attention states; q/o bf16 or f16, cache of the same type or fp8 e4m3 with per-tensor scales.
+//
+// Strategy: one CTA of 128 threads per (request, kv head, chunk of up to 4 query heads of its
+// group, split of the keys). The query heads of a chunk share every K/V load, which is what
+// keeps GQA bandwidth-bound. Threads form key groups of D/8 lanes; a lane owns 8 consecutive
+// elements of a key row (one 16-byte load, 8 bytes for fp8), so a key group reads a whole row
+// and the dot product is finished by xor shuffles inside the group. Each key group walks its
+// own keys, KPI at a time. K and V stream through a ring of STAGES steps in shared memory
+// filled by cp.async, two steps in flight while one is computed: each lane copies exactly the
+// 16-byte pieces it later reads, so the ring needs no barrier (a register-only version, with
+// loads in flight only between the steps, was latency-bound: fp8 took as long as bf16). Each
+// key group keeps its own online softmax (fp32, base 2, log2 e folded into the query scale),
+// every lane of the group computing it for all (key, head) pairs of the step: the 64
+// independent butterfly shuffles beat a reduce-scatter leaving one score per lane, whose
+// dependent shuffle chain measured 1.7x slower at B=64 L=4096. No barrier is taken until the
+// key groups are combined through shared memory at the end. The CTA's keys are its split's share
+// of the request's attended range (the window), computed from the device kv_lens, so the
+// grid depends only on host values. One split writes o and lse; several write fp32 partials
+// (normalised o, natural-log lse) that merge_splits combines.
+//
+// Variants (talon.h, TALON__KERNELS_decode): q type x cache type (same or fp8) x head_dim
+// (64, 128, 256) x heads per CTA (1, 2, 4: the group is cut into chunks of at most 4).
+// merge_splits reads n fp32 partials, merge_states two partials of the output type.
+#include <cuda_fp8.h>
+#include "common.cuh"
+
+constexpr int NT = 128; // threads per CTA: the block column of every row
+constexpr int KPI = 4;  // keys per key group per step
+constexpr int STAGES = 3; // steps in the shared-memory ring: two in flight while one is computed
+constexpr float NEG_INF = -__builtin_huge_valf();
+constexpr float LN2 = 0.69314718055994531f;
+
+__device__ __forceinline__ void bf16x2(uint32_t w, float &a, float &b) {
+    a = __uint_as_float(w << 16);
+    b = __uint_as_float(w & 0xffff0000u);
+}
+__device__ __forceinline__ void f16x2(uint32_t w, float &a, float &b) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w));
+    a = f.x;
+    b = f.y;
+}
+__device__ __forceinline__ void e4m3x2(uint32_t w, float &a, float &b) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
+    f16x2(uint32_t(h.x) | uint32_t(h.y) << 16, a, b);
+}
+
+// 8 consecutive cache elements of one key row: 16 bytes, or 8 for fp8. Copied global -> shared
+// by cp.async (L2 only: streamed once), read back by the same thread, so the ring needs no
+// barrier, only cp.async.wait_group.
+template <typename T, bool FP8> struct Row8 {
+    using raw = std::conditional_t<FP8, uint2, uint4>;
+    raw r;
+    __device__ __forceinline__ static void copy(raw *dst, const char *src) {
+        const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+        if constexpr (FP8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+        else asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    }
+    __device__ __forceinline__ void get(float (&x)[8]) const {
+        if constexpr (FP8) {
+            e4m3x2(r.x, x[0], x[1]);
+            e4m3x2(r.x >> 16, x[2], x[3]);
+            e4m3x2(r.y, x[4], x[5]);
+            e4m3x2(r.y >> 16, x[6], x[7]);
+        } else {
+            const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(w[i], x[2 * i], x[2 * i + 1]);
+                else f16x2(w[i], x[2 * i], x[2 * i + 1]);
+            }
+        }
+    }
+};
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+template <typename T, bool FP8, int D, int G>
+__device__ __forceinline__ void decode(const talon__decode_params &p) {
+    constexpr int TPK = D / 8, NKG = NT / TPK, STEP = NKG * KPI, EB = FP8 ? 1 : 2;
+    using R = Row8<T, FP8>;
+    using raw = typename R::raw;
+    static_assert(G <= NKG, "the combine gives each head one key group's lanes");
+    static_assert(NKG * G * (D + 2) * 4 <= STAGES * 2 * KPI * NT * (int)sizeof(raw), "combine fits the ring");
+    // ring[stage][K or V][key j][thread]: consecutive threads, consecutive 16 bytes. The
+    // combine reuses it once drained: no static shared memory, so the table's 48 KB is the
+    // whole footprint (more would need the opt-in attribute).
+    extern __shared__ uint4 smem[];
+    raw(*ring)[2][KPI][NT] = reinterpret_cast<raw(*)[2][KPI][NT]>(smem);
+    float(*s_acc)[G][D] = reinterpret_cast<float(*)[G][D]>(smem);
+    float(*s_m)[G] = reinterpret_cast<float(*)[G]>(reinterpret_cast<float *>(smem) + NKG * G * D);
+    float(*s_l)[G] = s_m + NKG;
+
+    const int tid = threadIdx.x, kg = tid / TPK, li = tid % TPK;
+    const int hc = blockIdx.x % p.head_chunks, bh = blockIdx.x / p.head_chunks;
+    const int hk = bh % p.num_kv_heads, b = bh / p.num_kv_heads;
+    const int g0 = hc * p.heads_per_cta, gn = min(p.heads_per_cta, p.group - g0);
+    const int64_t row0 = ((int64_t)b * p.num_kv_heads + hk) * p.group + g0;
+
+    // This split's share of the attended keys [lo, kv). Clamping keeps a bad kv_lens inside
+    // the page-table row.
+    const int kv = min(max(__ldg(reinterpret_cast<const int *>(p.kv_lens) + b), 0), p.max_kv_len);
+    const int lo = p.window > 0 ? max(kv - p.window, 0) : 0;
+    const int chunk = (kv - lo + p.splits - 1) / p.splits;
+    const int start = lo + (int)blockIdx.y * chunk, end = min(kv, start + chunk);
+
+    float q[G][8], acc[G][8], m[G], l[G];
+    const T *qp = reinterpret_cast<const T *>(p.q) + row0 * D + li * 8;
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+        if (h < gn) load_f32<T, 8>(qp + h * D, q[h]);
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            q[h][e] = h < gn ? q[h][e] * p.q_scale : 0.f;
+            acc[h][e] = 0.f;
+        }
+        m[h] = NEG_INF;
+        l[h] = 0.f;
+    }
+
+    const int *pt = reinterpret_cast<const int *>(p.page_table) + (int64_t)b * p.page_table_stride;
+    const int pmask = (1 << p.page_shift) - 1;
+    const int64_t rstride = (int64_t)p.num_kv_heads * D * EB; // bytes between token slots
+    const char *kb = reinterpret_cast<const char *>(p.k) + ((int64_t)hk * D + li * 8) * EB;
+    const char *vb = reinterpret_cast<const char *>(p.v) + ((int64_t)hk * D + li * 8) * EB;
+    // Keys past the end are clamped onto the last one (a valid address) and masked later. The
+    // page ids of a step are fetched one step before its copies are issued, so the issue
+    // never waits on the page table.
+    int pg[KPI];
+    auto pages = [&](int step_base) {
+        if (step_base < end) {
+#pragma unroll
+            for (int j = 0; j < KPI; j++)
+                pg[j] = __ldg(pt + (min(step_base + kg * KPI + j, end - 1) >> p.page_shift));
+        }
+    };
+    // The ring: steps issued STAGES - 1 ahead of the one computed; one commit group per step
+    // (empty past the end) keeps the wait count constant.
+    auto issue = [&](int step_base, int stage) {
+        if (step_base < end) {
+#pragma unroll
+            for (int j = 0; j < KPI; j++) {
+                const int pos = min(step_base + kg * KPI + j, end - 1);
+                const int64_t off = (((int64_t)pg[j] << p.page_shift) | (pos & pmask)) * rstride;
+                R::copy(&ring[stage][0][j][tid], kb + off);
+                R::copy(&ring[stage][1][j][tid], vb + off);
+            }
+        }
+        cp_commit();
+    };
+    pages(start);
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        issue(start + st * STEP, st);
+        pages(start + (st + 1) * STEP);
+    }
+
+    int stage = 0;
+    for (int base = start; base < end; base += STEP) {
+        issue(base + (STAGES - 1) * STEP, stage == 0 ? STAGES - 1 : stage - 1);
+        pages(base + STAGES * STEP);
+        cp_wait<STAGES - 1>();
+        const int first = base + kg * KPI;
+        R kr[KPI], vr[KPI];
+#pragma unroll
+        for (int j = 0; j < KPI; j++) {
+            kr[j].r = ring[stage][0][j][tid];
+            vr[j].r = ring[stage][1][j][tid];
+        }
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
+
+        float s[KPI][G];
+#pragma unroll
+        for (int j = 0; j < KPI; j++) {
+            float k8[8];
+            kr[j].get(k8);
+#pragma unroll
+            for (int h = 0; h < G; h++) {
+                float d = 0.f;
+#pragma unroll
+                for (int e = 0; e < 8; e++) d = fmaf(q[h][e], k8[e], d);
+                s[j][h] = d;
+            }
+        }
+#pragma unroll
+        for (int o = TPK / 2; o; o >>= 1)
+#pragma unroll
+            for (int j = 0; j < KPI; j++)
+#pragma unroll
+                for (int h = 0; h < G; h++) s[j][h] += __shfl_xor_sync(~0u, s[j][h], o);
+#pragma unroll
+        for (int j = 0; j < KPI; j++)
+#pragma unroll
+            for (int h = 0; h < G; h++) {
+                if (p.cap != 0.f) s[j][h] = p.cap * tanhf(s[j][h]);
+                if (first + j >= end) s[j][h] = NEG_INF;
+            }
+
+#pragma unroll
+        for (int h = 0; h < G; h++) {
+            float mx = m[h];
+#pragma unroll
+            for (int j = 0; j < KPI; j++) mx = fmaxf(mx, s[j][h]);
+            const float ms = mx == NEG_INF ? 0.f : mx, alpha = exp2f(m[h] - ms);
+            float sum = 0.f;
+#pragma unroll
+            for (int j = 0; j < KPI; j++) {
+                s[j][h] = exp2f(s[j][h] - ms);
+                sum += s[j][h];
+            }
+            l[h] = l[h] * alpha + sum;
+            m[h] = mx;
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[h][e] *= alpha;
+        }
+#pragma unroll
+        for (int j = 0; j < KPI; j++) {
+            float v8[8];
+            vr[j].get(v8);
+#pragma unroll
+            for (int h = 0; h < G; h++)
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[h][e] = fmaf(s[j][h], v8[e], acc[h][e]);
+        }
+    }
+    cp_wait<0>();
+    __syncthreads(); // the ring becomes s_acc
+
+    // Combine the key groups: thread (kg, li) finishes head kg's elements [li * 8, li * 8 + 8).
+    if (li == 0) {
+#pragma unroll
+        for (int h = 0; h < G; h++) {
+            s_m[kg][h] = m[h];
+            s_l[kg][h] = l[h];
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+        float4 *d = reinterpret_cast<float4 *>(&s_acc[kg][h][li * 8]);
+        d[0] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+        d[1] = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
+    }
+    __syncthreads();
+    if (kg >= gn) return;
+    const int h = kg;
+    float M = NEG_INF, L = 0.f, o[8] = {};
+#pragma unroll
+    for (int k = 0; k < NKG; k++) M = fmaxf(M, s_m[k][h]);
+    const float ms = M == NEG_INF ? 0.f : M;
+#pragma unroll
+    for (int k = 0; k < NKG; k++) {
+        const float w = exp2f(s_m[k][h] - ms);
+        const float4 *a = reinterpret_cast<const float4 *>(&s_acc[k][h][li * 8]);
+        const float4 x = a[0], y = a[1];
+        L = fmaf(w, s_l[k][h], L);
+        o[0] = fmaf(w, x.x, o[0]); o[1] = fmaf(w, x.y, o[1]);
+        o[2] = fmaf(w, x.z, o[2]); o[3] = fmaf(w, x.w, o[3]);
+        o[4] = fmaf(w, y.x, o[4]); o[5] = fmaf(w, y.y, o[5]);
+        o[6] = fmaf(w, y.z, o[6]); o[7] = fmaf(w, y.w, o[7]);
+    }
+    // No key: o = 0, lse = -inf (the merge then ignores this split).
+    const float inv = L > 0.f ? p.v_scale / L : 0.f;
+    const float lse = L > 0.f ? (M + log2f(L)) * LN2 : NEG_INF;
+#pragma unroll
+    for (int e = 0; e < 8; e++) o[e] *= inv;
+    const int64_t row = row0 + h;
+    if (!p.part_o) {
+        store_f32<T, 8>(reinterpret_cast<T *>(p.o) + row * D + li * 8, o);
+        if (p.lse && li == 0) reinterpret_cast<float *>(p.lse)[row] = lse;
+    } else {
+        const int64_t prow = (int64_t)blockIdx.y * p.rows + row;
+        float4 *d = reinterpret_cast<float4 *>(reinterpret_cast<float *>(p.part_o) + prow * D + li * 8);
+        d[0] = make_float4(o[0], o[1], o[2], o[3]);
+        d[1] = make_float4(o[4], o[5], o[6], o[7]);
+        if (li == 0) reinterpret_cast<float *>(p.part_lse)[prow] = lse;
+    }
+}
+
+// n states of [rows, head_dim]: o = sum_i exp(lse_i - lse) o_i, lse = ln sum_i exp(lse_i).
+// One thread per 8 elements of a row; every thread of a row reads the row's n lse values.
+template <typename Tin, typename Tout>
+__device__ __forceinline__ void merge(const talon__merge_params &p) {
+    const int64_t vpr = p.head_dim / 8, i = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (i >= p.rows * vpr) return;
+    const int64_t r = i / vpr, c = (i - r * vpr) * 8;
+    const char *s = reinterpret_cast<const char *>(p.s0) + r * 4;
+    const char *v = reinterpret_cast<const char *>(p.v0) + (r * p.head_dim + c) * sizeof(Tin);
+    float M = NEG_INF, L = 0.f, o[8] = {};
+    for (int64_t k = 0; k < p.n; k++) M = fmaxf(M, *reinterpret_cast<const float *>(s + k * p.s_step));
+    if (M != NEG_INF) {
+        for (int64_t k = 0; k < p.n; k++) {
+            const float w = expf(*reinterpret_cast<const float *>(s + k * p.s_step) - M);
+            float x[8];
+            if constexpr (std::is_same_v<Tin, float>) {
+                const float4 *a = reinterpret_cast<const float4 *>(v + k * p.v_step);
+                const float4 y = a[0], z = a[1];
+                x[0] = y.x; x[1] = y.y; x[2] = y.z; x[3] = y.w;
+                x[4] = z.x; x[5] = z.y; x[6] = z.z; x[7] = z.w;
+            } else {
+                load_f32<Tin, 8>(reinterpret_cast<const Tin *>(v + k * p.v_step), x);
+            }
+            L += w;
+#pragma unroll
+            for (int e = 0; e < 8; e++) o[e] = fmaf(w, x[e], o[e]);
+        }
+        const float inv = 1.f / L; // L >= 1: the largest state weighs exp(0)
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[e] *= inv;
+    }
+    store_f32<Tout, 8>(reinterpret_cast<Tout *>(p.o) + r * p.head_dim + c, o);
+    if (p.lse && c == 0) reinterpret_cast<float *>(p.lse)[r] = M == NEG_INF ? M : M + logf(L);
+}
+
+template <typename T, int D> __device__ void decode_g1(const talon__decode_params &p) { decode<T, false, D, 1>(p); }
+template <typename T, int D> __device__ void decode_g2(const talon__decode_params &p) { decode<T, false, D, 2>(p); }
+template <typename T, int D> __device__ void decode_g4(const talon__decode_params &p) { decode<T, false, D, 4>(p); }
+template <typename T, int D> __device__ void decode_fp8_g1(const talon__decode_params &p) { decode<T, true, D, 1>(p); }
+template <typename T, int D> __device__ void decode_fp8_g2(const talon__decode_params &p) { decode<T, true, D, 2>(p); }
+template <typename T, int D> __device__ void decode_fp8_g4(const talon__decode_params &p) { decode<T, true, D, 4>(p); }
+template <typename T, int V> __device__ void merge_splits(const talon__merge_params &p) { merge<float, T>(p); }
+template <typename T, int V> __device__ void merge_states(const talon__merge_params &p) { merge<T, T>(p); }
+
+#define X(sym, body, dt, vec, img, block, smem, P)                                             \
+    extern "C" __global__ void __launch_bounds__(block, 4) sym(const __grid_constant__ P p) {  \
+        body<talon__ct_##dt, vec>(p);                                                          \
+    }
+TALON__KERNELS_decode(X)

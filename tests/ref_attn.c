@@ -1,0 +1,81 @@
+/* fp64 attention references; see ref_attn.h. */
+#include "ref_attn.h"
+#include <math.h>
+
+uint8_t ref_e4m3_from_f32(float x) {
+    const uint8_t sign = signbit(x) ? 0x80 : 0;
+    double a = fabs((double)x), q;
+    int e;
+    if (isnan(x)) return 0x7f;
+    if (a >= 448.0) return (uint8_t)(sign | 0x7e);
+    if (a < 0x1p-6) /* subnormal: multiples of 2^-9; 8 * 2^-9 is the smallest normal, code 8 */
+        return (uint8_t)(sign | (uint8_t)nearbyint(a * 512.0));
+    e = ilogb(a);                 /* a in [2^e, 2^(e+1)), e in [-6, 8] */
+    q = nearbyint(ldexp(a, 3 - e)); /* [8, 16]: 1.mmm in eighths, ties to even */
+    if (q == 16.0) { q = 8.0; e++; }
+    return (uint8_t)(sign | (uint8_t)((e + 7) << 3) | (uint8_t)(q - 8.0));
+}
+
+float ref_e4m3_to_f32(uint8_t b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    const float s = (b & 0x80) ? -1.0f : 1.0f;
+    if (e == 15 && m == 7) return NAN;
+    if (e == 0) return s * ldexpf((float)m, -9);
+    return s * ldexpf((float)(8 + m), e - 10);
+}
+
+double ref_attn_decode(const double *q, const float *const *k, const float *const *v, int64_t n,
+                       int64_t d, double sm_scale, double cap, double k_scale, double v_scale,
+                       double *o, double *mag, double *smax) {
+    double mx = -INFINITY, sum = 0, sm = 0;
+    int64_t t, i;
+    for (i = 0; i < d; i++) {
+        o[i] = 0;
+        if (mag) mag[i] = 0;
+    }
+    if (smax) *smax = 0;
+    if (n == 0) return -INFINITY;
+    /* two passes over the keys: max score, then weights (scores recomputed, not stored) */
+    for (t = 0; t < n; t++) {
+        double s = 0;
+        for (i = 0; i < d; i++) s += q[i] * (double)k[t][i];
+        s *= sm_scale * k_scale;
+        if (cap > 0) s = cap * tanh(s / cap);
+        if (s > mx) mx = s;
+        if (fabs(s) > sm) sm = fabs(s);
+    }
+    for (t = 0; t < n; t++) {
+        double s = 0, w;
+        for (i = 0; i < d; i++) s += q[i] * (double)k[t][i];
+        s *= sm_scale * k_scale;
+        if (cap > 0) s = cap * tanh(s / cap);
+        w = exp(s - mx);
+        sum += w;
+        for (i = 0; i < d; i++) {
+            o[i] += w * v_scale * (double)v[t][i];
+            if (mag) mag[i] += w * fabs(v_scale * (double)v[t][i]);
+        }
+    }
+    for (i = 0; i < d; i++) {
+        o[i] /= sum;
+        if (mag) mag[i] /= sum;
+    }
+    if (smax) *smax = sm;
+    return mx + log(sum);
+}
+
+double ref_attn_merge(const double *oa, double lse_a, const double *ob, double lse_b, int64_t d,
+                      double *o) {
+    const double m = lse_a > lse_b ? lse_a : lse_b;
+    double wa, wb, lse;
+    int64_t i;
+    if (m == -INFINITY) {
+        for (i = 0; i < d; i++) o[i] = 0;
+        return -INFINITY;
+    }
+    wa = exp(lse_a - m);
+    wb = exp(lse_b - m);
+    lse = m + log(wa + wb);
+    for (i = 0; i < d; i++) o[i] = (wa * oa[i] + wb * ob[i]) / (wa + wb);
+    return lse;
+}
