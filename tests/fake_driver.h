@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <cmocka.h>
@@ -311,5 +312,61 @@ static int has_token(const char *s, const char *tok) {
     do {                                                                                       \
         if (!strstr((s), (sub))) fail_msg("\"%s\" not in message \"%s\"", (sub), (s));       \
     } while (0)
+
+/* What every rejected call must show: INVALID_ARGUMENT, nothing loaded or launched, and a
+   message "op: ..." that names the field and the value as whole words. */
+static inline void assert_rejected(talon_status s, const char *op, const char *field,
+                                   const char *value) {
+    const char *msg = talon_last_error();
+    int i;
+    assert_int_equal(s, TALON_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(fake.launches, 0);
+    for (i = 0; i < TALON__NUM_IMAGES; i++) assert_int_equal(fake.load_calls[i], 0);
+    if (strncmp(msg, op, strlen(op)) || msg[strlen(op)] != ':')
+        fail_msg("message \"%s\" does not start with \"%s:\"", msg, op);
+    assert_token(msg, field);
+    assert_token(msg, value);
+}
+
+/* ================================================================ table-driven tests */
+/* One field edit of an args struct, for tables of invalid or launch cases: the field by
+   offset, how to write it, the value. SET_INT (alias SET_ENUM) writes an int (enums, flags),
+   SET_F32 a float. */
+typedef enum { SET_NONE, SET_PTR, SET_I64, SET_INT, SET_F32, SET_ENUM = SET_INT } set_kind;
+typedef struct field_set { set_kind kind; size_t off; int64_t i; double f; } field_set;
+#define SET(T, f, k, v) {SET_##k, offsetof(T, f), (int64_t)(v), (double)(v)}
+
+/* Applies up to n edits (fewer when a SET_NONE ends the list) to the struct at args. */
+static inline void apply_sets(void *args, const field_set *sets, int n) {
+    int i;
+    for (i = 0; i < n && sets[i].kind != SET_NONE; i++) {
+        char *p = (char *)args + sets[i].off;
+        CUdeviceptr ptr = (CUdeviceptr)sets[i].i;
+        int e = (int)sets[i].i;
+        float f = (float)sets[i].f;
+        if (sets[i].kind == SET_PTR) memcpy(p, &ptr, sizeof ptr);
+        else if (sets[i].kind == SET_I64) memcpy(p, &sets[i].i, sizeof sets[i].i);
+        else if (sets[i].kind == SET_INT) memcpy(p, &e, sizeof e);
+        else memcpy(p, &f, sizeof f);
+    }
+}
+
+/* Every test of a program runs with the fixtures above (fresh fake driver and ctx); row
+   becomes the test's state. test_run runs what test_add registered. */
+#define TEST_MAX 512
+static struct CMUnitTest test_table[TEST_MAX];
+static size_t test_count;
+
+static inline void test_add(const char *name, CMUnitTestFunction fn, const void *row) {
+    if (test_count == TEST_MAX) abort(); /* a test program bug: raise TEST_MAX */
+    test_table[test_count].name = name;
+    test_table[test_count].test_func = fn;
+    test_table[test_count].setup_func = setup;
+    test_table[test_count].teardown_func = teardown;
+    test_table[test_count].initial_state = (void *)(uintptr_t)row; /* rows are read-only */
+    test_count++;
+}
+
+#define test_run(group) _cmocka_run_group_tests(group, test_table, test_count, NULL, NULL)
 
 #endif
