@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Everything a GPU machine is needed for, in one go, on binaries built elsewhere by
-# `make all gpu-build`: talon-info, every GPU test program, each under compute-sanitizer
-# memcheck too, and the benchmarks with their PyTorch peers (talon-bench + peers.py, ops.py). Logs and JSON go to $OUT
-# (default build/gpu-out). Exits non-zero if any step failed.
+# Everything a GPU machine is needed for, on binaries built elsewhere by `make all gpu-build`.
+#   tools/gpu-session.sh [tests|bench|all]   (default all)
+# tests: talon-info, every GPU test program, each also under compute-sanitizer memcheck;
+# bench: talon-bench with its PyTorch peers (peers.py; PEERS=0 skips them) and bench/ops.py.
+# Logs and JSON go to $OUT (default build/gpu-out). Exits non-zero if any step failed.
 set -u
+what=${1:-all}
 out=${OUT:-build/gpu-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
@@ -13,26 +15,32 @@ step() { # step NAME COMMAND...: runs COMMAND, logs to $out/NAME.log, records it
     local t0=$SECONDS
     "$@" >"$out/$name.log" 2>&1
     local s=$?
-    printf '%-10s rc=%d %4ds\n' "$name" "$s" $((SECONDS - t0)) | tee -a "$out/summary.txt"
+    printf '%-24s rc=%d %4ds\n' "$name" "$s" $((SECONDS - t0)) | tee -a "$out/summary.txt"
     [ "$s" -eq 0 ] || rc=1
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
-    --format=csv >"$out/summary.txt" 2>&1
-step info build/bin/talon-info
-for t in build/tests/test_gpu*; do
-    [ -x "$t" ] || continue
-    n=$(basename "$t")
-    step "$n" "$t"
-    # the same command as make sanitize (make itself is not run here: it would rebuild)
-    step "sanitize-$n" env TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck \
-        --error-exitcode 1 --leak-check full "$t"
-done
-step bench build/bin/talon-bench --json "$out/bench-talon.json"
-step peers python3 bench/peers.py --talon "$out/bench-talon.json" --out "$out" --targets
-step ops python3 bench/ops.py --lib build/lib/libtalon_bench.so --out "$out"
-for f in "$out"/info.log "$out"/test_gpu*.log "$out"/sanitize-*.log; do
-    echo "== $(basename "$f")"; tail -n 4 "$f"
-done
-echo "== peers"; tail -n 60 "$out/peers.log"
-echo "== ops"; tail -n 60 "$out/ops.log"
+    --format=csv >>"$out/summary.txt" 2>&1
+if [ "$what" != bench ]; then
+    step info build/bin/talon-info
+    for t in build/tests/test_gpu*; do
+        [ -x "$t" ] || continue
+        n=$(basename "$t")
+        step "$n" "$t"
+        # the same command as make sanitize (make itself is not run here: it would rebuild)
+        step "sanitize-$n" env TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck \
+            --error-exitcode 1 --leak-check full "$t"
+    done
+    for f in "$out"/info.log "$out"/test_gpu*.log "$out"/sanitize-*.log; do
+        echo "== $(basename "$f")"; tail -n 4 "$f"
+    done
+fi
+if [ "$what" != tests ]; then
+    step bench build/bin/talon-bench --json "$out/bench-talon.json"
+    if [ "${PEERS:-1}" != 0 ]; then
+        step peers python3 bench/peers.py --talon "$out/bench-talon.json" --out "$out" --targets
+        echo "== peers"; tail -n 60 "$out/peers.log"
+    fi
+    step ops python3 bench/ops.py --lib build/lib/libtalon_bench.so --out "$out"
+    echo "== ops"; tail -n 60 "$out/ops.log"
+fi
 exit $rc
