@@ -770,6 +770,7 @@ typedef struct talon__merge_params {
     CUdeviceptr o, lse, v0, s0;
     int64_t v_step, s_step, rows, head_dim, n;
 } talon__merge_params;
+#define TALON__DECODE_MERGE_LANES 8 /* threads per 8 output elements in merge_splits */
 
 #define TALON__BODIES_decode(X)                                                                \
     X(decode_g1) X(decode_g2) X(decode_g4) X(decode_fp8_g1) X(decode_fp8_g2) X(decode_fp8_g4)  \
@@ -1951,7 +1952,8 @@ talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
         m.head_dim = a->head_dim;
         m.n = pl.splits;
         k = talon__pick(TALON__B_merge_splits, a->dtype, 8, 128);
-        return talon__launch(ctx, stream, op, k, (p.rows * a->head_dim / 8 + 127) / 128, &m);
+        return talon__launch(ctx, stream, op, k,
+                             (p.rows * a->head_dim / 8 * TALON__DECODE_MERGE_LANES + 127) / 128, &m);
     }
     return TALON_SUCCESS;
 }

@@ -360,7 +360,7 @@ static void test_launch(void **state) {
         char sym[64];
         snprintf(sym, sizeof sym, "talon_merge_splits_%s", a.dtype == TALON_DTYPE_F16 ? "f16" : "bf16");
         check_kernel(&fake.log[1], sym);
-        assert_int_equal(fake.log[1].grid[0], (want.rows * a.head_dim / 8 + 127) / 128);
+        assert_int_equal(fake.log[1].grid[0], (want.rows * a.head_dim / 8 * 8 + 127) / 128);
         assert_int_equal(fake.log[1].grid[1], 1);
         memset(&m, 0, sizeof m);
         m.o = a.o; m.lse = a.lse; m.v0 = want.part_o; m.s0 = want.part_lse;
