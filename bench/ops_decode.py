@@ -4,7 +4,8 @@ talon_decode_attention on pages scattered at random (a permutation of the page i
 PyTorch SDPA (cuDNN and flash backends) on the same K/V laid out contiguously [B, Hk, L, D]
 with a query of length 1 and enable_gqa=True. bf16, D=128, Hq=32, Hk=8, page 16; GB/s counts
 the K and V bytes read once. Also: fp8 e4m3 KV at B=64 L=4096 (peers on the bf16 copy of the
-same values), and a sweep of forced split counts beside the automatic choice.
+same values), the B=64 case with each request's pages in order (the cost of scattered pages),
+and a sweep of forced split counts beside the automatic choice.
 """
 import ctypes
 import math
@@ -48,7 +49,7 @@ def cases(h):
                  h.lib.talon_decode_attention_workspace_size(h.ctx, ctypes.byref(a), ctypes.byref(n)))
         return a, n.value
 
-    def make(B, L, fp8, splits):
+    def make(B, L, fp8, splits, in_order=False):
         pages = B * (L // PS)
         kv = {}
         for name in ("k", "v"):
@@ -59,7 +60,8 @@ def cases(h):
             else:
                 cache = x
             kv[name] = (cache, x)
-        pt = torch.randperm(pages, device="cuda", dtype=torch.int32).view(B, L // PS)
+        pt = (torch.arange(pages, device="cuda", dtype=torch.int32) if in_order else
+              torch.randperm(pages, device="cuda", dtype=torch.int32)).view(B, L // PS)
         s = {"B": B, "L": L, "fp8": fp8, "scale": 0.25 if fp8 else 1.0, "pt": pt,
              "k_cache": kv["k"][0], "v_cache": kv["v"][0],
              "q": torch.randn(B, HQ, D, device="cuda", dtype=torch.bfloat16),
@@ -121,7 +123,17 @@ def cases(h):
     out.append(Case("decode_attention", f"B=64 L=4096 fp8 KV page {PS}",
                     lambda: make(64, 4096, True, 0), talon, peers,
                     bytes=2 * 64 * 4096 * HK * D, check=check))
-    sweep = {(64, 4096): [2], (1, 32768): [16, 32]}
+    # The paging's cost: each request's pages in order, so the caches are [B, L, Hk, D] and
+    # cuDNN can read them in place (sdpa_cudnn_bshd: a head's rows 2 KB apart, as talon reads).
+    def cudnn_bshd(s):
+        k, v = (s[n].view(s["B"], s["L"], HK, D).transpose(1, 2) for n in ("k_cache", "v_cache"))
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(s["q"].view(s["B"], HQ, 1, D), k, v, enable_gqa=True)
+    out.append(Case("decode_attention", f"B=64 L=4096 bf16 page {PS} pages in order",
+                    lambda: make(64, 4096, False, 0, True), talon,
+                    dict(peers, sdpa_cudnn_bshd=cudnn_bshd),
+                    bytes=2 * 64 * 4096 * HK * D * 2, check=check))
+    sweep = {(64, 4096): [2], (1, 32768): [16, 24, 32, 33, 48, 64, 66, 128]}
     for (B, L), splits in sweep.items():
         for n in splits:
             out.append(Case("decode_attention_splits", f"B={B} L={L} splits={n}",
