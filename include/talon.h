@@ -364,9 +364,9 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
    vLLM's own sizes (tokens * k + experts * (block_size - 1), and its block count) satisfy both.
    Limits: tokens in [1, 65536], k in [1, 64], experts in [1, 512], block_size a power of two
    in [1, 1024]; pointers 4-byte aligned; outputs must not overlap topk_ids or each other.
-   One kernel, device-side only (no counts go through the host): tokens * k <= 4096 runs as
-   one block of 1024 threads, larger problems on a cluster of 8 blocks sharing their counts
-   through distributed shared memory. No workspace. */
+   One kernel, device-side only (no counts go through the host): tokens * k <= 2048 runs as
+   one block of 512 threads, <= 4096 as one block of 1024 threads, larger problems on a cluster
+   of 8 blocks sharing their counts through distributed shared memory. No workspace. */
 typedef struct talon_moe_align_block_size_args {
     CUdeviceptr sorted_token_ids, expert_ids, num_tokens_post_padded; /* int32 outputs */
     CUdeviceptr topk_ids;                                             /* int32 [tokens, k] */
@@ -688,9 +688,10 @@ typedef struct talon__kv_params {
     X(talon_kv_append_fp8_f16,       kv_append_fp8, F16,  1, rope, 256, 0, talon__kv_params) \
     X(talon_kv_append_fp8_f16_v8,    kv_append_fp8, F16,  8, rope, 256, 0, talon__kv_params)
 
-/* moe: the align kernel keeps per-warp expert counts in shared memory (rows padded by one
-   against bank conflicts) and stages up to MOE_ALIGN_STAGE_* of its block's ids there before
-   writing them out; MOE_ALIGN_CLUSTER_MIN picks the 8-block cluster above that many ids. */
+/* moe: the align kernels keep per-warp expert counts in shared memory (rows padded by one
+   against bank conflicts); the large ones stage up to MOE_ALIGN_STAGE_* of their block's ids
+   there before writing them out. Up to MOE_ALIGN_SMALL_MAX ids the small kernel runs, up to
+   MOE_ALIGN_CLUSTER_MIN the one-block kernel, above that the 8-block cluster. */
 #define TALON__MOE_MAX_EXPERTS 512
 #define TALON__MOE_ALIGN_WARPS 32
 #define TALON__MOE_ALIGN_STAGE_1 4096   /* = CLUSTER_MIN: the one-block kernel always stages */
@@ -700,6 +701,8 @@ typedef struct talon__kv_params {
           2 * (stage)))
 #define TALON__MOE_ALIGN_CLUSTER 8
 #define TALON__MOE_ALIGN_CLUSTER_MIN 4096
+#define TALON__MOE_ALIGN_SMALL_WARPS 16  /* the small kernel: 512 threads, a thread per expert */
+#define TALON__MOE_ALIGN_SMALL_MAX 2048  /* ... and up to 4 ids per lane, kept in registers */
 
 typedef struct talon__moe_align_params {
     CUdeviceptr sorted, expert_ids, num_post, topk_ids;
@@ -715,9 +718,10 @@ typedef struct talon__moe_sum_params {
     int chunks; /* blocks per token */
 } talon__moe_sum_params;
 
-#define TALON__BODIES_moe(X) X(moe_align) X(moe_align_x8) X(moe_sum)
+#define TALON__BODIES_moe(X) X(moe_align_small) X(moe_align) X(moe_align_x8) X(moe_sum)
 
 #define TALON__KERNELS_moe(X)                                                                  \
+    X(talon_moe_align_block_size_i32_small, moe_align_small, I32, 1, moe, 512, 0, talon__moe_align_params) \
     X(talon_moe_align_block_size_i32,    moe_align,    I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM(TALON__MOE_ALIGN_STAGE_1), talon__moe_align_params) \
     X(talon_moe_align_block_size_i32_x8, moe_align_x8, I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM(TALON__MOE_ALIGN_STAGE_X8), talon__moe_align_params) \
     X(talon_moe_sum_bf16,             moe_sum,      BF16, 1, moe,  256, 0, talon__moe_sum_params) \
@@ -1648,7 +1652,7 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
     static const char op[] = "talon_moe_align_block_size";
     talon__moe_align_params p;
     int64_t sorted, blocks, n;
-    int cluster;
+    int small, cluster, warps;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
@@ -1669,17 +1673,20 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
                            (long long)a->tokens, (long long)a->k, (long long)a->experts,
                            (long long)a->block_size);
     n = a->tokens * a->k;
+    small = n <= TALON__MOE_ALIGN_SMALL_MAX;
     cluster = n > TALON__MOE_ALIGN_CLUSTER_MIN ? TALON__MOE_ALIGN_CLUSTER : 1;
+    warps = small ? TALON__MOE_ALIGN_SMALL_WARPS : TALON__MOE_ALIGN_WARPS * cluster;
     memset(&p, 0, sizeof p);
     p.sorted = a->sorted_token_ids; p.expert_ids = a->expert_ids;
     p.num_post = a->num_tokens_post_padded; p.topk_ids = a->topk_ids;
     p.sorted_capacity = a->sorted_capacity; p.expert_ids_capacity = a->expert_ids_capacity;
     p.numel = (int)n; p.experts = (int)a->experts; p.block_size = (int)a->block_size;
-    p.chunk = (int)((n + 32 * TALON__MOE_ALIGN_WARPS * cluster - 1) /
-                    (32 * TALON__MOE_ALIGN_WARPS * cluster) * 32);
+    p.chunk = (int)((n + 32 * warps - 1) / (32 * warps) * 32);
     return talon__launch(ctx, stream, op,
-                         talon__pick(cluster > 1 ? TALON__B_moe_align_x8 : TALON__B_moe_align,
-                                     TALON_DTYPE_I32, 1, 1024),
+                         small ? talon__pick(TALON__B_moe_align_small, TALON_DTYPE_I32, 1, 512)
+                               : talon__pick(cluster > 1 ? TALON__B_moe_align_x8
+                                                         : TALON__B_moe_align,
+                                             TALON_DTYPE_I32, 1, 1024),
                          cluster, &p);
 }
 

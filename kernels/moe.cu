@@ -1,23 +1,34 @@
 // moe.cu - mixture-of-experts glue: moe_align_block_size (vLLM semantics, deterministic order)
 // and moe_sum (weighted sum of each token's k expert outputs).
 //
-// moe_align strategy: one kernel, 1024 threads per block, either one block or a cluster of 8
-// (compile-time cluster, so a plain launch works and nothing goes through global scratch).
-// Global warp g (block rank * 32 + warp) owns the contiguous flat ids [g * chunk, (g+1) * chunk).
+// moe_align strategy: the ids are ranked inside a warp by equality masks (one ballot per key
+// bit), so the order inside an expert is ascending flat index whatever the schedule. Variants:
+// - small (<= MOE_ALIGN_SMALL_MAX ids): one block of 512 threads, static shared memory, one
+//   pass over the ids, which stay in registers. While they load, each warp clears its count row
+//   and the block fills the whole sorted buffer with the sentinel (16-byte stores); each warp
+//   then ranks its ids (running count per expert in its row + rank among the lanes of a step),
+//   thread e scans expert e over the warps and the padded counts over the experts, writes its
+//   expert's blocks, and after one barrier the ids land on the sentinels (from 512 ids on
+//   through a shared-memory stage, so each expert's run goes out to consecutive addresses).
+//   Latency-bound, so the fewest barriers and no large shared-memory carve-out.
+// - one block (<= 4096 ids) or a compile-time cluster of 8 (more), 1024 threads per block
+//   (a plain launch forms the cluster; nothing goes through global scratch). Global warp g
+//   (block rank * 32 + warp) owns the contiguous flat ids [g * chunk, (g+1) * chunk).
 //   1. Each warp counts its ids per expert into its own shared-memory row (atomics).
 //   2. Each expert's column is scanned over the 32 warps (one shuffle scan); the block totals
 //      are exchanged through distributed shared memory, giving every block the ids of that
 //      expert in lower-ranked blocks and the grand count. Every block then scans the padded
-//      counts over the experts itself (<= 512 entries), so no block waits on another again.
+//      counts over the experts itself (<= 512 entries), so no block waits on another again
+//      (a block only waits, before exiting, until the others have read its totals).
 //   3. Each warp re-reads its ids, 32 at a time, and places them: running position of the
 //      expert in this warp (after earlier warps) + rank among the lanes of the step holding the
-//      same expert (equality masks from one ballot per key bit). The order inside an expert is
-//      therefore ascending flat index, whatever the schedule. When the block's ids fit the
-//      stage (4096 ids for one block, 16384 per block of a cluster), they are placed in shared memory in expert order and then copied out,
+//      same expert. When the block's ids fit the stage (4096 ids for one block, 16384 per block
+//      of a cluster), they are placed in shared memory in expert order and then copied out,
 //      each expert's run to consecutive addresses; larger problems store straight to memory.
-//   4. Sentinel padding (a warp per expert), the tail up to the caller's capacity and the
-//      expert id of every block (binary search over the segment starts, -1 past the end) are
-//      spread over all threads of the cluster; these slots never meet the ids of step 3.
+//   4. Sentinel padding (a warp per expert), the tail up to the caller's capacity (16-byte
+//      stores) and the expert id of every block (binary search over the segment starts, -1
+//      past the end) are spread over all threads of the cluster; these slots never meet the ids
+//      of step 3.
 // Invalid ids (outside [0, experts)) are never counted or placed.
 //
 // moe_sum strategy: purely streaming, as act.cu: the grid is tokens x chunks, each thread one
@@ -82,9 +93,19 @@ __device__ __forceinline__ unsigned same_key_lanes(int key, int bits) {
     return m;
 }
 
-// Exclusive scans of two values per thread at once (all threads call it); totals in *total.
-__device__ __forceinline__ int2 block_exclusive_scan2(int2 v, int2 *total) {
-    __shared__ int2 warp_sum[WARPS + 1];
+// p[0, count) = v over threads t of nt: 16-byte stores between a 4-byte head and tail.
+__device__ __forceinline__ void fill(int *p, int64_t count, int v, int t, int nt) {
+    const int64_t head = min(int64_t((0u - unsigned(reinterpret_cast<uintptr_t>(p) >> 2)) & 3u), count);
+    const int64_t nvec = (count - head) / 4, tail = head + nvec * 4;
+    if (t < head) p[t] = v;
+    int4 *q = reinterpret_cast<int4 *>(p + head);
+    for (int64_t i = t; i < nvec; i += nt) q[i] = make_int4(v, v, v, v);
+    if (t < count - tail) p[tail + t] = v;
+}
+
+// Exclusive scans of two values per thread at once (all NW warps call it); totals in *total.
+template <int NW> __device__ __forceinline__ int2 block_exclusive_scan2(int2 v, int2 *total) {
+    __shared__ int2 warp_sum[NW + 1];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int2 inc = v;
 #pragma unroll
@@ -95,18 +116,18 @@ __device__ __forceinline__ int2 block_exclusive_scan2(int2 v, int2 *total) {
     if (lane == 31) warp_sum[warp] = inc;
     __syncthreads();
     if (warp == 0) {
-        const int2 w = warp_sum[lane];
+        const int2 w = lane < NW ? warp_sum[lane] : make_int2(0, 0);
         int2 winc = w;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
             const int tx = __shfl_up_sync(~0u, winc.x, o), ty = __shfl_up_sync(~0u, winc.y, o);
             if (lane >= o) winc.x += tx, winc.y += ty;
         }
-        warp_sum[lane] = make_int2(winc.x - w.x, winc.y - w.y);
-        if (lane == 31) warp_sum[WARPS] = winc;
+        if (lane < NW) warp_sum[lane] = make_int2(winc.x - w.x, winc.y - w.y);
+        if (lane == 31) warp_sum[NW] = winc;
     }
     __syncthreads();
-    *total = warp_sum[WARPS];
+    *total = warp_sum[NW];
     return make_int2(warp_sum[warp].x + inc.x - v.x, warp_sum[warp].y + inc.y - v.y);
 }
 
@@ -116,7 +137,8 @@ __device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p)
     const int E = p.experts, ES = E + 1, B = p.block_size;
     int *cnt = smem;                     // [WARPS][ES]: counts, then running local positions
     int *tot = cnt + WARPS * (EMAX + 1); // [E] this block's ids per expert (read by the cluster)
-    int *before = tot + EMAX;            // [E] ids of expert e in lower-ranked blocks
+    int *before = tot + EMAX;            // [E] ids of expert e in lower-ranked blocks, then
+                                         //     the first position of this block's ids of e
     int *count = before + EMAX;          // [E] ids of expert e in all blocks
     int *delta = count + EMAX;           // [E] global minus local position of expert e's ids
     int *start = delta + EMAX;           // [E + 1] padded group starts
@@ -177,25 +199,27 @@ __device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p)
         before[e] = b;
         count[e] = all;
     }
-    // Remote reads of tot are done once every block passed this barrier: no block may exit
-    // (releasing its shared memory) before that.
-    cluster_sync<CL>();
+    // No block may exit (releasing its shared memory) before the others have read its tot:
+    // arrive now, wait at the very end.
+    if constexpr (CL > 1) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 
     // padded group starts, and where this block's ids of each expert go (E <= blockDim.x)
     int total, placed;
     {
         const int e = threadIdx.x;
         int2 t;
-        const int2 sc = block_exclusive_scan2(
+        const int2 sc = block_exclusive_scan2<WARPS>(
             make_int2(e < E ? (count[e] + B - 1) & -B : 0, e < E && staged ? tot[e] : 0), &t);
         total = t.x;
         placed = t.y;
         if (e <= E) start[e] = sc.x;
-        if (e < E) delta[e] = staged ? sc.x + before[e] - sc.y : 0;
-        if (e < E) tot[e] = staged ? sc.y : sc.x + before[e]; // first position, local or global
+        if (e < E) { // tot may still be read by other blocks: before takes the first positions
+            delta[e] = staged ? sc.x + before[e] - sc.y : 0;
+            before[e] = staged ? sc.y : sc.x + before[e]; // local or global
+        }
     }
     __syncthreads();
-    for (int e = lane; e < E; e += 32) row[e] += tot[e]; // each warp needs only its own row
+    for (int e = lane; e < E; e += 32) row[e] += before[e]; // each warp needs only its own row
     __syncwarp();
 
     // 3. place the ids: running position + rank among the lanes of this step with that expert
@@ -222,7 +246,7 @@ __device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p)
     const int gthread = rank * blockDim.x + threadIdx.x, nthreads = CL * blockDim.x;
     for (int e = rank * WARPS + warp; e < E; e += CL * WARPS)
         for (int i = start[e] + count[e] + lane; i < start[e + 1]; i += 32) sorted[i] = n;
-    for (int64_t i = total + gthread; i < p.sorted_capacity; i += nthreads) sorted[i] = n;
+    fill(sorted + total, p.sorted_capacity - total, n, gthread, nthreads);
     const int nblocks = total / B;
     for (int64_t b = gthread; b < p.expert_ids_capacity; b += nthreads) {
         int v = -1;
@@ -240,6 +264,99 @@ __device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p)
         expert_ids[b] = v;
     }
     if (gthread == 0) *reinterpret_cast<int *>(p.num_post) = total;
+    if constexpr (CL > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+constexpr int SW = TALON__MOE_ALIGN_SMALL_WARPS;
+constexpr int SU = TALON__MOE_ALIGN_SMALL_MAX / (SW * 32); // ids per lane
+static_assert(SW * 32 >= EMAX, "thread e owns expert e");
+
+// Staged ids are packed as global position << SFLAT | flat index (positions < 2^20).
+constexpr int SFLAT = 11;
+static_assert(TALON__MOE_ALIGN_SMALL_MAX <= 1 << SFLAT, "flat index fits the packing");
+static_assert((int64_t(TALON__MOE_ALIGN_SMALL_MAX) + EMAX * 1023) << SFLAT < (int64_t(1) << 31),
+              "packed position fits an int");
+
+__device__ void moe_align_small(const talon__moe_align_params &p) {
+    __shared__ int cnt[SW * (EMAX + 1)]; // [SW][ES]: running counts, then first positions
+    __shared__ int delta[EMAX];          // global minus local position of expert e's ids
+    __shared__ int stage[TALON__MOE_ALIGN_SMALL_MAX]; // packed ids in local (expert) order
+    const int E = p.experts, ES = E + 1, B = p.block_size, n = p.numel;
+    // Many ids: place them in shared memory and copy each expert's run out to consecutive
+    // addresses (a warp's scattered 4-byte stores cost a cache line each). Few: direct.
+    const bool staged = n >= SW * 32;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int lo = min(warp * p.chunk, n), hi = min(lo + p.chunk, n);
+    const int *ids = reinterpret_cast<const int *>(p.topk_ids);
+    int *sorted = reinterpret_cast<int *>(p.sorted);
+    int *expert_ids = reinterpret_cast<int *>(p.expert_ids);
+    int *row = cnt + warp * ES;
+    int key[SU], rank[SU];
+#pragma unroll
+    for (int u = 0; u < SU; u++) {
+        const int i = lo + u * 32 + lane;
+        key[u] = i < hi ? __ldg(ids + i) : -1;
+    }
+    for (int e = lane; e < ES; e += 32) row[e] = 0;
+    fill(sorted, p.sorted_capacity, n, threadIdx.x, blockDim.x);
+    __syncwarp();
+
+    // rank in the warp; invalid ids share key E, counted in row[E] and never placed
+    const int bits = 32 - __clz(E);
+#pragma unroll
+    for (int u = 0; u < SU; u++) {
+        if (lo + u * 32 >= hi) break;
+        key[u] = unsigned(key[u]) < unsigned(E) ? key[u] : E;
+        const unsigned m = same_key_lanes(key[u], bits);
+        const int leader = __ffs(m) - 1;
+        int base = 0;
+        if (lane == leader) {
+            base = row[key[u]];
+            row[key[u]] = base + __popc(m);
+        }
+        rank[u] = __shfl_sync(~0u, base, leader) + __popc(m & ((1u << lane) - 1));
+        __syncwarp();
+    }
+    __syncthreads();
+
+    // thread e: expert e over the warps, then the padded starts over the experts
+    const int e = threadIdx.x;
+    int v[SW], sum = 0;
+#pragma unroll
+    for (int w = 0; w < SW; w++) v[w] = e < E ? cnt[w * ES + e] : 0;
+#pragma unroll
+    for (int w = 0; w < SW; w++) {
+        const int c = v[w];
+        v[w] = sum;
+        sum += c;
+    }
+    const int pad = (sum + B - 1) & -B;
+    int2 t;
+    const int2 sc = block_exclusive_scan2<SW>(make_int2(pad, sum), &t);
+    const int s = sc.x, total = t.x, placed = t.y;
+    if (e < E) {
+        const int first = staged ? sc.y : s;
+#pragma unroll
+        for (int w = 0; w < SW; w++) cnt[w * ES + e] = first + v[w];
+        delta[e] = s - sc.y;
+        for (int b = s / B; b < (s + pad) / B; b++) expert_ids[b] = e;
+    }
+    for (int64_t b = total / B + threadIdx.x; b < p.expert_ids_capacity; b += blockDim.x)
+        expert_ids[b] = -1;
+    if (threadIdx.x == 0) *reinterpret_cast<int *>(p.num_post) = total;
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < SU; u++)
+        if (lo + u * 32 < hi && key[u] < E) {
+            const int pos = row[key[u]] + rank[u], flat = lo + u * 32 + lane;
+            if (staged) stage[pos] = (pos + delta[key[u]]) << SFLAT | flat;
+            else sorted[pos] = flat;
+        }
+    if (staged) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < placed; i += blockDim.x)
+            sorted[stage[i] >> SFLAT] = stage[i] & ((1 << SFLAT) - 1);
+    }
 }
 
 __device__ void moe_align(const talon__moe_align_params &p) {
@@ -280,6 +397,7 @@ template <typename T, int VEC> __device__ void moe_sum(const talon__moe_sum_para
 
 // Cluster shape per body: compile-time, so the dispatcher's plain launch forms the cluster.
 #define MOE_ATTR_moe_align
+#define MOE_ATTR_moe_align_small
 #define MOE_ATTR_moe_align_x8 __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
 #define MOE_ATTR_moe_sum
 #define MOE_CALL_I32(body, vec) body(p)

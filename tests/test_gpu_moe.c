@@ -7,14 +7,16 @@
    with 0xA5 bytes before every launch. Shapes: tokens 1/7/111/4096/65536 x experts
    1/7/64/256/512 x block 1/16/64/128/256 x k 1/8 with ~10% invalid ids (-1, experts,
    INT32_MAX, INT32_MIN, ...) mixed in; then adversarial sets: no valid id at all, one expert
-   chosen by every pair, heavy skew, k up to 64, capacities larger than needed.
+   chosen by every pair, heavy skew, k up to 64 on both sides of each kernel's id limit,
+   capacities larger than needed; sorted_token_ids offset by 0-4 elements (the 16-byte sentinel
+   stores' head and tail), with the elements before it checked untouched too.
    moe_sum: every output element against the fp64 reference of the quantised inputs,
    |dev - ref| <= atol + rtol |ref| + 2^-18 sum_j |w_j x_j| (rtol one unit in the last place
    of the output type, the last term far below it: what fp32 accumulation of k terms may lose);
    NaN poison before the launch, a guard after the output that must stay untouched.
-   Graph capture: both ops (both align kernels) in one graph, replayed twice on fresh inputs.
+   Graph capture: both ops (the small and the cluster align kernels) in one graph, replayed twice on fresh inputs.
 
-   TALON_TEST_QUICK=1 (compute-sanitizer) shrinks the grids; both align kernels, both moe_sum
+   TALON_TEST_QUICK=1 (compute-sanitizer) shrinks the grids; all three align kernels, both moe_sum
    paths, every adversarial set and the graph are still covered. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -77,6 +79,7 @@ typedef struct align_case {
     enum dist dist;
     int64_t extra; /* capacity beyond the worst case */
     uint64_t seed;
+    int64_t offset; /* sorted_token_ids starts this many elements past a 256-byte boundary */
 } align_case;
 
 static void make_ids(const align_case *c, int32_t *ids) {
@@ -105,16 +108,16 @@ static void make_ids(const align_case *c, int32_t *ids) {
 }
 
 static void describe_align(const align_case *c, char *buf, size_t n) {
-    snprintf(buf, n, "tokens %lld k %lld experts %lld block %lld, %s, capacity +%lld",
+    snprintf(buf, n, "tokens %lld k %lld experts %lld block %lld, %s, capacity +%lld, offset %lld",
              (long long)c->tokens, (long long)c->k, (long long)c->experts, (long long)c->block,
-             dist_name[c->dist], (long long)c->extra);
+             dist_name[c->dist], (long long)c->extra, (long long)c->offset);
 }
 
 /* Device buffers of one align case; the outputs carry GUARD elements of poison. */
 typedef struct align_job {
     align_case c;
     int64_t scap, ecap;
-    CUdeviceptr ids, sorted, eids, npost;
+    CUdeviceptr ids, sorted_mem, sorted, eids, npost; /* sorted = sorted_mem + offset */
     int32_t *h_ids;
 } align_job;
 
@@ -130,15 +133,16 @@ static int align_prepare(align_job *j, const align_case *c) {
     if (!j->h_ids) return -1;
     make_ids(c, j->h_ids);
     if (cu.cuMemAlloc(&j->ids, (size_t)(c->tokens * c->k) * 4) ||
-        cu.cuMemAlloc(&j->sorted, (size_t)(j->scap + GUARD) * 4) ||
+        cu.cuMemAlloc(&j->sorted_mem, (size_t)(c->offset + j->scap + GUARD) * 4) ||
         cu.cuMemAlloc(&j->eids, (size_t)(j->ecap + GUARD) * 4) ||
         cu.cuMemAlloc(&j->npost, (1 + GUARD) * 4))
         return -1;
+    j->sorted = j->sorted_mem + (CUdeviceptr)c->offset * 4;
     return cu.cuMemcpyHtoD(j->ids, j->h_ids, (size_t)(c->tokens * c->k) * 4) ? -1 : 0;
 }
 
 static int align_poison(align_job *j) {
-    return cu.cuMemsetD8(j->sorted, 0xA5, (size_t)(j->scap + GUARD) * 4) ||
+    return cu.cuMemsetD8(j->sorted_mem, 0xA5, (size_t)(j->c.offset + j->scap + GUARD) * 4) ||
                    cu.cuMemsetD8(j->eids, 0xA5, (size_t)(j->ecap + GUARD) * 4) ||
                    cu.cuMemsetD8(j->npost, 0xA5, (1 + GUARD) * 4)
                ? -1
@@ -163,7 +167,7 @@ static talon_status align_launch(align_job *j, talon_ctx *ctx, CUstream s) {
 
 static void align_free(align_job *j) {
     if (j->ids) cu.cuMemFree(j->ids);
-    if (j->sorted) cu.cuMemFree(j->sorted);
+    if (j->sorted_mem) cu.cuMemFree(j->sorted_mem);
     if (j->eids) cu.cuMemFree(j->eids);
     if (j->npost) cu.cuMemFree(j->npost);
     free(j->h_ids);
@@ -188,8 +192,8 @@ static int64_t compare_i32(const char *what, const int32_t *dev, const int32_t *
 
 /* Downloads and checks every element; 0 on pass. */
 static int align_check(align_job *j, tally *t) {
-    const int64_t n = j->c.tokens * j->c.k;
-    int32_t *d_sorted = (int32_t *)malloc((size_t)(j->scap + GUARD) * 4);
+    const int64_t n = j->c.tokens * j->c.k, off = j->c.offset;
+    int32_t *d_mem = (int32_t *)malloc((size_t)(off + j->scap + GUARD) * 4), *d_sorted = d_mem + off;
     int32_t *d_eids = (int32_t *)malloc((size_t)(j->ecap + GUARD) * 4);
     int32_t *r_sorted = (int32_t *)malloc((size_t)j->scap * 4);
     int32_t *r_eids = (int32_t *)malloc((size_t)j->ecap * 4);
@@ -197,18 +201,19 @@ static int align_check(align_job *j, tally *t) {
     char first[256] = "", desc[200];
     int64_t bad = -1;
     (void)n;
-    if (d_sorted && d_eids && r_sorted && r_eids &&
-        !cu.cuMemcpyDtoH(d_sorted, j->sorted, (size_t)(j->scap + GUARD) * 4) &&
+    if (d_mem && d_eids && r_sorted && r_eids &&
+        !cu.cuMemcpyDtoH(d_mem, j->sorted_mem, (size_t)(off + j->scap + GUARD) * 4) &&
         !cu.cuMemcpyDtoH(d_eids, j->eids, (size_t)(j->ecap + GUARD) * 4) &&
         !cu.cuMemcpyDtoH(d_npost, j->npost, sizeof d_npost) &&
         !ref_moe_align(j->h_ids, j->c.tokens, j->c.k, j->c.experts, j->c.block, r_sorted,
                        j->scap, r_eids, j->ecap, &r_npost)) {
         bad = compare_i32("num_tokens_post_padded", d_npost, &r_npost, 1, GUARD, first,
                           sizeof first);
+        bad += compare_i32("before sorted_token_ids", d_mem, NULL, 0, off, first, sizeof first);
         bad += compare_i32("sorted_token_ids", d_sorted, r_sorted, j->scap, GUARD, first,
                            sizeof first);
         bad += compare_i32("expert_ids", d_eids, r_eids, j->ecap, GUARD, first, sizeof first);
-        t->elements += j->scap + j->ecap + 1;
+        t->elements += off + j->scap + j->ecap + 1;
     } else {
         snprintf(first, sizeof first, "download or reference failed");
     }
@@ -218,7 +223,7 @@ static int align_check(align_job *j, tally *t) {
         print_error("FAILED moe_align %s: %lld mismatches (num_post %d, reference %d); first: %s\n",
                     desc, (long long)bad, d_npost[0], r_npost, first);
     }
-    free(d_sorted);
+    free(d_mem);
     free(d_eids);
     free(r_sorted);
     free(r_eids);
@@ -274,6 +279,7 @@ static void test_align_grid(void **state) {
                     x.k = ks[d];
                     x.dist = (a + b + c + d) % 3 == 0 ? D_VALID : D_MIXED;
                     x.extra = 0;
+                    x.offset = (a + c + d) % 4;
                     x.seed = seed_of(x.tokens, x.experts, x.block, x.k, 1);
                     run_align(&t, &x);
                 }
@@ -293,28 +299,31 @@ static void test_align_adversarial(void **state) {
         for (a = 0; a < COUNT(tokens); a++)
             for (b = 0; b < COUNT(experts); b++)
                 for (c = 0; c < COUNT(blocks); c++) {
-                    align_case x = {tokens[a], 8, experts[b], blocks[c], dists[d], 0, 0};
+                    align_case x = {tokens[a], 8, experts[b], blocks[c], dists[d], 0, 0, 0};
                     if (g_quick && (tokens[a] > 4096 || tokens[a] == 7 || b % 2)) continue;
                     x.seed = seed_of(x.tokens, x.experts, x.block, (int64_t)x.dist, 2);
                     run_align(&t, &x);
                 }
-    /* k from 1 to 64, tokens * k on both sides of the one-block limit (4096 ids) */
+    /* k from 1 to 64, tokens * k on both sides of the small (2048 ids) and one-block (4096)
+       limits */
     for (a = 0; a < COUNT(ks); a++)
-        for (b = 0; b < 3; b++) {
-            const int64_t tk[] = {111, 4096 / ks[a], 4096 / ks[a] + 1};
-            align_case x = {tk[b] > 0 ? tk[b] : 1, ks[a], 64, 16, D_MIXED, 0, 0};
+        for (b = 0; b < 5; b++) {
+            const int64_t tk[] = {111, 4096 / ks[a], 4096 / ks[a] + 1, 2048 / ks[a],
+                                  2048 / ks[a] + 1};
+            align_case x = {tk[b] > 0 ? tk[b] : 1, ks[a], 64, 16, D_MIXED, 0, 0, b};
             if (g_quick && ks[a] == 64 && b == 0) continue;
             x.seed = seed_of(x.tokens, x.k, b, 3, 3);
             run_align(&t, &x);
         }
     {
-        align_case x = {g_quick ? 4096 : 65536, 64, 512, 128, D_MIXED, 0, 0};
+        align_case x = {g_quick ? 4096 : 65536, 64, 512, 128, D_MIXED, 0, 0, 0};
         x.seed = 77;
         run_align(&t, &x); /* the largest problem: 4M ids (quick: 262144) */
     }
     /* capacities beyond the worst case: the sentinel / -1 fill runs to the caller's capacity */
     for (a = 0; a < 3; a++) {
-        align_case x = {a == 0 ? 16 : a == 1 ? 4096 : 300, 8, 256, 64, D_MIXED, 1000 + 37 * a, 0};
+        align_case x = {a == 0 ? 16 : a == 1 ? 4096 : 300, 8, 256, 64, D_MIXED, 1000 + 37 * a, 0,
+                        a + 1};
         x.seed = seed_of(a, 4, 4, 4, 4);
         run_align(&t, &x);
     }
@@ -508,11 +517,11 @@ static void test_sum(void **state) {
 }
 
 /* ================================================================ graphs */
-/* Both ops (the one-block and the cluster align kernel, both moe_sum paths) captured into one
+/* Both ops (the small and the cluster align kernel, both moe_sum paths) captured into one
    graph on a created stream; replayed twice, each time on fresh inputs and fresh poison. */
 static void test_graph(void **state) {
-    static const align_case ac[2] = {{16, 8, 256, 64, D_MIXED, 0, 11},
-                                     {4096, 8, 256, 64, D_MIXED, 0, 12}};
+    static const align_case ac[2] = {{16, 8, 256, 64, D_MIXED, 0, 11, 1},
+                                     {4096, 8, 256, 64, D_MIXED, 0, 12, 0}};
     static const sum_case sc[2] = {{TALON_DTYPE_BF16, 64, 8, 4096, 1, 0, 13},
                                    {TALON_DTYPE_F16, 7, 3, 111, 0, 1, 14}};
     tally ta = {"graph: moe_align", 0, 0, 0, -1}, ts = {"graph: moe_sum", 0, 0, 0, 0};

@@ -133,7 +133,7 @@ static void expect_launch(const char *symbol, unsigned grid, const void *params,
     assert_memory_equal(fake.last.params, params, size);
 }
 
-/* Small problems: one block; chunk = ceil(128 / 1024) * 32 = 32 ids per warp. */
+/* Small problems: the small kernel, 16 warps; chunk = ceil(128 / 512) * 32 = 32 ids per warp. */
 static void test_align_launch_small(void **state) {
     talon__moe_align_params want;
     op_args a;
@@ -144,14 +144,20 @@ static void test_align_launch_small(void **state) {
     want.sorted = P_SORTED; want.expert_ids = P_EIDS; want.num_post = P_NPOST;
     want.topk_ids = P_IDS; want.sorted_capacity = 8192; want.expert_ids_capacity = 128;
     want.numel = 128; want.experts = 256; want.block_size = 64; want.chunk = 32;
-    expect_launch("talon_moe_align_block_size_i32", 1, &want, sizeof want);
+    expect_launch("talon_moe_align_block_size_i32_small", 1, &want, sizeof want);
+    assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_small")].block,
+                     512);
     assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32")].block, 1024);
 }
 
-/* 4096 ids still take one block; 4097 the cluster of 8 (8 * 32 warps: chunk rounds
-   ceil(4097 / 8192) = 1 step of 32 up); 65536 x 64 ids: 4194304 / 256 warps = 16384 each. */
+/* 2048 ids still take the small kernel (4 steps of 32 per warp), 2049 the one-block kernel
+   (ceil(2049 / 1024) = 3 steps); 4096 ids still one block; 4097 the cluster of 8 (8 * 32
+   warps: chunk rounds ceil(4097 / 8192) = 1 step of 32 up); 65536 x 64 ids: 4194304 / 256
+   warps = 16384 each. */
 static void test_align_launch_cluster(void **state) {
     static const struct { int64_t tokens, k; const char *symbol; unsigned grid; int chunk; } rows[] = {
+        {256, 8, "talon_moe_align_block_size_i32_small", 1, 128},
+        {2049, 1, "talon_moe_align_block_size_i32", 1, 96},
         {512, 8, "talon_moe_align_block_size_i32", 1, 128},
         {4097, 1, "talon_moe_align_block_size_i32_x8", 8, 32},
         {16384, 8, "talon_moe_align_block_size_i32_x8", 8, 512},
