@@ -25,6 +25,12 @@
 // min(cols, TALON__TOPK_CAP)); when more keys share the k-th key's top digit (many ties,
 // narrow distributions), the last block re-reads the row for each remaining pass instead:
 // slower, same result.
+// Measured and not taken (H100, one run): a one-read variant (each chunk block holds its chunk
+// in registers and lists the elements at or above its k-th key's top digit; one block per row
+// merges the lists; no clear kernel) was exact (GPU tests and memcheck clean) but slower at
+// large k and B=1: B=256 V=262144 k=1024 335 vs 245 us, B=1 V=128256 k=1024 56 vs 32, k=50
+// B=1 20.1 vs 17.3; faster only at k=50 with many rows (B=64 39.9 vs 41.1, B=256 104 vs 115).
+// A single merge block per row walking ~1K listed entries per chunk is the likely cost.
 #include "common.cuh"
 
 template <int DT> struct topk_type;
