@@ -223,6 +223,55 @@ typedef struct talon_gelu_and_mul_args {
 talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
                                 const talon_gelu_and_mul_args *args);
 
+/* ---------------------------------------------------------------- MoE routing */
+/* talon_moe_router_topk: the k best experts of each token and their weights, one kernel.
+     logits [tokens, experts] (bf16, f16 or f32; row stride logits_stride)
+       -> topk_ids [tokens, k] int32 and topk_weights [tokens, k] fp32, both contiguous.
+   Scores, in fp32 over the raw logits x of a row (the bias never enters them):
+     softmax (default): p_e = exp(x_e - max x) / sum_j exp(x_j - max x), over all experts;
+     sigmoid:           p_e = 1 / (1 + exp(-x_e)).
+   Ranking: without correction_bias, experts are ranked by their logit (both scorings grow
+   with it; ranking the logit itself avoids ties that rounding the score would create). With
+   correction_bias (fp32 [experts], DeepSeek-V3 style) by p_e + bias[e] in fp32; the bias is
+   used for the selection only, never in the returned weights. NaN ranks above +inf, -0 equals
+   +0, and equal keys go to the lower expert index. The k outputs of a token are in rank order
+   (best first); topk_weights[t, j] is the score of expert topk_ids[t, j], divided by the sum
+   of the k scores when renormalize is 1.
+   Reproducible ids: with a bias the keys depend on the scores, so these are then computed by
+   a fixed sequence of correctly rounded fp32 operations (an exp of talon's own, the softmax
+   sum in 53-bit fixed point, whose value does not depend on the order of addition), and
+   tests/ref_router.c re-derives every id on the CPU, as it does from the logits without one.
+   Unbiased softmax weights use the hardware exp and an fp32 sum. Weights are within 32 fp32
+   ulp of the exact values; the same inputs give the same outputs on a given GPU.
+   Non-finite logits (weights as torch.softmax / torch.sigmoid give them in fp32):
+     softmax: a row holding NaN or +inf, or whose logits are all -inf, has NaN weights (all k);
+       other -inf logits get weight 0. With a bias such a row's keys are all NaN, so it
+       selects experts 0..k-1.
+     sigmoid: NaN gives a NaN weight, +inf 1, -inf 0.
+     renormalize: k weights with a NaN, or summing to 0 (sigmoid of -inf logits), give NaN.
+   Limits: tokens in [1, 65536], experts in [1, 512], k in [1, 16] and k <= experts.
+   Pointers: logits aligned to its element, the others to 4 bytes; logits 16-byte aligned
+   with experts and the stride multiples of 16 bytes take the 16-byte load path (faster).
+   Outputs must not overlap the inputs. */
+typedef enum talon_router_scoring {
+    TALON_ROUTER_SOFTMAX = 0,
+    TALON_ROUTER_SIGMOID = 1
+} talon_router_scoring;
+
+typedef struct talon_moe_router_topk_args {
+    CUdeviceptr topk_weights;       /* out: fp32 [tokens, k] */
+    CUdeviceptr topk_ids;           /* out: int32 [tokens, k] */
+    CUdeviceptr logits;             /* [tokens, experts] of logits_dtype */
+    CUdeviceptr correction_bias;    /* fp32 [experts]; 0: none */
+    int64_t tokens, experts, k;
+    int64_t logits_stride;          /* elements between rows; 0: experts */
+    talon_dtype logits_dtype;       /* BF16 (0), F16 or F32 */
+    talon_router_scoring scoring;   /* TALON_ROUTER_SOFTMAX (0) or TALON_ROUTER_SIGMOID */
+    int renormalize;                /* 1: weights divided by their sum over the k; 0: not */
+} talon_moe_router_topk_args;
+talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
+                                   const talon_moe_router_topk_args *args);
+
 /* ---------------------------------------------------------------- top-k */
 /* Per-row top-k: for each row r of in[rows, cols], the k largest values and their column
    indices:  out_values[r, j] = in[r, out_indices[r, j]],  j < k.
@@ -258,6 +307,65 @@ typedef struct talon_topk_args {
    cols is out of range. Needs no context. */
 int64_t talon_topk_workspace_size(int64_t rows, int64_t cols);
 talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *args);
+
+/* ---------------------------------------------------------------- mixture of experts */
+/* vLLM's moe_align_block_size: groups the (token, slot) pairs of a top-k routing by expert,
+   each expert's group padded to a multiple of block_size, for a grouped GEMM that takes one
+   block_size-row tile per expert block.
+     topk_ids: int32 [tokens, k]; flat index f = t * k + j names the pair (token t, slot j).
+     Ids outside [0, experts) (e.g. -1 from expert-parallel masking) are skipped: not counted,
+     not placed, as if the pair did not exist.
+   Outputs, with n_e = number of valid pairs of expert e, P_e = round_up(n_e, block_size),
+   S_e = P_0 + ... + P_{e-1} (experts with no pair take no block), sentinel = tokens * k:
+     num_tokens_post_padded: int32 [1] = S_experts (a multiple of block_size, 0 when no id is
+       valid).
+     sorted_token_ids: int32 [sorted_capacity]: [S_e, S_e + n_e) holds expert e's flat indices
+       in ASCENDING order, [S_e + n_e, S_e + P_e) the sentinel, and every slot from
+       num_tokens_post_padded to sorted_capacity the sentinel too (the whole buffer is written,
+       as vLLM does). vLLM leaves the order inside a group unspecified (atomics); talon's is
+       deterministic and sorted, so it is one of vLLM's valid outputs.
+     expert_ids: int32 [expert_ids_capacity]: block b < num_tokens_post_padded / block_size holds
+       the expert whose group contains slot b * block_size; every later block holds -1 (vLLM
+       writes 0 there; -1 lets a consumer sized by the capacity skip them).
+   Capacities are in elements and must cover the worst case for the shape, from
+   talon_moe_align_block_size_capacity:
+     sorted >= tokens * k + min(experts, tokens * k) * (block_size - 1)
+     expert_ids >= ceil(sorted / block_size)   (with `sorted` the minimum above)
+   vLLM's own sizes (tokens * k + experts * (block_size - 1), and its block count) satisfy both.
+   Limits: tokens in [1, 65536], k in [1, 64], experts in [1, 512], block_size a power of two
+   in [1, 1024]; pointers 4-byte aligned; outputs must not overlap topk_ids or each other.
+   One kernel, device-side only (no counts go through the host): tokens * k <= 2048 runs as
+   one block of 512 threads, <= 4096 as one block of 1024 threads, larger problems on a cluster
+   of 8 blocks sharing their counts through distributed shared memory. No workspace. */
+typedef struct talon_moe_align_block_size_args {
+    CUdeviceptr sorted_token_ids, expert_ids, num_tokens_post_padded; /* int32 outputs */
+    CUdeviceptr topk_ids;                                             /* int32 [tokens, k] */
+    int64_t tokens, k, experts, block_size;
+    int64_t sorted_capacity, expert_ids_capacity; /* elements of the two output buffers */
+} talon_moe_align_block_size_args;
+talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
+                                        const talon_moe_align_block_size_args *args);
+
+/* The minimum capacities above, in elements, for a shape (validated as the op does).
+   Either output pointer may be NULL. Needs no context, GPU or driver. */
+talon_status talon_moe_align_block_size_capacity(int64_t tokens, int64_t k, int64_t experts,
+                                                 int64_t block_size, int64_t *sorted_capacity,
+                                                 int64_t *expert_ids_capacity);
+
+/* Combines the k expert outputs of each token:
+     out[t, :] = sum_j weights[t, j] * in[t, j, :]     (weights 0: plain sum, weight 1)
+   in: [tokens, k, hidden] contiguous; out: [tokens, hidden] contiguous; weights: fp32
+   [tokens, k] contiguous (as the routers produce them), 4-byte aligned. bf16/f16 in and out,
+   fp32 accumulation in order j = 0 .. k-1, one rounding. tokens >= 1, k in [1, 64],
+   hidden >= 1; the grid (tokens * ceil(hidden / 2048) blocks on the 16-byte path, else
+   ceil(hidden / 256)) must stay below 2^31. */
+typedef struct talon_moe_sum_args {
+    CUdeviceptr out, in, weights;
+    int64_t tokens, k, hidden;
+    talon_dtype dtype;
+} talon_moe_sum_args;
+talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_args *args);
+
 /* ---------------------------------------------------------------- rotary embedding, KV cache */
 /* Rotary position embedding, in place on q [tokens, Hq, D] and k [tokens, Hk, D].
    Token t has position p = positions[t]; each head's first rot_dim elements are rotated in
@@ -338,111 +446,7 @@ typedef struct talon_kv_append_args {
     talon_dtype cache_dtype;        /* dtype, or TALON_DTYPE_FP8_E4M3 */
 } talon_kv_append_args;
 talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_append_args *args);
-/* ---------------------------------------------------------------- mixture of experts */
-/* vLLM's moe_align_block_size: groups the (token, slot) pairs of a top-k routing by expert,
-   each expert's group padded to a multiple of block_size, for a grouped GEMM that takes one
-   block_size-row tile per expert block.
-     topk_ids: int32 [tokens, k]; flat index f = t * k + j names the pair (token t, slot j).
-     Ids outside [0, experts) (e.g. -1 from expert-parallel masking) are skipped: not counted,
-     not placed, as if the pair did not exist.
-   Outputs, with n_e = number of valid pairs of expert e, P_e = round_up(n_e, block_size),
-   S_e = P_0 + ... + P_{e-1} (experts with no pair take no block), sentinel = tokens * k:
-     num_tokens_post_padded: int32 [1] = S_experts (a multiple of block_size, 0 when no id is
-       valid).
-     sorted_token_ids: int32 [sorted_capacity]: [S_e, S_e + n_e) holds expert e's flat indices
-       in ASCENDING order, [S_e + n_e, S_e + P_e) the sentinel, and every slot from
-       num_tokens_post_padded to sorted_capacity the sentinel too (the whole buffer is written,
-       as vLLM does). vLLM leaves the order inside a group unspecified (atomics); talon's is
-       deterministic and sorted, so it is one of vLLM's valid outputs.
-     expert_ids: int32 [expert_ids_capacity]: block b < num_tokens_post_padded / block_size holds
-       the expert whose group contains slot b * block_size; every later block holds -1 (vLLM
-       writes 0 there; -1 lets a consumer sized by the capacity skip them).
-   Capacities are in elements and must cover the worst case for the shape, from
-   talon_moe_align_block_size_capacity:
-     sorted >= tokens * k + min(experts, tokens * k) * (block_size - 1)
-     expert_ids >= ceil(sorted / block_size)   (with `sorted` the minimum above)
-   vLLM's own sizes (tokens * k + experts * (block_size - 1), and its block count) satisfy both.
-   Limits: tokens in [1, 65536], k in [1, 64], experts in [1, 512], block_size a power of two
-   in [1, 1024]; pointers 4-byte aligned; outputs must not overlap topk_ids or each other.
-   One kernel, device-side only (no counts go through the host): tokens * k <= 2048 runs as
-   one block of 512 threads, <= 4096 as one block of 1024 threads, larger problems on a cluster
-   of 8 blocks sharing their counts through distributed shared memory. No workspace. */
-typedef struct talon_moe_align_block_size_args {
-    CUdeviceptr sorted_token_ids, expert_ids, num_tokens_post_padded; /* int32 outputs */
-    CUdeviceptr topk_ids;                                             /* int32 [tokens, k] */
-    int64_t tokens, k, experts, block_size;
-    int64_t sorted_capacity, expert_ids_capacity; /* elements of the two output buffers */
-} talon_moe_align_block_size_args;
-talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
-                                        const talon_moe_align_block_size_args *args);
 
-/* The minimum capacities above, in elements, for a shape (validated as the op does).
-   Either output pointer may be NULL. Needs no context, GPU or driver. */
-talon_status talon_moe_align_block_size_capacity(int64_t tokens, int64_t k, int64_t experts,
-                                                 int64_t block_size, int64_t *sorted_capacity,
-                                                 int64_t *expert_ids_capacity);
-
-/* Combines the k expert outputs of each token:
-     out[t, :] = sum_j weights[t, j] * in[t, j, :]     (weights 0: plain sum, weight 1)
-   in: [tokens, k, hidden] contiguous; out: [tokens, hidden] contiguous; weights: fp32
-   [tokens, k] contiguous (as the routers produce them), 4-byte aligned. bf16/f16 in and out,
-   fp32 accumulation in order j = 0 .. k-1, one rounding. tokens >= 1, k in [1, 64],
-   hidden >= 1; the grid (tokens * ceil(hidden / 2048) blocks on the 16-byte path, else
-   ceil(hidden / 256)) must stay below 2^31. */
-typedef struct talon_moe_sum_args {
-    CUdeviceptr out, in, weights;
-    int64_t tokens, k, hidden;
-    talon_dtype dtype;
-} talon_moe_sum_args;
-talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_args *args);
-/* ---------------------------------------------------------------- MoE routing */
-/* talon_moe_router_topk: the k best experts of each token and their weights, one kernel.
-     logits [tokens, experts] (bf16, f16 or f32; row stride logits_stride)
-       -> topk_ids [tokens, k] int32 and topk_weights [tokens, k] fp32, both contiguous.
-   Scores, in fp32 over the raw logits x of a row (the bias never enters them):
-     softmax (default): p_e = exp(x_e - max x) / sum_j exp(x_j - max x), over all experts;
-     sigmoid:           p_e = 1 / (1 + exp(-x_e)).
-   Ranking: without correction_bias, experts are ranked by their logit (both scorings grow
-   with it; ranking the logit itself avoids ties that rounding the score would create). With
-   correction_bias (fp32 [experts], DeepSeek-V3 style) by p_e + bias[e] in fp32; the bias is
-   used for the selection only, never in the returned weights. NaN ranks above +inf, -0 equals
-   +0, and equal keys go to the lower expert index. The k outputs of a token are in rank order
-   (best first); topk_weights[t, j] is the score of expert topk_ids[t, j], divided by the sum
-   of the k scores when renormalize is 1.
-   Reproducible ids: with a bias the keys depend on the scores, so these are then computed by
-   a fixed sequence of correctly rounded fp32 operations (an exp of talon's own, the softmax
-   sum in 53-bit fixed point, whose value does not depend on the order of addition), and
-   tests/ref_router.c re-derives every id on the CPU, as it does from the logits without one.
-   Unbiased softmax weights use the hardware exp and an fp32 sum. Weights are within 32 fp32
-   ulp of the exact values; the same inputs give the same outputs on a given GPU.
-   Non-finite logits (weights as torch.softmax / torch.sigmoid give them in fp32):
-     softmax: a row holding NaN or +inf, or whose logits are all -inf, has NaN weights (all k);
-       other -inf logits get weight 0. With a bias such a row's keys are all NaN, so it
-       selects experts 0..k-1.
-     sigmoid: NaN gives a NaN weight, +inf 1, -inf 0.
-     renormalize: k weights with a NaN, or summing to 0 (sigmoid of -inf logits), give NaN.
-   Limits: tokens in [1, 65536], experts in [1, 512], k in [1, 16] and k <= experts.
-   Pointers: logits aligned to its element, the others to 4 bytes; logits 16-byte aligned
-   with experts and the stride multiples of 16 bytes take the 16-byte load path (faster).
-   Outputs must not overlap the inputs. */
-typedef enum talon_router_scoring {
-    TALON_ROUTER_SOFTMAX = 0,
-    TALON_ROUTER_SIGMOID = 1
-} talon_router_scoring;
-
-typedef struct talon_moe_router_topk_args {
-    CUdeviceptr topk_weights;       /* out: fp32 [tokens, k] */
-    CUdeviceptr topk_ids;           /* out: int32 [tokens, k] */
-    CUdeviceptr logits;             /* [tokens, experts] of logits_dtype */
-    CUdeviceptr correction_bias;    /* fp32 [experts]; 0: none */
-    int64_t tokens, experts, k;
-    int64_t logits_stride;          /* elements between rows; 0: experts */
-    talon_dtype logits_dtype;       /* BF16 (0), F16 or F32 */
-    talon_router_scoring scoring;   /* TALON_ROUTER_SOFTMAX (0) or TALON_ROUTER_SIGMOID */
-    int renormalize;                /* 1: weights divided by their sum over the k; 0: not */
-} talon_moe_router_topk_args;
-talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
-                                   const talon_moe_router_topk_args *args);
 /* ---------------------------------------------------------------- attention (decode) */
 /* Paged KV cache (shared with kv_append): K and V are two tensors, each
    [num_pages, page_size, num_kv_heads, head_dim] row-major and contiguous. Token slot
@@ -1402,6 +1406,59 @@ talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
                         a->out, a->in, a->rows, a->cols, a->out_stride, a->in_stride, a->dtype);
 }
 
+/* ---------------------------------------------------------------- MoE routing */
+talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
+                                   const talon_moe_router_topk_args *a) {
+    static const char op[] = "talon_moe_router_topk";
+    talon__router_params p;
+    int esize, vec, per_lane, k;
+    talon__body body;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    if (a->logits_dtype != TALON_DTYPE_BF16 && a->logits_dtype != TALON_DTYPE_F16 &&
+        a->logits_dtype != TALON_DTYPE_F32)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->logits_dtype = %d is not supported (bf16 = %d, f16 = %d, "
+                           "f32 = %d)", op, (int)a->logits_dtype, (int)TALON_DTYPE_BF16,
+                           (int)TALON_DTYPE_F16, (int)TALON_DTYPE_F32);
+    if (a->scoring != TALON_ROUTER_SOFTMAX && a->scoring != TALON_ROUTER_SIGMOID)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->scoring = %d is not TALON_ROUTER_SOFTMAX (0) or "
+                           "TALON_ROUTER_SIGMOID (1)", op, (int)a->scoring);
+    if (a->renormalize != 0 && a->renormalize != 1)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->renormalize = %d is not 0 or 1", op, a->renormalize);
+    TALON__TRY(talon__check_size(op, "tokens", a->tokens, 65536));
+    TALON__TRY(talon__check_size(op, "experts", a->experts, 512));
+    TALON__TRY(talon__check_size(op, "k", a->k, 16));
+    if (a->k > a->experts)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->k = %lld is larger than args->experts = %lld", op,
+                           (long long)a->k, (long long)a->experts);
+    esize = a->logits_dtype == TALON_DTYPE_F32 ? 4 : 2;
+    TALON__TRY(talon__check_ptr_align(op, "topk_weights", a->topk_weights, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "topk_ids", a->topk_ids, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "logits", a->logits, 0, esize));
+    TALON__TRY(talon__check_ptr_align(op, "correction_bias", a->correction_bias, 1, 4));
+    memset(&p, 0, sizeof p);
+    TALON__TRY(talon__check_stride(op, "logits_stride", a->logits_stride, a->experts,
+                                   &p.logits_stride));
+    p.logits = a->logits; p.bias = a->correction_bias;
+    p.weights = a->topk_weights; p.ids = a->topk_ids;
+    p.tokens = a->tokens; p.experts = (int)a->experts; p.k = (int)a->k;
+    p.scoring = (int)a->scoring; p.renormalize = a->renormalize;
+    vec = 16 / esize;
+    if (a->logits % 16 || a->experts % vec || p.logits_stride % vec) vec = 1;
+    per_lane = a->experts <= 128 ? 4 : a->experts <= 256 ? 8 : 16;
+    if (per_lane < vec) per_lane = vec;
+    body = per_lane == 4 ? TALON__B_router_e128
+                         : per_lane == 8 ? TALON__B_router_e256 : TALON__B_router_e512;
+    k = talon__pick(body, a->logits_dtype, vec, 32 * TALON__ROUTER_TOKENS_PER_BLOCK);
+    return talon__launch(ctx, stream, op, k,
+                         (a->tokens + TALON__ROUTER_TOKENS_PER_BLOCK - 1) /
+                             TALON__ROUTER_TOKENS_PER_BLOCK,
+                         &p);
+}
+
 /* ---------------------------------------------------------------- top-k */
 /* 4-byte words of workspace per row: histogram, counters, candidate keys and indices, rounded
    to 16 bytes. */
@@ -1469,6 +1526,118 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
     TALON__TRY(talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p));
     k = talon__pick(TALON__B_topk_select, a->dtype, 1, 512);
     return talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p);
+}
+
+/* ---------------------------------------------------------------- mixture of experts */
+/* Shape limits of moe_align_block_size; pre is "args->" for the op, "" for the capacity
+   helper, so each message names the argument as the caller spelled it. */
+static talon_status talon__moe_align_shape(const char *op, const char *pre, int64_t tokens,
+                                           int64_t k, int64_t experts, int64_t block_size) {
+    static const struct { const char *name; int64_t max; } lim[3] = {
+        {"tokens", 65536}, {"k", 64}, {"experts", TALON__MOE_MAX_EXPERTS}};
+    const int64_t v[3] = {tokens, k, experts};
+    int i;
+    for (i = 0; i < 3; i++)
+        if (v[i] < 1 || v[i] > lim[i].max)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                               "%s: %s%s = %lld is out of range [1, %lld]", op, pre, lim[i].name,
+                               (long long)v[i], (long long)lim[i].max);
+    if (block_size < 1 || block_size > 1024 || (block_size & (block_size - 1)))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: %sblock_size = %lld is not a power of two in [1, 1024]", op, pre,
+                           (long long)block_size);
+    return TALON_SUCCESS;
+}
+
+static void talon__moe_align_worst(int64_t tokens, int64_t k, int64_t experts,
+                                   int64_t block_size, int64_t *sorted, int64_t *blocks) {
+    const int64_t n = tokens * k;
+    *sorted = n + (experts < n ? experts : n) * (block_size - 1);
+    *blocks = (*sorted + block_size - 1) / block_size;
+}
+
+talon_status talon_moe_align_block_size_capacity(int64_t tokens, int64_t k, int64_t experts,
+                                                 int64_t block_size, int64_t *sorted_capacity,
+                                                 int64_t *expert_ids_capacity) {
+    int64_t sorted, blocks;
+    TALON__TRY(talon__moe_align_shape("talon_moe_align_block_size_capacity", "", tokens, k,
+                                      experts, block_size));
+    talon__moe_align_worst(tokens, k, experts, block_size, &sorted, &blocks);
+    if (sorted_capacity) *sorted_capacity = sorted;
+    if (expert_ids_capacity) *expert_ids_capacity = blocks;
+    return TALON_SUCCESS;
+}
+
+talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
+                                        const talon_moe_align_block_size_args *a) {
+    static const char op[] = "talon_moe_align_block_size";
+    talon__moe_align_params p;
+    int64_t sorted, blocks, n;
+    int small, cluster, warps;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "num_tokens_post_padded", a->num_tokens_post_padded,
+                                      0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "topk_ids", a->topk_ids, 0, 4));
+    TALON__TRY(talon__moe_align_shape(op, "args->", a->tokens, a->k, a->experts, a->block_size));
+    talon__moe_align_worst(a->tokens, a->k, a->experts, a->block_size, &sorted, &blocks);
+    if (a->sorted_capacity < sorted || a->expert_ids_capacity < blocks)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->%s = %lld is below the worst case %lld for tokens = %lld, "
+                           "k = %lld, experts = %lld, block_size = %lld "
+                           "(talon_moe_align_block_size_capacity)",
+                           op, a->sorted_capacity < sorted ? "sorted_capacity" : "expert_ids_capacity",
+                           (long long)(a->sorted_capacity < sorted ? a->sorted_capacity
+                                                                   : a->expert_ids_capacity),
+                           (long long)(a->sorted_capacity < sorted ? sorted : blocks),
+                           (long long)a->tokens, (long long)a->k, (long long)a->experts,
+                           (long long)a->block_size);
+    n = a->tokens * a->k;
+    small = n <= TALON__MOE_ALIGN_SMALL_MAX;
+    cluster = n > TALON__MOE_ALIGN_CLUSTER_MIN ? TALON__MOE_ALIGN_CLUSTER : 1;
+    warps = small ? TALON__MOE_ALIGN_SMALL_WARPS : TALON__MOE_ALIGN_WARPS * cluster;
+    memset(&p, 0, sizeof p);
+    p.sorted = a->sorted_token_ids; p.expert_ids = a->expert_ids;
+    p.num_post = a->num_tokens_post_padded; p.topk_ids = a->topk_ids;
+    p.sorted_capacity = a->sorted_capacity; p.expert_ids_capacity = a->expert_ids_capacity;
+    p.numel = (int)n; p.experts = (int)a->experts; p.block_size = (int)a->block_size;
+    p.chunk = (int)((n + 32 * warps - 1) / (32 * warps) * 32);
+    return talon__launch(ctx, stream, op,
+                         small ? talon__pick(TALON__B_moe_align_small, TALON_DTYPE_I32, 1, 512)
+                               : talon__pick(cluster > 1 ? TALON__B_moe_align_x8
+                                                         : TALON__B_moe_align,
+                                             TALON_DTYPE_I32, 1, 1024),
+                         cluster, &p);
+}
+
+talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_args *a) {
+    static const char op[] = "talon_moe_sum";
+    talon__moe_sum_params p;
+    CUdeviceptr ptrs[2];
+    int vec, k;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr(op, "out", a->out, 0));
+    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
+    TALON__TRY(talon__check_ptr_align(op, "weights", a->weights, 1, 4));
+    TALON__TRY(talon__check_size(op, "tokens", a->tokens, TALON__GRID_MAX));
+    TALON__TRY(talon__check_size(op, "k", a->k, 64));
+    TALON__TRY(talon__check_size(op, "hidden", a->hidden, TALON__GRID_MAX));
+    TALON__TRY(talon__check_dtype(op, a->dtype));
+    ptrs[0] = a->out; ptrs[1] = a->in;
+    vec = talon__vec8(ptrs, 2, &a->hidden, 1) ? 8 : 1;
+    k = talon__pick(TALON__B_moe_sum, a->dtype, vec, 256);
+    memset(&p, 0, sizeof p);
+    p.out = a->out; p.in = a->in; p.weights = a->weights; p.hidden = a->hidden;
+    p.k = (int)a->k;
+    p.chunks = (int)((a->hidden + 256 * vec - 1) / (256 * vec));
+    if (p.chunks > TALON__GRID_MAX / a->tokens)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->tokens = %lld with args->hidden = %lld needs %.0f blocks, "
+                           "more than the grid limit %lld",
+                           op, (long long)a->tokens, (long long)a->hidden,
+                           (double)p.chunks * (double)a->tokens, TALON__GRID_MAX);
+    return talon__launch(ctx, stream, op, k, a->tokens * p.chunks, &p);
 }
 
 /* ---------------------------------------------------------------- rotary embedding, KV cache */
@@ -1605,171 +1774,6 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     p.units = (uint32_t)(units * a->tokens);
     k = talon__pick(fp8 ? TALON__B_kv_append_fp8 : TALON__B_kv_append, a->dtype, vec, 256);
     return talon__launch(ctx, stream, op, k, ((int64_t)p.units + per_block - 1) / per_block, &p);
-}
-
-/* ---------------------------------------------------------------- mixture of experts */
-/* Shape limits of moe_align_block_size; pre is "args->" for the op, "" for the capacity
-   helper, so each message names the argument as the caller spelled it. */
-static talon_status talon__moe_align_shape(const char *op, const char *pre, int64_t tokens,
-                                           int64_t k, int64_t experts, int64_t block_size) {
-    static const struct { const char *name; int64_t max; } lim[3] = {
-        {"tokens", 65536}, {"k", 64}, {"experts", TALON__MOE_MAX_EXPERTS}};
-    const int64_t v[3] = {tokens, k, experts};
-    int i;
-    for (i = 0; i < 3; i++)
-        if (v[i] < 1 || v[i] > lim[i].max)
-            return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                               "%s: %s%s = %lld is out of range [1, %lld]", op, pre, lim[i].name,
-                               (long long)v[i], (long long)lim[i].max);
-    if (block_size < 1 || block_size > 1024 || (block_size & (block_size - 1)))
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: %sblock_size = %lld is not a power of two in [1, 1024]", op, pre,
-                           (long long)block_size);
-    return TALON_SUCCESS;
-}
-
-static void talon__moe_align_worst(int64_t tokens, int64_t k, int64_t experts,
-                                   int64_t block_size, int64_t *sorted, int64_t *blocks) {
-    const int64_t n = tokens * k;
-    *sorted = n + (experts < n ? experts : n) * (block_size - 1);
-    *blocks = (*sorted + block_size - 1) / block_size;
-}
-
-talon_status talon_moe_align_block_size_capacity(int64_t tokens, int64_t k, int64_t experts,
-                                                 int64_t block_size, int64_t *sorted_capacity,
-                                                 int64_t *expert_ids_capacity) {
-    int64_t sorted, blocks;
-    TALON__TRY(talon__moe_align_shape("talon_moe_align_block_size_capacity", "", tokens, k,
-                                      experts, block_size));
-    talon__moe_align_worst(tokens, k, experts, block_size, &sorted, &blocks);
-    if (sorted_capacity) *sorted_capacity = sorted;
-    if (expert_ids_capacity) *expert_ids_capacity = blocks;
-    return TALON_SUCCESS;
-}
-
-talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
-                                        const talon_moe_align_block_size_args *a) {
-    static const char op[] = "talon_moe_align_block_size";
-    talon__moe_align_params p;
-    int64_t sorted, blocks, n;
-    int small, cluster, warps;
-    TALON__TRY(talon__check_common(op, ctx, a));
-    TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
-    TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
-    TALON__TRY(talon__check_ptr_align(op, "num_tokens_post_padded", a->num_tokens_post_padded,
-                                      0, 4));
-    TALON__TRY(talon__check_ptr_align(op, "topk_ids", a->topk_ids, 0, 4));
-    TALON__TRY(talon__moe_align_shape(op, "args->", a->tokens, a->k, a->experts, a->block_size));
-    talon__moe_align_worst(a->tokens, a->k, a->experts, a->block_size, &sorted, &blocks);
-    if (a->sorted_capacity < sorted || a->expert_ids_capacity < blocks)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->%s = %lld is below the worst case %lld for tokens = %lld, "
-                           "k = %lld, experts = %lld, block_size = %lld "
-                           "(talon_moe_align_block_size_capacity)",
-                           op, a->sorted_capacity < sorted ? "sorted_capacity" : "expert_ids_capacity",
-                           (long long)(a->sorted_capacity < sorted ? a->sorted_capacity
-                                                                   : a->expert_ids_capacity),
-                           (long long)(a->sorted_capacity < sorted ? sorted : blocks),
-                           (long long)a->tokens, (long long)a->k, (long long)a->experts,
-                           (long long)a->block_size);
-    n = a->tokens * a->k;
-    small = n <= TALON__MOE_ALIGN_SMALL_MAX;
-    cluster = n > TALON__MOE_ALIGN_CLUSTER_MIN ? TALON__MOE_ALIGN_CLUSTER : 1;
-    warps = small ? TALON__MOE_ALIGN_SMALL_WARPS : TALON__MOE_ALIGN_WARPS * cluster;
-    memset(&p, 0, sizeof p);
-    p.sorted = a->sorted_token_ids; p.expert_ids = a->expert_ids;
-    p.num_post = a->num_tokens_post_padded; p.topk_ids = a->topk_ids;
-    p.sorted_capacity = a->sorted_capacity; p.expert_ids_capacity = a->expert_ids_capacity;
-    p.numel = (int)n; p.experts = (int)a->experts; p.block_size = (int)a->block_size;
-    p.chunk = (int)((n + 32 * warps - 1) / (32 * warps) * 32);
-    return talon__launch(ctx, stream, op,
-                         small ? talon__pick(TALON__B_moe_align_small, TALON_DTYPE_I32, 1, 512)
-                               : talon__pick(cluster > 1 ? TALON__B_moe_align_x8
-                                                         : TALON__B_moe_align,
-                                             TALON_DTYPE_I32, 1, 1024),
-                         cluster, &p);
-}
-
-talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_args *a) {
-    static const char op[] = "talon_moe_sum";
-    talon__moe_sum_params p;
-    CUdeviceptr ptrs[2];
-    int vec, k;
-    TALON__TRY(talon__check_common(op, ctx, a));
-    TALON__TRY(talon__check_ptr(op, "out", a->out, 0));
-    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
-    TALON__TRY(talon__check_ptr_align(op, "weights", a->weights, 1, 4));
-    TALON__TRY(talon__check_size(op, "tokens", a->tokens, TALON__GRID_MAX));
-    TALON__TRY(talon__check_size(op, "k", a->k, 64));
-    TALON__TRY(talon__check_size(op, "hidden", a->hidden, TALON__GRID_MAX));
-    TALON__TRY(talon__check_dtype(op, a->dtype));
-    ptrs[0] = a->out; ptrs[1] = a->in;
-    vec = talon__vec8(ptrs, 2, &a->hidden, 1) ? 8 : 1;
-    k = talon__pick(TALON__B_moe_sum, a->dtype, vec, 256);
-    memset(&p, 0, sizeof p);
-    p.out = a->out; p.in = a->in; p.weights = a->weights; p.hidden = a->hidden;
-    p.k = (int)a->k;
-    p.chunks = (int)((a->hidden + 256 * vec - 1) / (256 * vec));
-    if (p.chunks > TALON__GRID_MAX / a->tokens)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->tokens = %lld with args->hidden = %lld needs %.0f blocks, "
-                           "more than the grid limit %lld",
-                           op, (long long)a->tokens, (long long)a->hidden,
-                           (double)p.chunks * (double)a->tokens, TALON__GRID_MAX);
-    return talon__launch(ctx, stream, op, k, a->tokens * p.chunks, &p);
-}
-
-/* ---------------------------------------------------------------- MoE routing */
-talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
-                                   const talon_moe_router_topk_args *a) {
-    static const char op[] = "talon_moe_router_topk";
-    talon__router_params p;
-    int esize, vec, per_lane, k;
-    talon__body body;
-    TALON__TRY(talon__check_common(op, ctx, a));
-    if (a->logits_dtype != TALON_DTYPE_BF16 && a->logits_dtype != TALON_DTYPE_F16 &&
-        a->logits_dtype != TALON_DTYPE_F32)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->logits_dtype = %d is not supported (bf16 = %d, f16 = %d, "
-                           "f32 = %d)", op, (int)a->logits_dtype, (int)TALON_DTYPE_BF16,
-                           (int)TALON_DTYPE_F16, (int)TALON_DTYPE_F32);
-    if (a->scoring != TALON_ROUTER_SOFTMAX && a->scoring != TALON_ROUTER_SIGMOID)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->scoring = %d is not TALON_ROUTER_SOFTMAX (0) or "
-                           "TALON_ROUTER_SIGMOID (1)", op, (int)a->scoring);
-    if (a->renormalize != 0 && a->renormalize != 1)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->renormalize = %d is not 0 or 1", op, a->renormalize);
-    TALON__TRY(talon__check_size(op, "tokens", a->tokens, 65536));
-    TALON__TRY(talon__check_size(op, "experts", a->experts, 512));
-    TALON__TRY(talon__check_size(op, "k", a->k, 16));
-    if (a->k > a->experts)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->k = %lld is larger than args->experts = %lld", op,
-                           (long long)a->k, (long long)a->experts);
-    esize = a->logits_dtype == TALON_DTYPE_F32 ? 4 : 2;
-    TALON__TRY(talon__check_ptr_align(op, "topk_weights", a->topk_weights, 0, 4));
-    TALON__TRY(talon__check_ptr_align(op, "topk_ids", a->topk_ids, 0, 4));
-    TALON__TRY(talon__check_ptr_align(op, "logits", a->logits, 0, esize));
-    TALON__TRY(talon__check_ptr_align(op, "correction_bias", a->correction_bias, 1, 4));
-    memset(&p, 0, sizeof p);
-    TALON__TRY(talon__check_stride(op, "logits_stride", a->logits_stride, a->experts,
-                                   &p.logits_stride));
-    p.logits = a->logits; p.bias = a->correction_bias;
-    p.weights = a->topk_weights; p.ids = a->topk_ids;
-    p.tokens = a->tokens; p.experts = (int)a->experts; p.k = (int)a->k;
-    p.scoring = (int)a->scoring; p.renormalize = a->renormalize;
-    vec = 16 / esize;
-    if (a->logits % 16 || a->experts % vec || p.logits_stride % vec) vec = 1;
-    per_lane = a->experts <= 128 ? 4 : a->experts <= 256 ? 8 : 16;
-    if (per_lane < vec) per_lane = vec;
-    body = per_lane == 4 ? TALON__B_router_e128
-                         : per_lane == 8 ? TALON__B_router_e256 : TALON__B_router_e512;
-    k = talon__pick(body, a->logits_dtype, vec, 32 * TALON__ROUTER_TOKENS_PER_BLOCK);
-    return talon__launch(ctx, stream, op, k,
-                         (a->tokens + TALON__ROUTER_TOKENS_PER_BLOCK - 1) /
-                             TALON__ROUTER_TOKENS_PER_BLOCK,
-                         &p);
 }
 
 /* ---------------------------------------------------------------- attention (decode) */
