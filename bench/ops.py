@@ -217,13 +217,37 @@ def fmt(v, spec="8.2f"):
     return f"{'-':>{len(format(0.0, spec))}}" if v is None else format(v, spec)
 
 
+def markdown(doc):
+    """The results of a JSON this script wrote, as a Markdown table (README, closing notes)."""
+    rows = ["| op | case | talon us | b2b us | GB/s (% copy) | peers: us (peer/talon) | targets |",
+            "|---|---|---:|---:|---:|---|---|"]
+    for e in doc["results"]:
+        if "error" in e:
+            rows.append(f"| {e['op']} | {e['label']} | error: {e['error']} | | | | |")
+            continue
+        peers = "; ".join(f"{k[:-3]} {v:.1f} ({e[k[:-3] + '_over_talon']:.2f}x)"
+                          for k, v in e.items()
+                          if k.endswith("_us") and not k.endswith(("min_us", "b2b_us"))
+                          and k != "us" and v is not None) or "-"
+        bw = f"{e['gbs']:.0f} ({e['pct_copy']:.1f}%)" if "gbs" in e else "-"
+        targets = "; ".join(f"{t['status']}: {t['text']}" for t in e["targets"]) or "-"
+        rows.append(f"| {e['op']} | {e['label']} | {e['us']:.2f} | {e['b2b_us']:.2f} | {bw} | "
+                    f"{peers} | {targets} |")
+    return "\n".join(rows)
+
+
 def main(argv=None):
     global torch
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", default="build/lib/libtalon_bench.so")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--filter", default=None, help="only cases whose op contains this")
+    ap.add_argument("--table", metavar="JSON", help="print a results JSON as Markdown; no GPU")
     args = ap.parse_args(argv)
+    if args.table:
+        with open(args.table) as f:
+            print(markdown(json.load(f)))
+        return 0
     import torch as _torch
     torch = _torch
     torch.set_grad_enabled(False)
