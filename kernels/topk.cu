@@ -31,6 +31,16 @@
 // large k and B=1: B=256 V=262144 k=1024 335 vs 245 us, B=1 V=128256 k=1024 56 vs 32, k=50
 // B=1 20.1 vs 17.3; faster only at k=50 with many rows (B=64 39.9 vs 41.1, B=256 104 vs 115).
 // A single merge block per row walking ~1K listed entries per chunk is the likely cost.
+// Also measured and not taken (H100, one run, fp32 randn, median us, b2b in brackets): two
+// kernels with no clear: hist stores each chunk's histogram (16-bit counts) in its own slot
+// of the workspace (nothing to zero; block 0 zeroes select's counters) and every select block
+// sums the chunks' top 512-bin tile (8-byte loads, 40 registers) to find the digit itself.
+// Exact (GPU tests, memcheck clean). V=128256 k=50: B=1 14.56 (12.34) vs 17.95 (16.02), B=64
+// 41.50 (39.94) vs 41.55 (40.44), B=256 119.6 vs 116.1; k=1024: B=1 29.8 vs 32.2, B=64 73.5
+// vs 73.6; bf16 k=50 B=64 38.9 vs 39.9; but V=262144 k=1024 B=256 267.5 vs 245.5: 4096
+// select blocks each re-reading 16 KB of histograms (64 MB of L2 traffic). Minimum chunk 2048
+// instead of 4096 on top of it: B=1 k=50 14.59, k=1024 28.7, B=64 k=50 41.0. Worth taking only
+// for small batches (few rows x chunks), beside this path for large ones.
 #include "common.cuh"
 
 template <int DT> struct topk_type;
