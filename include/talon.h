@@ -485,7 +485,9 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
    kv_lens <= that bound. Kernels: the attention kernel (grid batch * num_kv_heads *
    ceil(group / 4) x splits), then the merge kernel when splits > 1.
    Precision: fp32 scores, online softmax in fp32 (exp2 with log2(e) folded into the scale),
-   fp32 accumulation, o rounded once. fp8: k_scale is folded into q and v_scale into o.
+   fp32 accumulation, o rounded once (16-bit caches with 2 to 4 heads per CTA and head_dim
+   <= 128 use tensor cores: the weights enter P V as two 16-bit parts, ~16 significant bits).
+   fp8: k_scale is folded into q and v_scale into o.
    Query groups larger than 4 heads are split over ceil(group / 4) CTAs sharing the K/V reads
    through L2. */
 typedef struct talon_decode_attention_args {
@@ -784,7 +786,8 @@ typedef struct talon__merge_params {
     X(merge_splits) X(merge_states)
 
 /* One row per head_dim x heads per CTA; vec holds head_dim. smem: the K/V ring, 3 steps x
-   K and V x 4 keys x 128 threads x 16 bytes (8 for fp8). */
+   K and V x 4 keys x 128 threads x 16 bytes (8 for fp8); the tensor-core rows (16-bit,
+   d64/d128, g2/g4) split the same 48 KB into 3 steps x K and V x 1024 / head_dim keys per warp. */
 #define TALON__DECODE_ROWS(X, name, DT, body, smem)                                            \
     X(name##_d64_g1, body##_g1, DT, 64, decode, 128, smem, talon__decode_params)               \
     X(name##_d64_g2, body##_g2, DT, 64, decode, 128, smem, talon__decode_params)               \

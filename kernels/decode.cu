@@ -19,6 +19,10 @@
 // grid depends only on host values. One split writes o and lse; several write fp32 partials
 // (normalised o, natural-log lse) that merge_splits combines.
 //
+// With a 16-bit cache, head_dim <= 128 and 2 to 4 heads per CTA, decode_mma (below) replaces
+// the per-lane dot products by tensor-core tiles: the shuffles, conversions and per-head FMAs
+// were the bottleneck (B=64 L=4096: 0.72 issued warps per scheduler, DRAM at 85%).
+//
 // Variants (talon.h, TALON__KERNELS_decode): q type x cache type (same or fp8) x head_dim
 // (64, 128, 256) x heads per CTA (1, 2, 4: the group is cut into chunks of at most 4).
 // merge_splits reads n fp32 partials, merge_states two partials of the output type.
@@ -76,6 +80,66 @@ template <typename T, bool FP8> struct Row8 {
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
+// What a CTA works on: request b, kv head hk, its gn query heads from row row0 of q and o,
+// and its split's share [start, end) of the attended keys [lo, kv). Clamping keeps a bad
+// kv_lens inside the page-table row.
+struct Cta {
+    int b, hk, gn, start, end;
+    int64_t row0;
+    __device__ __forceinline__ explicit Cta(const talon__decode_params &p) {
+        const int hc = blockIdx.x % p.head_chunks, bh = blockIdx.x / p.head_chunks;
+        hk = bh % p.num_kv_heads;
+        b = bh / p.num_kv_heads;
+        const int g0 = hc * p.heads_per_cta;
+        gn = min(p.heads_per_cta, p.group - g0);
+        row0 = ((int64_t)b * p.num_kv_heads + hk) * p.group + g0;
+        const int kv = min(max(__ldg(reinterpret_cast<const int *>(p.kv_lens) + b), 0), p.max_kv_len);
+        const int lo = p.window > 0 ? max(kv - p.window, 0) : 0;
+        const int chunk = (kv - lo + p.splits - 1) / p.splits;
+        start = lo + (int)blockIdx.y * chunk;
+        end = min(kv, start + chunk);
+    }
+};
+
+// The CTA's result: head h's elements [li * 8, li * 8 + 8) from the NK partial states
+// (max m, sum l, unnormalised acc, base 2) that its key groups left in shared memory.
+template <typename T, int D, int G, int NK>
+__device__ __forceinline__ void finish(const talon__decode_params &p, const float (*s_acc)[G][D],
+                                       const float (*s_m)[G], const float (*s_l)[G], int h, int li,
+                                       int64_t row0) {
+    float M = NEG_INF, L = 0.f, o[8] = {};
+#pragma unroll
+    for (int k = 0; k < NK; k++) M = fmaxf(M, s_m[k][h]);
+    const float ms = M == NEG_INF ? 0.f : M;
+#pragma unroll
+    for (int k = 0; k < NK; k++) {
+        const float w = exp2f(s_m[k][h] - ms);
+        const float4 *a = reinterpret_cast<const float4 *>(&s_acc[k][h][li * 8]);
+        const float4 x = a[0], y = a[1];
+        L = fmaf(w, s_l[k][h], L);
+        o[0] = fmaf(w, x.x, o[0]); o[1] = fmaf(w, x.y, o[1]);
+        o[2] = fmaf(w, x.z, o[2]); o[3] = fmaf(w, x.w, o[3]);
+        o[4] = fmaf(w, y.x, o[4]); o[5] = fmaf(w, y.y, o[5]);
+        o[6] = fmaf(w, y.z, o[6]); o[7] = fmaf(w, y.w, o[7]);
+    }
+    // No key: o = 0, lse = -inf (the merge then ignores this split).
+    const float inv = L > 0.f ? p.v_scale / L : 0.f;
+    const float lse = L > 0.f ? (M + log2f(L)) * LN2 : NEG_INF;
+#pragma unroll
+    for (int e = 0; e < 8; e++) o[e] *= inv;
+    const int64_t row = row0 + h;
+    if (!p.part_o) {
+        store_f32<T, 8>(reinterpret_cast<T *>(p.o) + row * D + li * 8, o);
+        if (p.lse && li == 0) reinterpret_cast<float *>(p.lse)[row] = lse;
+    } else {
+        const int64_t prow = (int64_t)blockIdx.y * p.rows + row;
+        float4 *d = reinterpret_cast<float4 *>(reinterpret_cast<float *>(p.part_o) + prow * D + li * 8);
+        d[0] = make_float4(o[0], o[1], o[2], o[3]);
+        d[1] = make_float4(o[4], o[5], o[6], o[7]);
+        if (li == 0) reinterpret_cast<float *>(p.part_lse)[prow] = lse;
+    }
+}
+
 template <typename T, bool FP8, int D, int G>
 __device__ __forceinline__ void decode(const talon__decode_params &p) {
     constexpr int TPK = D / 8, NKG = NT / TPK, STEP = NKG * KPI, EB = FP8 ? 1 : 2;
@@ -93,17 +157,9 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     float(*s_l)[G] = s_m + NKG;
 
     const int tid = threadIdx.x, kg = tid / TPK, li = tid % TPK;
-    const int hc = blockIdx.x % p.head_chunks, bh = blockIdx.x / p.head_chunks;
-    const int hk = bh % p.num_kv_heads, b = bh / p.num_kv_heads;
-    const int g0 = hc * p.heads_per_cta, gn = min(p.heads_per_cta, p.group - g0);
-    const int64_t row0 = ((int64_t)b * p.num_kv_heads + hk) * p.group + g0;
-
-    // This split's share of the attended keys [lo, kv). Clamping keeps a bad kv_lens inside
-    // the page-table row.
-    const int kv = min(max(__ldg(reinterpret_cast<const int *>(p.kv_lens) + b), 0), p.max_kv_len);
-    const int lo = p.window > 0 ? max(kv - p.window, 0) : 0;
-    const int chunk = (kv - lo + p.splits - 1) / p.splits;
-    const int start = lo + (int)blockIdx.y * chunk, end = min(kv, start + chunk);
+    const Cta cta(p);
+    const int hk = cta.hk, b = cta.b, gn = cta.gn, start = cta.start, end = cta.end;
+    const int64_t row0 = cta.row0;
 
     float q[G][8], acc[G][8], m[G], l[G];
     const T *qp = reinterpret_cast<const T *>(p.q) + row0 * D + li * 8;
@@ -242,39 +298,236 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
         d[1] = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
     }
     __syncthreads();
-    if (kg >= gn) return;
-    const int h = kg;
-    float M = NEG_INF, L = 0.f, o[8] = {};
-#pragma unroll
-    for (int k = 0; k < NKG; k++) M = fmaxf(M, s_m[k][h]);
-    const float ms = M == NEG_INF ? 0.f : M;
-#pragma unroll
-    for (int k = 0; k < NKG; k++) {
-        const float w = exp2f(s_m[k][h] - ms);
-        const float4 *a = reinterpret_cast<const float4 *>(&s_acc[k][h][li * 8]);
-        const float4 x = a[0], y = a[1];
-        L = fmaf(w, s_l[k][h], L);
-        o[0] = fmaf(w, x.x, o[0]); o[1] = fmaf(w, x.y, o[1]);
-        o[2] = fmaf(w, x.z, o[2]); o[3] = fmaf(w, x.w, o[3]);
-        o[4] = fmaf(w, y.x, o[4]); o[5] = fmaf(w, y.y, o[5]);
-        o[6] = fmaf(w, y.z, o[6]); o[7] = fmaf(w, y.w, o[7]);
-    }
-    // No key: o = 0, lse = -inf (the merge then ignores this split).
-    const float inv = L > 0.f ? p.v_scale / L : 0.f;
-    const float lse = L > 0.f ? (M + log2f(L)) * LN2 : NEG_INF;
-#pragma unroll
-    for (int e = 0; e < 8; e++) o[e] *= inv;
-    const int64_t row = row0 + h;
-    if (!p.part_o) {
-        store_f32<T, 8>(reinterpret_cast<T *>(p.o) + row * D + li * 8, o);
-        if (p.lse && li == 0) reinterpret_cast<float *>(p.lse)[row] = lse;
+    if (kg < gn) finish<T, D, G, NKG>(p, s_acc, s_m, s_l, kg, li, row0);
+}
+
+// Tensor-core version (16-bit caches, D <= 128, groups of 2 to 4 heads). Each warp walks its
+// own KW keys per step through its own slice of the ring. Scores are computed transposed,
+// S^T = K q^T on mma.m16n8k16: keys are M (rows 8..15 repeat rows 0..7, so ldmatrix fills the
+// A fragment directly), the heads are N and q is the B fragment, held unscaled (exact) for the
+// whole loop; the scale is applied to the fp32 scores. Then o^T += V^T P^T on mma.m16n8k8:
+// head_dim is M (ldmatrix .trans of the V rows), keys K, and N holds P in two 16-bit parts,
+// columns 0..3 its rounding and 4..7 the rounding of the rest for the same heads, so P V is
+// as exact as in fp32 and no column is wasted; movmatrix turns the score layout into the B
+// layout. The accumulators keep the two parts apart until the end. K/V rows sit in the ring
+// with their 16-byte chunks XOR-swizzled by row, so ldmatrix reads them without bank
+// conflicts. The online softmax runs per head on the column lanes (t < 2).
+template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b) {
+    uint32_t r;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        r = *reinterpret_cast<const uint32_t *>(&h);
     } else {
-        const int64_t prow = (int64_t)blockIdx.y * p.rows + row;
-        float4 *d = reinterpret_cast<float4 *>(reinterpret_cast<float *>(p.part_o) + prow * D + li * 8);
-        d[0] = make_float4(o[0], o[1], o[2], o[3]);
-        d[1] = make_float4(o[4], o[5], o[6], o[7]);
-        if (li == 0) reinterpret_cast<float *>(p.part_lse)[prow] = lse;
+        const __half2 h = __floats2half2_rn(a, b);
+        r = *reinterpret_cast<const uint32_t *>(&h);
     }
+    return r;
+}
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <typename T>
+__device__ __forceinline__ void mma1688(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(b0));
+    else
+        asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(b0));
+}
+template <bool TRANS> __device__ __forceinline__ void ldsm4(uint32_t (&x)[4], unsigned addr) {
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr) : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr) : "memory");
+}
+
+template <typename T, int D, int G>
+__device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
+    constexpr int NW = NT / 32, KW = 1024 / D, NKT = KW / 8, CPR = D / 8, NCP = KW * CPR / 32;
+    constexpr int STEP = NW * KW, ROWB = D * 2, TILEB = KW * ROWB, STAGEB = 2 * TILEB;
+    static_assert(NKT >= 1 && 32 % CPR == 0 && G <= 4, "tile shapes");
+    static_assert(NW * G * (D + 2) * 4 <= NW * STAGES * STAGEB, "combine fits the ring");
+    extern __shared__ uint4 smem[];
+    float(*s_acc)[G][D] = reinterpret_cast<float(*)[G][D]>(smem);
+    float(*s_m)[G] = reinterpret_cast<float(*)[G]>(reinterpret_cast<float *>(smem) + NW * G * D);
+    float(*s_l)[G] = s_m + NW;
+
+    const int tid = threadIdx.x, w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const Cta cta(p);
+    const int hk = cta.hk, b = cta.b, gn = cta.gn, start = cta.start, end = cta.end;
+    const int64_t row0 = cta.row0;
+
+    // B fragments of q: column g = head g (0 past the chunk), 16-bit pairs as stored.
+    uint32_t qb[D / 16][2];
+    {
+        const uint32_t *qp = reinterpret_cast<const uint32_t *>(p.q) + (row0 + min(g, gn - 1)) * (D / 2) + t;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            qb[kk][0] = g < gn ? __ldg(qp + kk * 8) : 0u;
+            qb[kk][1] = g < gn ? __ldg(qp + kk * 8 + 4) : 0u;
+        }
+    }
+    // acc[mt]: o^T rows 16 mt + g (0, 1) and + 8 (2, 3), columns 2t, 2t + 1.
+    float acc[D / 16][4], m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < D / 16; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+
+    const int *pt = reinterpret_cast<const int *>(p.page_table) + (int64_t)b * p.page_table_stride;
+    const int pmask = (1 << p.page_shift) - 1;
+    const int64_t rstride = (int64_t)p.num_kv_heads * ROWB;
+    // Lane's copies: chunk c of rows r0 + j * 32 / CPR of the warp's K and V tiles.
+    const int c = lane % CPR, r0 = lane / CPR;
+    const char *kb = reinterpret_cast<const char *>(p.k) + ((int64_t)hk * D + c * 8) * 2;
+    const char *vb = reinterpret_cast<const char *>(p.v) + ((int64_t)hk * D + c * 8) * 2;
+    const unsigned ring = (unsigned)__cvta_generic_to_shared(smem) + w * STAGES * STAGEB;
+    int pg[NCP];
+    auto pages = [&](int step_base) {
+        if (step_base < end) {
+#pragma unroll
+            for (int j = 0; j < NCP; j++)
+                pg[j] = __ldg(pt + (min(step_base + w * KW + r0 + j * (32 / CPR), end - 1) >> p.page_shift));
+        }
+    };
+    auto issue = [&](int step_base, int stage) {
+        if (step_base < end) {
+#pragma unroll
+            for (int j = 0; j < NCP; j++) {
+                const int r = r0 + j * (32 / CPR);
+                const int pos = min(step_base + w * KW + r, end - 1);
+                const int64_t off = (((int64_t)pg[j] << p.page_shift) | (pos & pmask)) * rstride;
+                const unsigned d = ring + stage * STAGEB + r * ROWB + ((c ^ (r & 7)) << 4);
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(kb + off) : "memory");
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + TILEB), "l"(vb + off) : "memory");
+            }
+        }
+        cp_commit();
+    };
+    pages(start);
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        issue(start + st * STEP, st);
+        pages(start + (st + 1) * STEP);
+    }
+
+    // ldmatrix row addresses: lanes 8i..8i+7 give row (lane & 7) of matrix i. K: matrices
+    // 0, 1 are chunk 2 kk (rows 8..15 repeat 0..7), 2, 3 chunk 2 kk + 1; V: chunks 4 cg + i.
+    const unsigned lrow = (lane & 7) * ROWB;
+    const int sw = lane & 7, kc = lane >> 4, vc = lane >> 3;
+    int stage = 0;
+    for (int base = start; base < end; base += STEP) {
+        __syncwarp(); // every lane is done reading the stage about to be refilled
+        issue(base + (STAGES - 1) * STEP, stage == 0 ? STAGES - 1 : stage - 1);
+        pages(base + STAGES * STEP);
+        cp_wait<STAGES - 1>();
+        __syncwarp(); // the other lanes' copies of this stage are visible
+        const unsigned kt = ring + stage * STAGEB + lrow, vt = kt + TILEB;
+        stage = stage == STAGES - 1 ? 0 : stage + 1;
+
+        // s[nt][e]: key base + w KW + 8 nt + g, head 2t + e.
+        float s[NKT][2], mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int nt = 0; nt < NKT; nt++) {
+            float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                uint32_t x[4];
+                ldsm4<false>(x, kt + nt * 8 * ROWB + (((2 * kk + kc) ^ sw) << 4));
+                mma16816<T>(d, x, qb[kk][0], qb[kk][1]);
+            }
+            const bool out = base + w * KW + nt * 8 + g >= end;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float x = d[e] * p.q_scale;
+                if (p.cap != 0.f) x = p.cap * tanhf(x);
+                s[nt][e] = out ? NEG_INF : x;
+                mx[e] = fmaxf(mx[e], s[nt][e]);
+            }
+        }
+        float alpha[2], ms[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) mx[e] = fmaxf(mx[e], __shfl_xor_sync(~0u, mx[e], o));
+            ms[e] = mx[e] == NEG_INF ? 0.f : mx[e];
+            alpha[e] = exp2f(m[e] - ms[e]);
+            m[e] = mx[e];
+            l[e] *= alpha[e];
+        }
+        // Columns 4..7 (lanes t >= 2) carry heads 0..3 of lanes t - 2: their scale and low parts.
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float a = __shfl_xor_sync(~0u, alpha[e], 2);
+            if (t >= 2) alpha[e] = a;
+        }
+        if (__any_sync(~0u, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+            for (int i = 0; i < D / 16; i++) {
+                acc[i][0] *= alpha[0]; acc[i][1] *= alpha[1];
+                acc[i][2] *= alpha[0]; acc[i][3] *= alpha[1];
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < NKT; nt++) {
+            const float p0 = exp2f(s[nt][0] - ms[0]), p1 = exp2f(s[nt][1] - ms[1]);
+            l[0] += p0;
+            l[1] += p1;
+            const uint32_t hi = pack2<T>(p0, p1);
+            float h0, h1;
+            if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(hi, h0, h1);
+            else f16x2(hi, h0, h1);
+            const uint32_t low = __shfl_xor_sync(~0u, pack2<T>(p0 - h0, p1 - h1), 2);
+            uint32_t pb;
+            asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(pb) : "r"(t < 2 ? hi : low));
+#pragma unroll
+            for (int cg = 0; cg < CPR / 4; cg++) {
+                uint32_t x[4];
+                ldsm4<true>(x, vt + nt * 8 * ROWB + (((4 * cg + vc) ^ sw) << 4));
+                mma1688<T>(acc[2 * cg], x[0], x[1], pb);
+                mma1688<T>(acc[2 * cg + 1], x[2], x[3], pb);
+            }
+        }
+    }
+    cp_wait<0>();
+    __syncthreads(); // the ring becomes s_acc
+
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) l[e] += __shfl_xor_sync(~0u, l[e], o);
+#pragma unroll
+    for (int i = 0; i < D / 16; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[i][e] += __shfl_xor_sync(~0u, acc[i][e], 2);
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int h = 2 * t + e;
+        if (h < G) {
+#pragma unroll
+            for (int i = 0; i < D / 16; i++) {
+                s_acc[w][h][16 * i + g] = acc[i][e];
+                s_acc[w][h][16 * i + 8 + g] = acc[i][2 + e];
+            }
+            if (g == 0) {
+                s_m[w][h] = m[e];
+                s_l[w][h] = l[e];
+            }
+        }
+    }
+    __syncthreads();
+    if (tid < gn * CPR) finish<T, D, G, NW>(p, s_acc, s_m, s_l, tid / CPR, tid % CPR, row0);
 }
 
 // n states of [rows, head_dim]: o = sum_i exp(lse_i - lse) o_i, lse = ln sum_i exp(lse_i).
@@ -330,8 +583,14 @@ __device__ __forceinline__ void merge(const talon__merge_params &p) {
 }
 
 template <typename T, int D> __device__ void decode_g1(const talon__decode_params &p) { decode<T, false, D, 1>(p); }
-template <typename T, int D> __device__ void decode_g2(const talon__decode_params &p) { decode<T, false, D, 2>(p); }
-template <typename T, int D> __device__ void decode_g4(const talon__decode_params &p) { decode<T, false, D, 4>(p); }
+template <typename T, int D> __device__ void decode_g2(const talon__decode_params &p) {
+    if constexpr (D <= 128) decode_mma<T, D, 2>(p);
+    else decode<T, false, D, 2>(p);
+}
+template <typename T, int D> __device__ void decode_g4(const talon__decode_params &p) {
+    if constexpr (D <= 128) decode_mma<T, D, 4>(p);
+    else decode<T, false, D, 4>(p);
+}
 template <typename T, int D> __device__ void decode_fp8_g1(const talon__decode_params &p) { decode<T, true, D, 1>(p); }
 template <typename T, int D> __device__ void decode_fp8_g2(const talon__decode_params &p) { decode<T, true, D, 2>(p); }
 template <typename T, int D> __device__ void decode_fp8_g4(const talon__decode_params &p) { decode<T, true, D, 4>(p); }

@@ -449,12 +449,13 @@ static void test_page_sizes(void **state) {
 
 static void test_group_ratios(void **state) {
     static const int64_t hs[][3] = {{3, 1, 128}, {10, 2, 128}, {24, 2, 64}, {12, 4, 256},
-                                    {32, 1, 128}, {64, 8, 64}, {6, 6, 128}, {40, 8, 128}};
+                                    {32, 1, 128}, {64, 8, 64}, {6, 6, 128}, {40, 8, 128},
+                                    {16, 8, 128}, {4, 2, 64}}; /* the last two: 2 heads per CTA */
     static const int full[] = {1, 17, 1000, 2000}, quick[] = {1, 17, 300};
     tally t;
     int i;
     (void)state;
-    tally_start(&t, "group ratios 1..32 (GQA 3, 5, 12, MQA)");
+    tally_start(&t, "group ratios 1..32 (GQA 2, 3, 5, 12, MQA)");
     for (i = 0; i < COUNT(hs); i++) {
         dcase c = g_quick ? base_case(hs[i][2], hs[i][0], hs[i][1], 16, quick, 3, 300 + i)
                           : base_case(hs[i][2], hs[i][0], hs[i][1], 16, full, 4, 300 + i);
