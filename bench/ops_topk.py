@@ -1,5 +1,6 @@
 """talon_topk beside torch.topk (sorted, on the same tensors): the issue's targets at fp32
-V=128256 k=50 and V=262144 k=1024, plus k=1024 at V=128256 and a bf16 case."""
+V=128256 k=50 and V=262144 k=1024, plus k=1024 at V=128256, a bf16 case and the last shapes of
+the two-kernel path (rows x chunks of 4096 = 128: B=4 V=128256, B=2 V=262144)."""
 from ops import Case, ENUM, I64, PTR, ptr
 
 DTYPES = {"fp32": 2, "bf16": 0, "fp16": 1}  # talon_dtype
@@ -55,4 +56,6 @@ def cases(h):
         case(1, 128256, 1024),
         case(64, 128256, 1024),
         case(64, 128256, 50, "bf16"),
+        case(4, 128256, 50),
+        case(2, 262144, 1024),
     ]

@@ -289,7 +289,9 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
      16-byte aligned, used only during the call (on the stream); its contents on entry do not
      matter. One workspace must not be shared by calls that may run at the same time.
    Pointers must be aligned to their element (4 bytes for fp32 and indices, 2 for bf16/f16).
-   Launches a fixed sequence of three kernels (clear the workspace, histogram, select).
+   Launches a fixed sequence of kernels chosen from rows and cols alone: two (chunk histograms,
+   select) for small problems (rows x chunks <= 128, where chunks = ceil(cols / 4096): B <= 4
+   at cols 128256, B <= 2 at 262144), else three (clear the workspace, histogram, select).
    Errors (INVALID_ARGUMENT, nothing launched): any size out of range, k > cols, in_stride
    < cols, a NULL or misaligned pointer, workspace_bytes smaller than needed, sorted not 0/1,
    an unsupported dtype. */
@@ -303,8 +305,9 @@ typedef struct talon_topk_args {
     talon_dtype dtype;
 } talon_topk_args;
 
-/* Bytes of workspace talon_topk needs for rows x cols (41 KB per row at most); 0 when rows or
-   cols is out of range. Needs no context. */
+/* Bytes of workspace talon_topk needs for rows x cols (at most 41 KB per row, except on the
+   two-kernel path: up to 288 KB per row, at most 512 KB of chunk histograms in all); 0 when
+   rows or cols is out of range. Needs no context. */
 int64_t talon_topk_workspace_size(int64_t rows, int64_t cols);
 talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *args);
 
@@ -574,7 +577,8 @@ typedef struct talon__act_params {
 /* Kernel bodies of each image: the dispatcher picks a kernel by (body, dtype, vec, block). */
 #define TALON__BODIES_norm(X) X(rmsnorm) X(fused_add_rmsnorm) X(layernorm)
 #define TALON__BODIES_act(X) X(silu_mul) X(gelu_erf_mul) X(gelu_tanh_mul)
-#define TALON__BODIES_topk(X) X(topk_clear) X(topk_hist) X(topk_select)
+#define TALON__BODIES_topk(X) \
+    X(topk_clear) X(topk_hist) X(topk_select) X(topk_chunk_hist) X(topk_chunk_select)
 #define TALON__BODIES_rope(X) X(rope_neox) X(rope_gptj) X(kv_append) X(kv_append_fp8)
 #define TALON__BODIES(X) \
     TALON__BODIES_norm(X) \
@@ -624,8 +628,10 @@ typedef struct talon__act_params {
     X(talon_gelu_tanh_and_mul_f16,    gelu_tanh_mul,     F16,  1, act,  256, 0, talon__act_params) \
     X(talon_gelu_tanh_and_mul_f16_v8, gelu_tanh_mul,     F16,  8, act,  256, 0, talon__act_params)
 
-/* top-k: 11-bit radix digits; per row the workspace holds the histogram of the top digit,
-   TALON__TOPK_CTRS counters and up to TALON__TOPK_CAP candidates (key bits, index). */
+/* top-k: 11-bit radix digits; per row the workspace holds the histogram of the top digit
+   (on the two-kernel path one per chunk, 16-bit counts), TALON__TOPK_CTRS counters and up to
+   TALON__TOPK_CAP candidates (key bits, index). Shapes with rows x chunks (of 4096) <=
+   TALON__TOPK_SMALL take the two-kernel path (kernels/topk.cu says why). */
 #define TALON__TOPK_DIGIT 11
 #define TALON__TOPK_CTRS 16
 #define TALON__TOPK_CAP 4096
@@ -633,6 +639,7 @@ typedef struct talon__act_params {
 #define TALON__TOPK_COLS_MAX 262144
 #define TALON__TOPK_ROWS_MAX 1024
 #define TALON__TOPK_SMEM 53504
+#define TALON__TOPK_SMALL 128
 typedef struct talon__topk_params {
     CUdeviceptr out_values, out_indices, in, workspace;
     int64_t in_stride, row_ints; /* row_ints: 4-byte words of workspace per row */
@@ -646,7 +653,13 @@ typedef struct talon__topk_params {
     X(talon_topk_hist_f16,    topk_hist,   F16,  1, topk, 512, 0, talon__topk_params)          \
     X(talon_topk_select_f32,  topk_select, F32,  1, topk, 512, TALON__TOPK_SMEM, talon__topk_params) \
     X(talon_topk_select_bf16, topk_select, BF16, 1, topk, 512, TALON__TOPK_SMEM, talon__topk_params) \
-    X(talon_topk_select_f16,  topk_select, F16,  1, topk, 512, TALON__TOPK_SMEM, talon__topk_params)
+    X(talon_topk_select_f16,  topk_select, F16,  1, topk, 512, TALON__TOPK_SMEM, talon__topk_params) \
+    X(talon_topk_chunk_hist_f32,    topk_chunk_hist,   F32,  1, topk, 512, 0, talon__topk_params) \
+    X(talon_topk_chunk_hist_bf16,   topk_chunk_hist,   BF16, 1, topk, 512, 0, talon__topk_params) \
+    X(talon_topk_chunk_hist_f16,    topk_chunk_hist,   F16,  1, topk, 512, 0, talon__topk_params) \
+    X(talon_topk_chunk_select_f32,  topk_chunk_select, F32,  1, topk, 512, TALON__TOPK_SMEM, talon__topk_params) \
+    X(talon_topk_chunk_select_bf16, topk_chunk_select, BF16, 1, topk, 512, TALON__TOPK_SMEM, talon__topk_params) \
+    X(talon_topk_chunk_select_f16,  topk_chunk_select, F16,  1, topk, 512, TALON__TOPK_SMEM, talon__topk_params)
 
 /* talon_rope: one thread rotates VP pairs (a "vector": 8 on the NeoX 16-byte path, 4 on the
    GPT-J one, 1 element-wise) of up to TALON__ROPE_HEADS heads of one token; threads of a token
@@ -1463,17 +1476,34 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
 }
 
 /* ---------------------------------------------------------------- top-k */
-/* 4-byte words of workspace per row: histogram, counters, candidate keys and indices, rounded
-   to 16 bytes. */
-static int64_t talon__topk_row_ints(int64_t cols) {
+/* Chunks of 16384 elements while that still makes 512 blocks (about 4 per SM of an H100),
+   else 8192 or 4096 (one load of 8 per thread of a block): long chunks amortise each block's
+   fixed work, short ones spread a small batch over many SMs. Below 512 blocks chunks are
+   4096, so every shape of the two-kernel path (rows x chunks <= TALON__TOPK_SMALL) has them. */
+static int64_t talon__topk_chunk_len(int64_t rows, int64_t cols) {
+    int64_t chunk_len;
+    for (chunk_len = 4 * 4096; chunk_len > 4096; chunk_len /= 2)
+        if (rows * ((cols + chunk_len - 1) / chunk_len) >= 512) break;
+    return chunk_len;
+}
+
+static int talon__topk_small(int64_t rows, int64_t cols) {
+    return rows * ((cols + 4095) / 4096) <= TALON__TOPK_SMALL;
+}
+
+/* 4-byte words of workspace per row: histogram (on the two-kernel path one per chunk, two
+   16-bit counts a word), counters, candidate keys and indices, rounded to 16 bytes. */
+static int64_t talon__topk_row_ints(int64_t rows, int64_t cols) {
     int64_t cap = cols < TALON__TOPK_CAP ? cols : TALON__TOPK_CAP;
-    return ((1 << TALON__TOPK_DIGIT) + TALON__TOPK_CTRS + 2 * cap + 3) / 4 * 4;
+    int64_t hist = talon__topk_small(rows, cols) ? (cols + 4095) / 4096 * (1 << TALON__TOPK_DIGIT) / 2
+                                                 : (1 << TALON__TOPK_DIGIT);
+    return (hist + TALON__TOPK_CTRS + 2 * cap + 3) / 4 * 4;
 }
 
 int64_t talon_topk_workspace_size(int64_t rows, int64_t cols) {
     if (rows < 1 || rows > TALON__TOPK_ROWS_MAX || cols < 1 || cols > TALON__TOPK_COLS_MAX)
         return 0;
-    return rows * talon__topk_row_ints(cols) * 4;
+    return rows * talon__topk_row_ints(rows, cols) * 4;
 }
 
 talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *a) {
@@ -1513,16 +1543,18 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
                            (long long)a->rows, (long long)a->cols);
     p.out_values = a->out_values; p.out_indices = a->out_indices; p.in = a->in;
     p.workspace = a->workspace;
-    p.row_ints = talon__topk_row_ints(a->cols);
+    p.row_ints = talon__topk_row_ints(a->rows, a->cols);
     p.cols = (int)a->cols; p.k = (int)a->k; p.sorted = a->sorted;
     p.cap = (int)(a->cols < TALON__TOPK_CAP ? a->cols : TALON__TOPK_CAP);
-    /* Chunks of 16384 elements while that still makes 512 blocks (about 4 per SM of an H100),
-       else 8192 or 4096 (one load of 8 per thread of a block): long chunks amortise each
-       block's fixed work, short ones spread a small batch over many SMs. */
-    for (chunk_len = 4 * 4096; chunk_len > 4096; chunk_len /= 2)
-        if (a->rows * ((a->cols + chunk_len - 1) / chunk_len) >= 512) break;
+    chunk_len = talon__topk_chunk_len(a->rows, a->cols);
     p.chunk_len = (int)chunk_len;
     p.chunks = (int)((a->cols + chunk_len - 1) / chunk_len);
+    if (talon__topk_small(a->rows, a->cols)) {
+        k = talon__pick(TALON__B_topk_chunk_hist, a->dtype, 1, 512);
+        TALON__TRY(talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p));
+        k = talon__pick(TALON__B_topk_chunk_select, a->dtype, 1, 512);
+        return talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p);
+    }
     k = talon__pick(TALON__B_topk_clear, TALON_DTYPE_I32, 1, 512);
     TALON__TRY(talon__launch2d(ctx, stream, op, k, a->rows, 1, &p));
     k = talon__pick(TALON__B_topk_hist, a->dtype, 1, 512);

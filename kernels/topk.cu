@@ -3,12 +3,23 @@
 // Strategy: radix select on an order-preserving 32-bit key (sign bit flipped, negatives
 // inverted; bf16/f16 go through their exact fp32 value; every NaN maps to the top key and
 // -0.0 to +0.0, so NaN ranks above +inf and the zeros tie). A row is split over `chunks`
-// blocks (grid chunks x rows) and the op is a fixed sequence of three kernels:
+// blocks (grid chunks x rows); the host picks one of two fixed kernel sequences from the
+// shape alone (talon.h, TALON__TOPK_SMALL):
+// large problems (rows x chunks > TALON__TOPK_SMALL), three kernels:
 //   clear:  zeroes each row's histogram and counters in the workspace (the caller's memory
 //           holds anything on entry, and a kernel keeps the sequence capture-safe);
 //   hist:   each block histograms the top 11 bits of its chunk's keys in shared memory and
 //           adds them to the row's histogram; the row's last block to finish (arrival
 //           counter) finds the digit d of the k-th key and how many keys lie above it;
+// small problems, two kernels (no clear launch, which is most of the time at B=1):
+//   chunk_hist: as hist, but each block stores its chunk's histogram (16-bit counts: chunks
+//           are 4096 keys on this path) in the chunk's own slot of the workspace with plain
+//           stores, so nothing needs zeroing; block 0 of a row zeroes select's counters;
+//   chunk_select: as select, but each block first sums the chunks' histograms itself, 512
+//           bins at a time from the top, to find d (one tile unless fewer than k keys are
+//           >= 2.0). Every block re-reads all its row's chunk histograms, a cost that grows
+//           with rows x chunks^2: hence only for small problems;
+// then, on both paths:
 //   select: each block writes the keys whose digit is above d (fewer than k) straight into
 //           the output and appends those with digit d (the candidates: element bits and
 //           index) to the workspace, both staged in shared memory and reserved with one global
@@ -31,16 +42,17 @@
 // large k and B=1: B=256 V=262144 k=1024 335 vs 245 us, B=1 V=128256 k=1024 56 vs 32, k=50
 // B=1 20.1 vs 17.3; faster only at k=50 with many rows (B=64 39.9 vs 41.1, B=256 104 vs 115).
 // A single merge block per row walking ~1K listed entries per chunk is the likely cost.
-// Also measured and not taken (H100, one run, fp32 randn, median us, b2b in brackets): two
-// kernels with no clear: hist stores each chunk's histogram (16-bit counts) in its own slot
-// of the workspace (nothing to zero; block 0 zeroes select's counters) and every select block
-// sums the chunks' top 512-bin tile (8-byte loads, 40 registers) to find the digit itself.
-// Exact (GPU tests, memcheck clean). V=128256 k=50: B=1 14.56 (12.34) vs 17.95 (16.02), B=64
-// 41.50 (39.94) vs 41.55 (40.44), B=256 119.6 vs 116.1; k=1024: B=1 29.8 vs 32.2, B=64 73.5
+// The two-kernel path alone (H100, one run, fp32 randn, median us, b2b in brackets), against
+// three kernels everywhere. Exact (GPU tests, memcheck clean). V=128256 k=50: B=1 14.56
+// (12.34) vs 17.95 (16.02), B=64 41.50 (39.94) vs 41.55 (40.44), B=256 119.6 vs 116.1; k=1024: B=1 29.8 vs 32.2, B=64 73.5
 // vs 73.6; bf16 k=50 B=64 38.9 vs 39.9; but V=262144 k=1024 B=256 267.5 vs 245.5: 4096
 // select blocks each re-reading 16 KB of histograms (64 MB of L2 traffic). Minimum chunk 2048
-// instead of 4096 on top of it: B=1 k=50 14.59, k=1024 28.7, B=64 k=50 41.0. Worth taking only
-// for small batches (few rows x chunks), beside this path for large ones.
+// instead of 4096 on top of it: B=1 k=50 14.59, k=1024 28.7, B=64 k=50 41.0 (not taken). Hence
+// the split: a win at 32 blocks (B=1), even at 512 (B=64), a loss from 2048 (B=256, 16 MB and
+// more of histogram re-reads); TALON__TOPK_SMALL = 128 blocks keeps those re-reads at or
+// under 8 MB, leaving every B >= 5 at V=128256 on the three kernels. Hybrid against three
+// kernels everywhere (H100, two runs each, median us): B=1 k=50 14.5 vs 17.9, B=4 15.4 vs
+// 18.8, B=1 k=1024 29.4 vs 32.3, B=2 V=262144 k=1024 29.2 vs 31.4; B >= 64 unchanged.
 #include "common.cuh"
 
 template <int DT> struct topk_type;
@@ -82,16 +94,19 @@ template <typename T> __device__ __forceinline__ uint32_t key_of_raw(uint32_t u)
 }
 
 struct Row {
+    // hist: the row's histogram (BINS counts), or with SLOTS one per chunk (BINS / 2 words
+    // each, bin 2w in the low half of word w, 2w + 1 in the high half);
     // ctr: [0] keys above the digit written, [1] candidates, [2] select blocks done,
     // [3] hist blocks done, [4] the k-th key's top digit, [5] keys in higher digits
     int *hist, *ctr;
     uint32_t *cand_raw, *cand_idx;
 };
 
-__device__ __forceinline__ Row row_ws(const talon__topk_params &p, int row) {
+template <bool SLOTS> __device__ __forceinline__ Row row_ws(const talon__topk_params &p, int row) {
     int *base = reinterpret_cast<int *>(p.workspace) + (int64_t)row * p.row_ints;
-    return {base, base + BINS, reinterpret_cast<uint32_t *>(base + BINS + TALON__TOPK_CTRS),
-            reinterpret_cast<uint32_t *>(base + BINS + TALON__TOPK_CTRS + p.cap)};
+    int *ctr = base + (SLOTS ? p.chunks * (BINS / 2) : BINS);
+    return {base, ctr, reinterpret_cast<uint32_t *>(ctr + TALON__TOPK_CTRS),
+            reinterpret_cast<uint32_t *>(ctr + TALON__TOPK_CTRS + p.cap)};
 }
 
 // Calls f(i, v) for every element of [begin, end) this thread owns, UNROLL loads in flight
@@ -125,15 +140,10 @@ __device__ __forceinline__ int claim(int *counter, bool want) {
     return want ? base + __popc(m & ((1u << lane) - 1)) : -1;
 }
 
-// Digit holding the need-th largest item of a shared histogram: res[0] = digit, res[1] = items
-// in higher digits. Every thread owns BINS / BLOCK consecutive bins.
-template <int BLOCK>
-__device__ __forceinline__ void find_digit(const int *hist, int need, int *res, int *warp_sums) {
-    constexpr int PER = BINS / BLOCK, WARPS = BLOCK / 32;
+// Sum of s over the block's higher threads (bins above this thread's); warp_sums then holds
+// each warp's sum.
+template <int BLOCK> __device__ __forceinline__ int sum_above(int s, int *warp_sums) {
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-    int s = 0;
-#pragma unroll
-    for (int j = 0; j < PER; j++) s += hist[t * PER + j];
     int incl = s; // sum over lanes >= lane
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -143,7 +153,20 @@ __device__ __forceinline__ void find_digit(const int *hist, int need, int *res, 
     if (lane == 0) warp_sums[warp] = incl;
     __syncthreads();
     int above = incl - s;
-    for (int w = warp + 1; w < WARPS; w++) above += warp_sums[w];
+    for (int w = warp + 1; w < BLOCK / 32; w++) above += warp_sums[w];
+    return above;
+}
+
+// Digit holding the need-th largest item of a shared histogram: res[0] = digit, res[1] = items
+// in higher digits. Every thread owns BINS / BLOCK consecutive bins.
+template <int BLOCK>
+__device__ __forceinline__ void find_digit(const int *hist, int need, int *res, int *warp_sums) {
+    constexpr int PER = BINS / BLOCK;
+    const int t = threadIdx.x;
+    int s = 0;
+#pragma unroll
+    for (int j = 0; j < PER; j++) s += hist[t * PER + j];
+    int above = sum_above<BLOCK>(s, warp_sums);
     if (above < need && above + s >= need) {
         for (int b = t * PER + PER - 1;; b--) {
             if (above + hist[b] >= need) {
@@ -201,7 +224,7 @@ template <typename T> __device__ __forceinline__ const T *row_in(const talon__to
 }
 
 template <typename T, int BLOCK> __device__ void topk_clear(const talon__topk_params &p) {
-    const Row r = row_ws(p, blockIdx.x);
+    const Row r = row_ws<false>(p, blockIdx.x);
     for (int i = threadIdx.x; i < BINS + TALON__TOPK_CTRS; i += BLOCK) r.hist[i] = 0;
 }
 
@@ -215,7 +238,7 @@ template <typename T, int BLOCK> __device__ void topk_hist(const talon__topk_par
         if (i >= 0) atomicAdd(&hist[key_of(v) >> LOW], 1);
     });
     __syncthreads();
-    const Row r = row_ws(p, row);
+    const Row r = row_ws<false>(p, row);
     for (int b = threadIdx.x; b < BINS; b += BLOCK)
         if (hist[b]) atomicAdd(&r.hist[b], hist[b]);
     // The row's last block finds the k-th key's digit once for all select blocks.
@@ -226,6 +249,75 @@ template <typename T, int BLOCK> __device__ void topk_hist(const talon__topk_par
     if (threadIdx.x == 0) {
         r.ctr[4] = res[0];
         r.ctr[5] = res[1];
+    }
+}
+
+template <typename T, int BLOCK> __device__ void topk_chunk_hist(const talon__topk_params &p) {
+    __shared__ int hist[BINS];
+    const int row = blockIdx.y, begin = blockIdx.x * p.chunk_len;
+    const int end = min(p.cols, begin + p.chunk_len);
+    const Row r = row_ws<true>(p, row);
+    if (blockIdx.x == 0 && threadIdx.x < TALON__TOPK_CTRS) r.ctr[threadIdx.x] = 0;
+    for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
+    __syncthreads();
+    for_keys<T, BLOCK>(row_in<T>(p, row), begin, end, [&](int i, T v) {
+        if (i >= 0) atomicAdd(&hist[key_of(v) >> LOW], 1);
+    });
+    __syncthreads();
+    uint32_t *mine = reinterpret_cast<uint32_t *>(r.hist) + blockIdx.x * (BINS / 2);
+    for (int w = threadIdx.x; w < BINS / 2; w += BLOCK)
+        mine[w] = (uint32_t)hist[2 * w] | (uint32_t)hist[2 * w + 1] << 16;
+}
+
+// chunk_select's digit: the row's k-th key's top digit (res[0]) and how many keys lie in
+// higher digits (res[1]), from the chunks' histograms one tile of BLOCK bins at a time from
+// the top. Each thread sums four bins (8 bytes) over a quarter of the chunks, so the loads of
+// all chunks are in flight at once.
+template <int BLOCK>
+__device__ __forceinline__ void row_digit(const talon__topk_params &p, const int *hist, int *sh, int *res,
+                                          int *warp_sums) {
+    constexpr int TILE = BLOCK, QUADS = TILE / 4, GROUPS = BLOCK / QUADS;
+    constexpr int LOADS = 8; // 32 chunks per tile in one L2 round trip (B=1 V=128256)
+    static_assert(BINS % TILE == 0 && GROUPS * TILE <= BINS, "tile");
+    const int t = threadIdx.x, q = t % QUADS, g = t / QUADS;
+    const uint2 *words = reinterpret_cast<const uint2 *>(hist);
+    int need = p.k, above = 0;
+    for (int top = BINS - TILE;; top -= TILE) {
+        int n[4] = {0, 0, 0, 0}; // bins top + 4q + j
+        for (int c0 = g; c0 < p.chunks; c0 += LOADS * GROUPS) {
+            uint2 x[LOADS];
+#pragma unroll
+            for (int j = 0; j < LOADS; j++) {
+                const int c = c0 + j * GROUPS;
+                x[j] = c < p.chunks ? __ldcg(&words[(c * BINS + top) / 4 + q]) : make_uint2(0, 0);
+            }
+#pragma unroll
+            for (int j = 0; j < LOADS; j++) {
+                n[0] += x[j].x & 0xFFFF;
+                n[1] += x[j].x >> 16;
+                n[2] += x[j].y & 0xFFFF;
+                n[3] += x[j].y >> 16;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) sh[g * TILE + 4 * q + j] = n[j];
+        if (t == 0) res[0] = -1;
+        __syncthreads();
+        int s = 0; // bin top + t
+#pragma unroll
+        for (int j = 0; j < GROUPS; j++) s += sh[j * TILE + t];
+        const int higher = sum_above<BLOCK>(s, warp_sums);
+        int total = 0;
+        for (int j = 0; j < BLOCK / 32; j++) total += warp_sums[j];
+        if (higher < need && higher + s >= need) {
+            res[0] = top + t;
+            res[1] = above + higher;
+        }
+        __syncthreads();
+        if (res[0] >= 0) return;
+        need -= total;
+        above += total;
+        __syncthreads(); // sh, res and warp_sums are rewritten by the next tile
     }
 }
 
@@ -240,20 +332,21 @@ struct SelectSmem {
 
 static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in talon.h is too small");
 
-template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_params &p) {
+template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const talon__topk_params &p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     SelectSmem &sm = *reinterpret_cast<SelectSmem *>(smem_raw);
     // Blocks run in the reverse order of the hist kernel's: the chunks it read last are the
     // likeliest to be still in L2.
     const int row = gridDim.y - 1 - blockIdx.y, begin = (gridDim.x - 1 - blockIdx.x) * p.chunk_len;
     const int end = min(p.cols, begin + p.chunk_len);
-    const Row r = row_ws(p, row);
+    const Row r = row_ws<SLOTS>(p, row);
     const T *in = row_in<T>(p, row);
     int *out_idx = reinterpret_cast<int *>(p.out_indices) + (int64_t)row * p.k;
     T *out_val = reinterpret_cast<T *>(p.out_values) + (int64_t)row * p.k;
 
-    const uint32_t digit = (uint32_t)__ldcg(&r.ctr[4]);
-    const int above = __ldcg(&r.ctr[5]);
+    if (SLOTS) row_digit<BLOCK>(p, r.hist, sm.hist, sm.res, sm.warp_sums);
+    const uint32_t digit = SLOTS ? (uint32_t)sm.res[0] : (uint32_t)__ldcg(&r.ctr[4]);
+    const int above = SLOTS ? sm.res[1] : __ldcg(&r.ctr[5]);
 
     // Hits are staged in shared memory (the candidate arrays, unused until the last block's
     // final stage) and copied out with one global atomic per block and counter: a global
@@ -399,6 +492,13 @@ template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_p
         out_val[o] = from_raw<T>(sm.raw[c & (TALON__TOPK_KMAX - 1)]);
         out_idx[o] = (int)(IDX_TOP - (uint32_t)(c >> 10 & IDX_TOP));
     }
+}
+
+template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_params &p) {
+    select_rows<T, BLOCK, false>(p);
+}
+template <typename T, int BLOCK> __device__ void topk_chunk_select(const talon__topk_params &p) {
+    select_rows<T, BLOCK, true>(p);
 }
 
 #define X(sym, body, dt, vec, img, block, smem, P)                                             \

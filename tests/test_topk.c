@@ -55,9 +55,12 @@ static const bad_row bad_rows[] = {
     {"topk rejects workspace NULL", PARG(workspace), 0, 0, 0, "args->workspace", "NULL", 0, 0},
     {"topk rejects workspace misaligned by 8", PARG(workspace), P_WS + 8, 0, 0, "args->workspace",
      "0x400008", 0, 0},
-    /* 4 rows of 128256: 4 * 10256 words of 4 bytes = 164096 bytes. */
-    {"topk rejects workspace_bytes one short", ARG(workspace_bytes), 164095, 0, 0,
-     "args->workspace_bytes", "164095", 0, 0},
+    /* 4 rows of 128256 (two kernels, 32 chunk histograms): 4 * 40976 words of 4 bytes. */
+    {"topk rejects workspace_bytes one short", ARG(workspace_bytes), 655615, 0, 0,
+     "args->workspace_bytes", "655615", 0, 0},
+    /* 5 rows (three kernels): 5 * 10256 words of 4 bytes. */
+    {"topk rejects workspace_bytes one short (5 rows)", ARG(workspace_bytes), 205119, 0, 0,
+     "args->workspace_bytes", "205119", 5, 0},
 };
 
 static void test_invalid_argument(void **state) {
@@ -83,7 +86,9 @@ static void test_accepts_edges(void **state) {
     talon_topk_args a;
     (void)state;
     valid_args(&a);
-    a.workspace_bytes = 164096;
+    a.workspace_bytes = 655616;
+    assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
+    a.rows = 5; a.workspace_bytes = 205120; /* three kernels */
     assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
     valid_args(&a);
     a.dtype = TALON_DTYPE_BF16; a.in = P_IN + 2; a.out_values = P_VAL + 2;
@@ -92,15 +97,23 @@ static void test_accepts_edges(void **state) {
     valid_args(&a);
     a.rows = 1; a.cols = 1; a.k = 1;
     assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
-    assert_int_equal(fake.launches, 9);
+    assert_int_equal(fake.launches, 2 + 3 + 3 + 2); /* 4, 5, 1024 and 1 rows */
 }
 
 static void test_workspace_size(void **state) {
     (void)state;
-    /* words per row: 2048 histogram + 16 counters + 2 * min(cols, 4096), to a multiple of 4 */
-    assert_int_equal(talon_topk_workspace_size(1, 7), 4 * 2080);
-    assert_int_equal(talon_topk_workspace_size(1, 1), 4 * 2068);
-    assert_int_equal(talon_topk_workspace_size(1, 262144), 4 * 10256);
+    /* words per row: histogram + 16 counters + 2 * min(cols, 4096), to a multiple of 4; the
+       histogram is 2048 words on the three-kernel path, 1024 per chunk of 4096 on the
+       two-kernel one (rows x chunks <= 128) */
+    assert_int_equal(talon_topk_workspace_size(1, 7), 4 * 1056);
+    assert_int_equal(talon_topk_workspace_size(1, 1), 4 * 1044);
+    assert_int_equal(talon_topk_workspace_size(128, 7), 128 * 4 * 1056);
+    assert_int_equal(talon_topk_workspace_size(129, 7), 129 * 4 * 2080);
+    assert_int_equal(talon_topk_workspace_size(1, 262144), 4 * (64 * 1024 + 16 + 8192));
+    assert_int_equal(talon_topk_workspace_size(2, 262144), 2 * 4 * (64 * 1024 + 16 + 8192));
+    assert_int_equal(talon_topk_workspace_size(3, 262144), 3 * 4 * 10256);
+    assert_int_equal(talon_topk_workspace_size(4, 128256), 4 * 4 * (32 * 1024 + 16 + 8192));
+    assert_int_equal(talon_topk_workspace_size(5, 128256), 5 * 4 * 10256);
     assert_int_equal(talon_topk_workspace_size(1024, 262144), 1024 * 4 * 10256);
     assert_int_equal(talon_topk_workspace_size(0, 7), 0);
     assert_int_equal(talon_topk_workspace_size(1025, 7), 0);
@@ -117,9 +130,19 @@ typedef struct launch_row {
     const char *dt;
 } launch_row;
 
-/* Chunks of 16384, 8192 or 4096 elements: the longest that gives at least 512 blocks. */
+/* Chunks of 16384, 8192 or 4096 elements: the longest that gives at least 512 blocks; two
+   kernels when rows x chunks <= 128, else three. */
 static const launch_row launch_rows[] = {
     {"topk launch B=1 V=128256 k=50 f32", 1, 128256, 50, 0, TALON_DTYPE_F32, 0, 32, 4096, "f32"},
+    {"topk launch B=4 V=128256 k=50 f32 (128 blocks: two kernels)", 4, 128256, 50, 0,
+     TALON_DTYPE_F32, 1, 32, 4096, "f32"},
+    {"topk launch B=5 V=128256 k=50 f32 (160 blocks: three kernels)", 5, 128256, 50, 0,
+     TALON_DTYPE_F32, 0, 32, 4096, "f32"},
+    {"topk launch B=128 V=4096 k=1024 bf16 (128 blocks: two kernels)", 128, 4096, 1024, 0,
+     TALON_DTYPE_BF16, 0, 1, 4096, "bf16"},
+    {"topk launch B=129 V=4096 k=1024 bf16 (129 blocks: three kernels)", 129, 4096, 1024, 0,
+     TALON_DTYPE_BF16, 0, 1, 4096, "bf16"},
+    {"topk launch B=1 V=262144 k=1024 f16", 1, 262144, 1024, 0, TALON_DTYPE_F16, 1, 64, 4096, "f16"},
     {"topk launch B=64 V=128256 k=50 f32 sorted", 64, 128256, 50, 0, TALON_DTYPE_F32, 1, 8, 16384, "f32"},
     {"topk launch B=16 V=262144 k=50 f32", 16, 262144, 50, 0, TALON_DTYPE_F32, 0, 32, 8192, "f32"},
     {"topk launch B=256 V=128256 k=50 f32", 256, 128256, 50, 0, TALON_DTYPE_F32, 0, 8, 16384, "f32"},
@@ -153,24 +176,25 @@ static void test_launch(void **state) {
     talon_topk_args a;
     char sym[64];
     int64_t cap = row->cols < 4096 ? row->cols : 4096;
+    int two = row->rows * row->chunks <= 128, n = 0;
     valid_args(&a);
     a.rows = row->rows; a.cols = row->cols; a.k = row->k; a.in_stride = row->in_stride;
     a.dtype = row->dtype; a.sorted = row->sorted;
     assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
-    assert_int_equal(fake.launches, 3);
+    assert_int_equal(fake.launches, two ? 2 : 3);
     memset(&want, 0, sizeof want);
     want.out_values = P_VAL; want.out_indices = P_IDX; want.in = P_IN; want.workspace = P_WS;
     want.in_stride = row->in_stride ? row->in_stride : row->cols;
-    want.row_ints = (2048 + 16 + 2 * cap + 3) / 4 * 4;
+    want.row_ints = ((two ? row->chunks * 1024 : 2048) + 16 + 2 * cap + 3) / 4 * 4;
     want.cols = (int)row->cols; want.k = (int)row->k; want.chunk_len = row->chunk_len;
     want.chunks = row->chunks; want.cap = (int)cap; want.sorted = row->sorted;
     assert_true((int64_t)row->chunks * row->chunk_len >= row->cols);
     assert_true((int64_t)(row->chunks - 1) * row->chunk_len < row->cols);
-    expect_launch(0, "talon_topk_clear", (unsigned)row->rows, 1, &want);
-    snprintf(sym, sizeof sym, "talon_topk_hist_%s", row->dt);
-    expect_launch(1, sym, (unsigned)row->chunks, (unsigned)row->rows, &want);
-    snprintf(sym, sizeof sym, "talon_topk_select_%s", row->dt);
-    expect_launch(2, sym, (unsigned)row->chunks, (unsigned)row->rows, &want);
+    if (!two) expect_launch(n++, "talon_topk_clear", (unsigned)row->rows, 1, &want);
+    snprintf(sym, sizeof sym, "talon_topk_%shist_%s", two ? "chunk_" : "", row->dt);
+    expect_launch(n++, sym, (unsigned)row->chunks, (unsigned)row->rows, &want);
+    snprintf(sym, sizeof sym, "talon_topk_%sselect_%s", two ? "chunk_" : "", row->dt);
+    expect_launch(n, sym, (unsigned)row->chunks, (unsigned)row->rows, &want);
 }
 
 /* ---------------------------------------------------------------- reference */
