@@ -1,6 +1,8 @@
 /* See gpu.h. */
+#define _POSIX_C_SOURCE 200809L
 #include "gpu.h"
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,4 +53,48 @@ int gpu_open(gpu *g, char *err, size_t errlen) {
         return -1;
     }
     return 0;
+}
+
+double gpu_seconds_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+int gpu_test_begin(gpu_test *t, const char *prog, unsigned stream_flags) {
+    talon_ctx_options options = {NULL, TALON_CTX_PRELOAD};
+    const char *quick = getenv("TALON_TEST_QUICK");
+    const talon_bundle_info *bi = talon_bundle_info_get();
+    char err[512];
+    CUresult r;
+    memset(t, 0, sizeof *t);
+    t->prog = prog;
+    clock_gettime(CLOCK_MONOTONIC, &t->t0);
+    if (gpu_open(&t->g, err, sizeof err)) {
+        fprintf(stderr, "%s: no GPU: %s (this test needs an H100/H200)\n", prog, err);
+        return -1;
+    }
+    if (talon_ctx_create(&t->ctx, &options) != TALON_SUCCESS) {
+        fprintf(stderr, "%s: talon_ctx_create on \"%s\" failed: %s\n", prog, t->g.name,
+                talon_last_error());
+        return -1;
+    }
+    if ((r = cu.cuStreamCreate(&t->stream, stream_flags)) != CUDA_SUCCESS) {
+        fprintf(stderr, "%s: cuStreamCreate failed: %s\n", prog, gpu_error(r));
+        return -1;
+    }
+    t->quick = quick && strcmp(quick, "0") != 0;
+    printf("%s: %s, talon %s (%s, nvcc %s), %s grid\n", prog, t->g.name, bi->version,
+           bi->git_commit, bi->nvcc_version, t->quick ? "quick (TALON_TEST_QUICK)" : "full");
+    fflush(stdout);
+    return 0;
+}
+
+int gpu_test_end(gpu_test *t, const char *what, long long cases, long long elements,
+                 int failed) {
+    printf("%s: %lld cases, %lld elements checked%s, %d failed tests, %.1f s\n", t->prog, cases,
+           elements, what, failed, gpu_seconds_since(&t->t0));
+    cu.cuStreamDestroy(t->stream);
+    talon_ctx_destroy(t->ctx);
+    return failed ? 1 : 0;
 }

@@ -3,7 +3,9 @@
 #ifndef TALON_TESTS_GPU_H
 #define TALON_TESTS_GPU_H
 #include <stddef.h>
+#include <time.h>
 #include <cuda.h>
+#include "talon.h"
 
 /* X(name, ABI version, args): each resolved at the version whose signature is written here
    (cudaTypedefs.h: PFN_<name>_v<version>), never the header's CUDA_VERSION, whose variants of
@@ -58,4 +60,27 @@ int gpu_open(gpu *g, char *err, size_t errlen);
 
 /* Text for a CUresult ("?" if the driver has none). */
 const char *gpu_error(CUresult r);
+
+/* Seconds elapsed since t0 (CLOCK_MONOTONIC). */
+double gpu_seconds_since(const struct timespec *t0);
+
+/* What a GPU test program sets up before its tests: the GPU, a talon ctx created with
+   TALON_CTX_PRELOAD (so every test may capture graphs), one stream, and whether
+   TALON_TEST_QUICK asks for the small grid (compute-sanitizer runs). */
+typedef struct gpu_test {
+    const char *prog;
+    gpu g;
+    talon_ctx *ctx;
+    CUstream stream;
+    int quick;
+    struct timespec t0;
+} gpu_test;
+
+/* Opens everything and prints a banner line; returns 0, or -1 after saying why on stderr. */
+int gpu_test_begin(gpu_test *t, const char *prog, unsigned stream_flags);
+
+/* Prints "<prog>: C cases, E elements checked<what>, F failed tests, S s", releases what
+   gpu_test_begin opened and returns the exit status (0 only when failed is 0). */
+int gpu_test_end(gpu_test *t, const char *what, long long cases, long long elements,
+                 int failed);
 #endif

@@ -66,12 +66,10 @@ static void tally_start(tally *t, const char *name) {
 }
 
 static void tally_end(tally *t) {
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     print_message("%s: %lld cases, %lld elements checked (o and lse), worst error %.3f of the "
                   "tolerance, %.1f s\n",
                   t->test, (long long)t->cases, (long long)t->elements, t->worst,
-                  (double)(t1.tv_sec - t->t0.tv_sec) + (double)(t1.tv_nsec - t->t0.tv_nsec) * 1e-9);
+                  gpu_seconds_since(&t->t0));
     g_cases += t->cases;
     g_elements += t->elements;
     if (t->failures) {
@@ -635,28 +633,12 @@ int main(void) {
         cmocka_unit_test(test_empty_and_splits), cmocka_unit_test(test_graph),
         cmocka_unit_test(test_merge),
     };
-    const char *quick = getenv("TALON_TEST_QUICK");
-    talon_ctx_options options = {NULL, TALON_CTX_PRELOAD};
-    gpu g;
-    char err[512];
+    gpu_test t;
     int failed;
-    if (gpu_open(&g, err, sizeof err)) {
-        fprintf(stderr, "test_gpu_decode: no GPU: %s\n", err);
-        return 1;
-    }
-    if (talon_ctx_create(&g_ctx, &options) != TALON_SUCCESS) {
-        fprintf(stderr, "test_gpu_decode: talon_ctx_create: %s\n", talon_last_error());
-        return 1;
-    }
-    if (cu.cuStreamCreate(&g_stream, CU_STREAM_DEFAULT) != CUDA_SUCCESS) return 1;
-    g_quick = quick && strcmp(quick, "0") != 0;
-    printf("test_gpu_decode: %s, talon %s (%s), %s grid\n", g.name, talon_bundle_info_get()->version,
-           talon_bundle_info_get()->git_commit, g_quick ? "quick" : "full");
-    fflush(stdout);
+    if (gpu_test_begin(&t, "test_gpu_decode", CU_STREAM_DEFAULT)) return 1;
+    g_ctx = t.ctx;
+    g_stream = t.stream;
+    g_quick = t.quick;
     failed = cmocka_run_group_tests_name("talon GPU decode attention", tests, NULL, NULL);
-    printf("test_gpu_decode: %lld cases, %lld elements checked against the fp64 reference, %d "
-           "failed tests\n", (long long)g_cases, (long long)g_elements, failed);
-    cu.cuStreamDestroy(g_stream);
-    talon_ctx_destroy(g_ctx);
-    return failed ? 1 : 0;
+    return gpu_test_end(&t, " against the fp64 reference", (long long)g_cases, (long long)g_elements, failed);
 }

@@ -589,29 +589,12 @@ int main(void) {
         cmocka_unit_test(test_sum),
         cmocka_unit_test(test_graph),
     };
-    const char *quick = getenv("TALON_TEST_QUICK");
-    talon_ctx_options options = {NULL, TALON_CTX_PRELOAD};
-    gpu g;
-    char err[512];
+    gpu_test t;
     int failed;
-    if (gpu_open(&g, err, sizeof err)) {
-        fprintf(stderr, "test_gpu_moe: no GPU: %s (this test needs an H100/H200)\n", err);
-        return 1;
-    }
-    if (talon_ctx_create(&g_ctx, &options) != TALON_SUCCESS) {
-        fprintf(stderr, "test_gpu_moe: talon_ctx_create on \"%s\" failed: %s\n", g.name,
-                talon_last_error());
-        return 1;
-    }
-    if (cu.cuStreamCreate(&g_stream, CU_STREAM_DEFAULT) != CUDA_SUCCESS) return 1;
-    g_quick = quick && strcmp(quick, "0") != 0;
-    printf("test_gpu_moe: %s, talon %s (%s), %s grid\n", g.name, talon_bundle_info_get()->version,
-           talon_bundle_info_get()->git_commit, g_quick ? "quick (TALON_TEST_QUICK)" : "full");
-    fflush(stdout);
+    if (gpu_test_begin(&t, "test_gpu_moe", CU_STREAM_DEFAULT)) return 1;
+    g_ctx = t.ctx;
+    g_stream = t.stream;
+    g_quick = t.quick;
     failed = cmocka_run_group_tests_name("talon GPU moe", tests, NULL, NULL);
-    printf("test_gpu_moe: %lld cases, %lld elements checked, %d failed tests\n",
-           (long long)g_cases, (long long)g_elements, failed);
-    cu.cuStreamDestroy(g_stream);
-    talon_ctx_destroy(g_ctx);
-    return failed ? 1 : 0;
+    return gpu_test_end(&t, "", (long long)g_cases, (long long)g_elements, failed);
 }

@@ -691,8 +691,6 @@ static void test_graph(void **state) {
 
 /* ---------------------------------------------------------------- main */
 int main(void) {
-    const char *quick = getenv("TALON_TEST_QUICK");
-    talon_ctx_options options = {NULL, TALON_CTX_PRELOAD};
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_prestate(test_rope, (void *)(intptr_t)TALON_DTYPE_BF16),
         cmocka_unit_test_prestate(test_rope, (void *)(intptr_t)TALON_DTYPE_F16),
@@ -702,28 +700,12 @@ int main(void) {
         cmocka_unit_test(test_kv_patterns),
         cmocka_unit_test(test_graph),
     };
-    struct timespec t0, t1;
-    gpu g;
-    char err[512];
+    gpu_test t;
     int failed;
-    if (gpu_open(&g, err, sizeof err)) {
-        fprintf(stderr, "test_gpu_rope: no GPU: %s\n", err);
-        return 1;
-    }
-    if (talon_ctx_create(&g_ctx, &options) != TALON_SUCCESS) {
-        fprintf(stderr, "test_gpu_rope: talon_ctx_create: %s\n", talon_last_error());
-        return 1;
-    }
-    if (cu.cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return 1;
-    g_quick = quick && strcmp(quick, "0") != 0;
-    printf("test_gpu_rope: %s, %s\n", g.name, g_quick ? "quick (TALON_TEST_QUICK)" : "full");
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (gpu_test_begin(&t, "test_gpu_rope", CU_STREAM_NON_BLOCKING)) return 1;
+    g_ctx = t.ctx;
+    g_stream = t.stream;
+    g_quick = t.quick;
     failed = cmocka_run_group_tests_name("talon GPU rope/kv_append", tests, NULL, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("test_gpu_rope: %lld cases, %lld elements checked, %d failed tests, %.1f s\n",
-           (long long)g_cases, (long long)g_elements, failed,
-           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
-    cu.cuStreamDestroy(g_stream);
-    talon_ctx_destroy(g_ctx);
-    return failed ? 1 : 0;
+    return gpu_test_end(&t, "", (long long)g_cases, (long long)g_elements, failed);
 }

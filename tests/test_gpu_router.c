@@ -360,13 +360,11 @@ static void tally_case(tally *t, int rc, const rcase *c, const result *r) {
 }
 
 static void tally_end(tally *t) {
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     print_message("%s: %lld cases, %lld elements checked (ids exact), worst weight error %.3g "
                   "of the tolerance (%.3g relative), %.1f s\n",
                   t->test, (long long)t->cases, (long long)t->elements, t->worst_ratio,
                   t->worst_rel,
-                  (double)(t1.tv_sec - t->t0.tv_sec) + (double)(t1.tv_nsec - t->t0.tv_nsec) * 1e-9);
+                  gpu_seconds_since(&t->t0));
     if (t->failures) {
         print_error("%s: %lld of %lld cases failed\n", t->test, (long long)t->failures,
                     (long long)t->cases);
@@ -513,8 +511,6 @@ static void test_graph(void **state) {
 
 /* ---------------------------------------------------------------- main */
 int main(void) {
-    const char *quick = getenv("TALON_TEST_QUICK");
-    talon_ctx_options options = {NULL, TALON_CTX_PRELOAD};
     const struct CMUnitTest tests[] = {
         {"random_f32", test_random, NULL, NULL, (void *)(intptr_t)TALON_DTYPE_F32},
         {"random_bf16", test_random, NULL, NULL, (void *)(intptr_t)TALON_DTYPE_BF16},
@@ -523,30 +519,12 @@ int main(void) {
         {"many_tokens", test_many_tokens, NULL, NULL, NULL},
         {"graph_capture_replay", test_graph, NULL, NULL, NULL},
     };
-    gpu g;
-    char err[512];
+    gpu_test t;
     int failed;
-    if (gpu_open(&g, err, sizeof err)) {
-        fprintf(stderr, "test_gpu_router: no GPU: %s (this test needs an H100/H200)\n", err);
-        return 1;
-    }
-    if (talon_ctx_create(&g_ctx, &options) != TALON_SUCCESS) {
-        fprintf(stderr, "test_gpu_router: talon_ctx_create failed: %s\n", talon_last_error());
-        return 1;
-    }
-    if (cu.cuStreamCreate(&g_stream, CU_STREAM_DEFAULT) != CUDA_SUCCESS) {
-        fprintf(stderr, "test_gpu_router: cuStreamCreate failed\n");
-        return 1;
-    }
-    g_quick = quick && strcmp(quick, "0") != 0;
-    printf("test_gpu_router: %s, talon %s (%s), %s shapes\n", g.name,
-           talon_bundle_info_get()->version, talon_bundle_info_get()->git_commit,
-           g_quick ? "quick (TALON_TEST_QUICK)" : "full");
-    fflush(stdout);
+    if (gpu_test_begin(&t, "test_gpu_router", CU_STREAM_DEFAULT)) return 1;
+    g_ctx = t.ctx;
+    g_stream = t.stream;
+    g_quick = t.quick;
     failed = cmocka_run_group_tests_name("talon_moe_router_topk GPU", tests, NULL, NULL);
-    printf("test_gpu_router: %lld cases, %lld elements checked, %d failed tests\n",
-           (long long)g_cases, (long long)g_elements, failed);
-    cu.cuStreamDestroy(g_stream);
-    talon_ctx_destroy(g_ctx);
-    return failed ? 1 : 0;
+    return gpu_test_end(&t, "", (long long)g_cases, (long long)g_elements, failed);
 }

@@ -254,12 +254,10 @@ static void tally_start(tally *t, const char *name) {
 }
 
 static void tally_end(tally *t) {
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     print_message("%s: %lld cases, %lld elements (indices + values) checked exactly, "
                   "%lld failed, %.1f s\n", t->name, (long long)t->cases, (long long)t->elements,
                   (long long)t->failures,
-                  (double)(t1.tv_sec - t->t0.tv_sec) + (double)(t1.tv_nsec - t->t0.tv_nsec) * 1e-9);
+                  gpu_seconds_since(&t->t0));
     g_cases += t->cases;
     g_elements += t->elements;
     if (t->failures) fail();
@@ -381,27 +379,12 @@ int main(void) {
         cmocka_unit_test_prestate(test_dtype, (void *)(intptr_t)TALON_DTYPE_F16),
         cmocka_unit_test(test_graph),
     };
-    const char *quick = getenv("TALON_TEST_QUICK");
-    talon_ctx_options options = {NULL, TALON_CTX_PRELOAD};
-    gpu g;
-    char err[512];
+    gpu_test t;
     int failed;
-    if (gpu_open(&g, err, sizeof err)) {
-        fprintf(stderr, "test_gpu_topk: no GPU: %s\n", err);
-        return 1;
-    }
-    if (talon_ctx_create(&g_ctx, &options) != TALON_SUCCESS ||
-        cu.cuStreamCreate(&g_stream, CU_STREAM_DEFAULT) != CUDA_SUCCESS) {
-        fprintf(stderr, "test_gpu_topk: setup failed: %s\n", talon_last_error());
-        return 1;
-    }
-    g_quick = quick && strcmp(quick, "0") != 0;
-    printf("test_gpu_topk: %s, %s grid\n", g.name, g_quick ? "quick" : "full");
-    fflush(stdout);
+    if (gpu_test_begin(&t, "test_gpu_topk", CU_STREAM_DEFAULT)) return 1;
+    g_ctx = t.ctx;
+    g_stream = t.stream;
+    g_quick = t.quick;
     failed = cmocka_run_group_tests_name("talon_topk GPU", tests, NULL, NULL);
-    printf("test_gpu_topk: %lld cases, %lld elements checked exactly, %d failed tests\n",
-           (long long)g_cases, (long long)g_elements, failed);
-    cu.cuStreamDestroy(g_stream);
-    talon_ctx_destroy(g_ctx);
-    return failed ? 1 : 0;
+    return gpu_test_end(&t, " exactly", (long long)g_cases, (long long)g_elements, failed);
 }
