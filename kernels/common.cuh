@@ -4,8 +4,11 @@
 #include <cuda_fp16.h>
 #include "talon.h"
 
+// Element type of a kernel-table dtype column: talon__ct_<dtype>.
 typedef __nv_bfloat16 talon__ct_BF16;
 typedef __half talon__ct_F16;
+typedef float talon__ct_F32;
+typedef int32_t talon__ct_I32;
 
 // bf16 is the top half of an fp32: a shift (ptxas allocates registers better for it than for cvt).
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __uint_as_float(uint32_t(__bfloat16_as_ushort(x)) << 16); }

@@ -28,8 +28,6 @@
 // experts per lane (NPER = 4, 8, 16 for up to 128, 256, 512 experts).
 #include "common.cuh"
 
-typedef float talon__ct_F32;
-
 __device__ __forceinline__ float router_f32(float x) { return x; }
 __device__ __forceinline__ float router_f32(__nv_bfloat16 x) { return to_f32(x); }
 __device__ __forceinline__ float router_f32(__half x) { return to_f32(x); }

@@ -55,12 +55,6 @@
 // 18.8, B=1 k=1024 29.4 vs 32.3, B=2 V=262144 k=1024 29.2 vs 31.4; B >= 64 unchanged.
 #include "common.cuh"
 
-template <int DT> struct topk_type;
-template <> struct topk_type<TALON_DTYPE_F32> { typedef float T; };
-template <> struct topk_type<TALON_DTYPE_BF16> { typedef __nv_bfloat16 T; };
-template <> struct topk_type<TALON_DTYPE_F16> { typedef __half T; };
-template <> struct topk_type<TALON_DTYPE_I32> { typedef int T; };
-
 constexpr int BINS = 1 << TALON__TOPK_DIGIT; // 2048 bins of the 11-bit digit
 constexpr int LOW = 32 - TALON__TOPK_DIGIT;  // key bits below the top digit
 constexpr uint32_t LOW_MASK = (1u << LOW) - 1;
@@ -503,6 +497,6 @@ template <typename T, int BLOCK> __device__ void topk_chunk_select(const talon__
 
 #define X(sym, body, dt, vec, img, block, smem, P)                                             \
     extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
-        body<topk_type<TALON_DTYPE_##dt>::T, block>(p);                                        \
+        body<talon__ct_##dt, block>(p);                                                         \
     }
 TALON__KERNELS_topk(X)
