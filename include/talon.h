@@ -1242,6 +1242,19 @@ static talon_status talon__check_dtype(const char *op, talon_dtype t) {
                        (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16);
 }
 
+/* The data types of the ops that also take fp32 (logits, scores); *size gets the element's
+   bytes. */
+static talon_status talon__check_dtype_f32(const char *op, const char *name, talon_dtype t,
+                                           int *size) {
+    *size = t == TALON_DTYPE_F32 ? 4 : 2;
+    if (t == TALON_DTYPE_F32 || t == TALON_DTYPE_BF16 || t == TALON_DTYPE_F16)
+        return TALON_SUCCESS;
+    return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                       "%s: args->%s = %d is not supported (bf16 = %d, f16 = %d, f32 = %d)", op,
+                       name, (int)t, (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16,
+                       (int)TALON_DTYPE_F32);
+}
+
 /* Device pointers must be non-NULL (unless optional) and aligned to their element. */
 static talon_status talon__check_ptr_align(const char *op, const char *name, CUdeviceptr p,
                                            int optional, int align) {
@@ -1430,12 +1443,7 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
     int esize, vec, per_lane, k;
     talon__body body;
     TALON__TRY(talon__check_common(op, ctx, a));
-    if (a->logits_dtype != TALON_DTYPE_BF16 && a->logits_dtype != TALON_DTYPE_F16 &&
-        a->logits_dtype != TALON_DTYPE_F32)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->logits_dtype = %d is not supported (bf16 = %d, f16 = %d, "
-                           "f32 = %d)", op, (int)a->logits_dtype, (int)TALON_DTYPE_BF16,
-                           (int)TALON_DTYPE_F16, (int)TALON_DTYPE_F32);
+    TALON__TRY(talon__check_dtype_f32(op, "logits_dtype", a->logits_dtype, &esize));
     if (a->scoring != TALON_ROUTER_SOFTMAX && a->scoring != TALON_ROUTER_SIGMOID)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                            "%s: args->scoring = %d is not TALON_ROUTER_SOFTMAX (0) or "
@@ -1450,7 +1458,6 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                            "%s: args->k = %lld is larger than args->experts = %lld", op,
                            (long long)a->k, (long long)a->experts);
-    esize = a->logits_dtype == TALON_DTYPE_F32 ? 4 : 2;
     TALON__TRY(talon__check_ptr_align(op, "topk_weights", a->topk_weights, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "topk_ids", a->topk_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "logits", a->logits, 0, esize));
@@ -1512,12 +1519,7 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
     int64_t need, chunk_len;
     int esize, k;
     TALON__TRY(talon__check_common(op, ctx, a));
-    if (a->dtype != TALON_DTYPE_F32 && a->dtype != TALON_DTYPE_BF16 && a->dtype != TALON_DTYPE_F16)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->dtype = %d is not supported (bf16 = %d, f16 = %d, f32 = %d)",
-                           op, (int)a->dtype, (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16,
-                           (int)TALON_DTYPE_F32);
-    esize = a->dtype == TALON_DTYPE_F32 ? 4 : 2;
+    TALON__TRY(talon__check_dtype_f32(op, "dtype", a->dtype, &esize));
     TALON__TRY(talon__check_size(op, "rows", a->rows, TALON__TOPK_ROWS_MAX));
     TALON__TRY(talon__check_size(op, "cols", a->cols, TALON__TOPK_COLS_MAX));
     TALON__TRY(talon__check_size(op, "k", a->k, TALON__TOPK_KMAX));

@@ -497,6 +497,6 @@ template <typename T, int BLOCK> __device__ void topk_chunk_select(const talon__
 
 #define X(sym, body, dt, vec, img, block, smem, P)                                             \
     extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
-        body<talon__ct_##dt, block>(p);                                                         \
+        body<talon__ct_##dt, block>(p);                                                        \
     }
 TALON__KERNELS_topk(X)
