@@ -25,15 +25,19 @@ import importlib
 import json
 import os
 import re
-import statistics
 import sys
 import time
+
+from timing import short_error, slug, time_b2b, time_fn
 
 L2_BYTES = 50 * 2**20
 ROTATE_BYTES = 4 * L2_BYTES
 MAX_SETS = 64
 WARMUP = 10
 RUNS = 100
+# GPU spin queued per timed call: ctypes calls and torch's multi-kernel peers need more host
+# time per call than the C harness.
+SPIN_US = 100
 FAMILIES = []  # bench/ops_*.py, found at start-up
 
 torch = None
@@ -123,58 +127,12 @@ def set_count(s):
     return max(2, min(MAX_SETS, ROTATE_BYTES // max(n, 1) + 1)), n
 
 
-def time_fn(fn, sets, warmup, runs):
-    """Warm-up, then `runs` calls each between its own CUDA events; (median, min) in us."""
-    n, k = len(sets), 0
-    for _ in range(warmup):
-        fn(sets[k % n])
-        k += 1
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    # ~100 us of GPU spin per call to come: the calls queue behind it (ctypes and torch's
-    # multi-kernel peers need more host time per call than the C harness).
-    torch.cuda._sleep(int(runs * 100e-6 * 1.98e9))
-    for i in range(runs):
-        starts[i].record()
-        fn(sets[k % n])
-        ends[i].record()
-        k += 1
-    torch.cuda.synchronize()
-    us = sorted(a.elapsed_time(b) * 1000.0 for a, b in zip(starts, ends))
-    return statistics.median(us), us[0]
-
-
-def time_b2b(fn, sets, reps=20, trials=10):
-    """Back-to-back: `reps` consecutive calls between one pair of events, median over trials,
-    per call (us). No per-call event overhead: what a captured graph of these calls costs."""
-    n, k = len(sets), 0
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(trials * reps * 100e-6 * 1.98e9))
-    for i in range(trials):
-        starts[i].record()
-        for _ in range(reps):
-            fn(sets[k % n])
-            k += 1
-        ends[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) * 1000.0 / reps for a, b in zip(starts, ends))
-
-
 def copy_ceiling():
     n = 2**30
     src = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
-    med, _ = time_fn(lambda s: dst.copy_(src), [None], 5, 30)
-    del src, dst
+    med, _ = time_fn(lambda s: dst.copy_(src), [None], 5, 30, SPIN_US)
     return 2 * n / (med * 1e-6) / 1e9
-
-
-def short_error(exc):
-    s = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return s[0][:300] if s else type(exc).__name__
 
 
 def run_case(h, c, copy_gbs):
@@ -185,8 +143,9 @@ def run_case(h, c, copy_gbs):
     torch.cuda.synchronize()
     e = {"op": c.op, "label": c.label, "sets": nsets, "set_bytes": set_bytes, "warmup": WARMUP,
          "runs": c.runs}
-    e["us"], e["min_us"] = time_fn(lambda s: c.talon(s, stream), sets, WARMUP, c.runs)
-    e["b2b_us"] = time_b2b(lambda s: c.talon(s, stream), sets)
+    e["us"], e["min_us"] = time_fn(lambda s: c.talon(s, stream), sets, WARMUP, c.runs,
+                                   SPIN_US)
+    e["b2b_us"] = time_b2b(lambda s: c.talon(s, stream), sets, SPIN_US)
     if c.check:
         c.check(sets[(WARMUP + c.runs - 1) % nsets])  # the set talon ran on last
         e["checked"] = True
@@ -196,9 +155,9 @@ def run_case(h, c, copy_gbs):
         e["pct_copy"] = 100.0 * e["gbs"] / copy_gbs
     for name, fn in c.peers.items():
         try:
-            e[name + "_us"], e[name + "_min_us"] = time_fn(fn, sets, WARMUP, c.runs)
+            e[name + "_us"], e[name + "_min_us"] = time_fn(fn, sets, WARMUP, c.runs, SPIN_US)
             e[name + "_over_talon"] = e[name + "_us"] / e["us"]
-            e[name + "_b2b_us"] = time_b2b(fn, sets)
+            e[name + "_b2b_us"] = time_b2b(fn, sets, SPIN_US)
         except Exception as exc:
             e[name + "_error"] = short_error(exc)
     e["targets"] = []
@@ -294,8 +253,7 @@ def main(argv=None):
                      f"warm-up {WARMUP}; median of CUDA event pairs",
            "runtime_s": round(time.perf_counter() - t0, 1), "results": results}
     os.makedirs(args.out, exist_ok=True)
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    path = os.path.join(args.out, f"{date}-{slug}-ops.json")
+    path = os.path.join(args.out, f"{date}-{slug(gpu)}-ops.json")
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")

@@ -97,7 +97,7 @@ def cases(h):
 
     def check(s):
         torch.cuda.synchronize()
-        B, L = s["B"], s["L"]
+        B = s["B"]
         q = s["q"].float().view(B, HK, HQ // HK, D)
         k, v = s["k"].float(), s["v"].float()  # [B, Hk, L, D]
         sc = torch.einsum("bhgd,bhld->bhgl", q, k) / math.sqrt(D)

@@ -19,14 +19,15 @@ import gc
 import json
 import math
 import os
-import re
-import statistics
 import sys
 import time
+
+from timing import short_error, slug, time_fn
 
 L2_BYTES = 50 * 2**20
 ROTATE_BYTES = 4 * L2_BYTES
 ELEM_BYTES = 2  # bf16 / f16
+SPIN_US = 60  # GPU spin queued per timed call (timing.time_fn)
 
 torch = None  # imported in main() unless --dry-run / --targets FILE
 F = None
@@ -99,10 +100,6 @@ def num_sets(specs):
 
 
 # ---------------------------------------------------------------- formatting helpers
-
-
-def slug(name):
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
 
 
 def shape_str(e):
@@ -201,33 +198,6 @@ def make_sets(e, dtype):
     return sets, set_bytes
 
 
-def time_fn(fn, sets, warmup, runs):
-    """Warm-up, then `runs` calls each between its own CUDA events; returns (median, min) us."""
-    n, k = len(sets), 0
-    for _ in range(warmup):
-        fn(*sets[k % n])
-        k += 1
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    # Let the calls queue up behind a spin (~60 us of GPU time per call to come) so the events
-    # time the kernels, not Python's launch gaps; talon-bench does the same with copies.
-    torch.cuda._sleep(int(runs * 60e-6 * 1.98e9))
-    for i in range(runs):
-        starts[i].record()
-        fn(*sets[k % n])
-        ends[i].record()
-        k += 1
-    torch.cuda.synchronize()
-    us = sorted(s.elapsed_time(t) * 1000.0 for s, t in zip(starts, ends))
-    return statistics.median(us), us[0]
-
-
-def short_error(exc):
-    s = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return s[0][:300] if s else type(exc).__name__
-
-
 def free_cuda():
     gc.collect()
     torch.cuda.empty_cache()
@@ -256,7 +226,8 @@ def time_peers(e, use_compile, talon_warmup):
     e["peer_set_bytes"] = set_bytes
     e["eager_us"] = e["compile_us"] = None
     try:
-        e["eager_us"], e["eager_min_us"] = time_fn(fn, sets, warmup, runs)
+        e["eager_us"], e["eager_min_us"] = time_fn(lambda s: fn(*s), sets, warmup, runs,
+                                                   SPIN_US)
     except Exception as exc:
         e["eager_error"] = short_error(exc)
         free_cuda()
@@ -270,7 +241,8 @@ def time_peers(e, use_compile, talon_warmup):
             cfn(*sets[0])  # compiles for this shape (outside the timed region)
             torch.cuda.synchronize()
             e["compile_s"] = round(time.perf_counter() - t0, 2)
-            e["compile_us"], e["compile_min_us"] = time_fn(cfn, sets, warmup, runs)
+            e["compile_us"], e["compile_min_us"] = time_fn(lambda s: cfn(*s), sets, warmup,
+                                                           runs, SPIN_US)
         except Exception as exc:
             e["compile_error"] = short_error(exc)
             e["compile_us"] = None
