@@ -5,7 +5,9 @@ fused qkv buffer [tokens, (32 + 8 + 8) * 128], as an engine holds them after the
 Peers: vLLM's reference formula for rope in torch (RotaryEmbedding.forward_native: gather the
 cos/sin rows, rotate, concatenate the pass-through part; it returns new tensors, so it is
 spared talon's in-place write-back) and index_copy_ into the cache views for kv_append
-(fp8: x / scale, clamped to +-448, cast to float8_e4m3fn), eager and torch.compile.
+(fp8: x / scale, clamped to +-448, cast to float8_e4m3fn), eager and torch.compile; and, for
+scale, "copy": a torch device-to-device copy moving the same number of bytes (half read, half
+written), which shows what the per-call floor leaves of the copy ceiling at this size.
 Bytes are the minimal traffic: rope reads and writes the rotated part of q and k and reads the
 positions and one cos/sin row per token; kv_append reads k, v and the slots and writes the
 cache rows. Target (the issue): >= 80% of the copy ceiling for each op.
@@ -135,6 +137,8 @@ def kv_case(h, label, fp8=False, tokens=T, targets=()):
     ks, vs = (0.5, 0.25) if fp8 else (0.0, 0.0)
     compiled = torch.compile(peer_kv, dynamic=False)
     pages = (tokens * 2 + PAGE - 1) // PAGE
+    elem = 1 if fp8 else 2
+    nbytes = 2 * tokens * HK * D * 2 + tokens * 8 + 2 * tokens * HK * D * elem
     cdt = torch.float8_e4m3fn if fp8 else torch.bfloat16
 
     def make():
@@ -147,7 +151,10 @@ def kv_case(h, label, fp8=False, tokens=T, targets=()):
               tokens=tokens, num_kv_heads=HK, head_dim=D, num_pages=pages, page_size=PAGE,
               k_stride=qkv.shape[1], v_stride=qkv.shape[1], k_scale=ks, v_scale=vs,
               dtype=BF16, cache_dtype=FP8 if fp8 else BF16)
-        return {"qkv": qkv, "kc": kc, "vc": vc, "slots": slots, "args": a}
+        # the same traffic as a plain device copy: what any kernel of this size costs here
+        src = torch.empty(nbytes // 2, device="cuda", dtype=torch.uint8).random_()
+        return {"qkv": qkv, "kc": kc, "vc": vc, "slots": slots, "args": a,
+                "src": src, "dst": torch.empty_like(src)}
 
     def talon(s, stream):
         h.call("talon_kv_append", s["args"], stream)
@@ -164,11 +171,10 @@ def kv_case(h, label, fp8=False, tokens=T, targets=()):
             assert torch.equal(got.view(torch.uint8), want.contiguous().view(torch.uint8)), \
                 "talon_kv_append: cache rows differ from the torch conversion"
 
-    elem = 1 if fp8 else 2
-    nbytes = 2 * tokens * HK * D * 2 + tokens * 8 + 2 * tokens * HK * D * elem
     return Case("kv_append", label, make, talon,
                 {"eager": lambda s: peer_kv(*args_of(s)),
-                 "compile": lambda s: compiled(*args_of(s))},
+                 "compile": lambda s: compiled(*args_of(s)),
+                 "copy": lambda s: s["dst"].copy_(s["src"])},
                 bytes=nbytes, check=check, targets=targets)
 
 
