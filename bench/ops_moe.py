@@ -160,8 +160,8 @@ def cases(h):
     return [
         align_case(h, 16, 8, 256, 64, [("us", "<=", 6.0, "moe_align T=16 E=256 k=8 <= 6 us")]),
         align_case(h, 256, 8, 256, 64),
-        align_case(h, 512, 8, 256, 64),   # 4096 ids: the largest one-block problem
-        align_case(h, 1024, 8, 256, 64),  # 8192 ids: cluster of 8
+        align_case(h, 512, 8, 256, 64),   # 4096 ids: c8 cluster, one id per thread
+        align_case(h, 1024, 8, 256, 64),  # 8192 ids: c8
         align_case(h, 4096, 8, 256, 64, [("us", "<=", 12.0, "moe_align T=4096 E=256 k=8 <= 12 us")]),
         align_case(h, 16384, 8, 256, 64, [("us", "<=", 20.0, "moe_align T=16384 E=256 k=8 <= 20 us")]),
         align_case(h, 4096, 8, 256, 128),

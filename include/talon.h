@@ -338,8 +338,9 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
    Limits: tokens in [1, 65536], k in [1, 64], experts in [1, 512], block_size a power of two
    in [1, 1024]; pointers 4-byte aligned; outputs must not overlap topk_ids or each other.
    One kernel, device-side only (no counts go through the host): tokens * k <= 2048 runs as
-   one block of 512 threads, <= 4096 as one block of 1024 threads, larger problems on a cluster
-   of 8 blocks sharing their counts through distributed shared memory. No workspace. */
+   one block of 512 threads, <= 131072 on a cluster of 8 such blocks, larger problems on a
+   cluster of 8 blocks of 1024 threads; a cluster shares its counts through distributed shared
+   memory. No workspace. */
 typedef struct talon_moe_align_block_size_args {
     CUdeviceptr sorted_token_ids, expert_ids, num_tokens_post_padded; /* int32 outputs */
     CUdeviceptr topk_ids;                                             /* int32 [tokens, k] */
@@ -707,21 +708,30 @@ typedef struct talon__kv_params {
     X(talon_kv_append_fp8_f16,       kv_append_fp8, F16,  1, rope, 256, 0, talon__kv_params) \
     X(talon_kv_append_fp8_f16_v8,    kv_append_fp8, F16,  8, rope, 256, 0, talon__kv_params)
 
-/* moe: the align kernels keep per-warp expert counts in shared memory (rows padded by one
-   against bank conflicts); the large ones stage up to MOE_ALIGN_STAGE_* of their block's ids
-   there before writing them out. Up to MOE_ALIGN_SMALL_MAX ids the small kernel runs, up to
-   MOE_ALIGN_CLUSTER_MIN the one-block kernel, above that the 8-block cluster. */
+/* moe: the align kernels keep per-warp expert counts in shared memory. The register kernels
+   (blocks of 512 threads, a thread per expert, up to MOE_ALIGN_*_MAX ids held in registers:
+   small as one block, c8 and c8w as a cluster of 8) rank with per-warp mask rows and stage
+   their block's ids; above MOE_ALIGN_C8W_MAX ids the x8 cluster (1024 threads, rows padded by
+   one against bank conflicts) loops over its ids and stages up to MOE_ALIGN_STAGE_X8 per block. */
 #define TALON__MOE_MAX_EXPERTS 512
 #define TALON__MOE_ALIGN_WARPS 32
-#define TALON__MOE_ALIGN_STAGE_1 4096   /* = CLUSTER_MIN: the one-block kernel always stages */
 #define TALON__MOE_ALIGN_STAGE_X8 16384
 #define TALON__MOE_ALIGN_SMEM(stage)                                                           \
     (4 * (TALON__MOE_ALIGN_WARPS * (TALON__MOE_MAX_EXPERTS + 1) + 5 * TALON__MOE_MAX_EXPERTS + 1 + \
           2 * (stage)))
 #define TALON__MOE_ALIGN_CLUSTER 8
-#define TALON__MOE_ALIGN_CLUSTER_MIN 4096
-#define TALON__MOE_ALIGN_SMALL_WARPS 16  /* the small kernel: 512 threads, a thread per expert */
-#define TALON__MOE_ALIGN_SMALL_MAX 2048  /* ... and up to 4 ids per lane, kept in registers */
+#define TALON__MOE_ALIGN_REGS_WARPS 16
+#define TALON__MOE_ALIGN_SMALL_MAX 2048
+#define TALON__MOE_ALIGN_C8_MAX 32768
+#define TALON__MOE_ALIGN_C8W_MAX 131072
+#define TALON__MOE_MAX2(a, b) ((a) > (b) ? (a) : (b))
+/* 16-bit rows, then one region: the mask rows while ranking, afterwards 5 arrays of experts,
+   the warp sums and the stage of a block's ids (+ 16-bit offsets above 4096 ids) */
+#define TALON__MOE_ALIGN_REGS_SMEM(ids)                                                        \
+    (2 * TALON__MOE_ALIGN_REGS_WARPS * TALON__MOE_MAX_EXPERTS +                                \
+     TALON__MOE_MAX2(4 * TALON__MOE_ALIGN_REGS_WARPS * TALON__MOE_MAX_EXPERTS,                  \
+                     4 * (5 * TALON__MOE_MAX_EXPERTS + 2 * (TALON__MOE_ALIGN_REGS_WARPS + 1) + (ids)) + \
+                         ((ids) > 4096 ? 2 * (ids) : 0)))
 
 typedef struct talon__moe_align_params {
     CUdeviceptr sorted, expert_ids, num_post, topk_ids;
@@ -737,11 +747,12 @@ typedef struct talon__moe_sum_params {
     int chunks; /* blocks per token */
 } talon__moe_sum_params;
 
-#define TALON__BODIES_moe(X) X(moe_align_small) X(moe_align) X(moe_align_x8) X(moe_sum)
+#define TALON__BODIES_moe(X) X(moe_align_small) X(moe_align_c8) X(moe_align_c8w) X(moe_align_x8) X(moe_sum)
 
 #define TALON__KERNELS_moe(X)                                                                  \
-    X(talon_moe_align_block_size_i32_small, moe_align_small, I32, 1, moe, 512, 0, talon__moe_align_params) \
-    X(talon_moe_align_block_size_i32,    moe_align,    I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM(TALON__MOE_ALIGN_STAGE_1), talon__moe_align_params) \
+    X(talon_moe_align_block_size_i32_small, moe_align_small, I32, 1, moe, 512, TALON__MOE_ALIGN_REGS_SMEM(TALON__MOE_ALIGN_SMALL_MAX), talon__moe_align_params) \
+    X(talon_moe_align_block_size_i32_c8, moe_align_c8,  I32,  1, moe,  512, TALON__MOE_ALIGN_REGS_SMEM(TALON__MOE_ALIGN_C8_MAX / 8), talon__moe_align_params) \
+    X(talon_moe_align_block_size_i32_c8w, moe_align_c8w, I32, 1, moe,  512, TALON__MOE_ALIGN_REGS_SMEM(TALON__MOE_ALIGN_C8W_MAX / 8), talon__moe_align_params) \
     X(talon_moe_align_block_size_i32_x8, moe_align_x8, I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM(TALON__MOE_ALIGN_STAGE_X8), talon__moe_align_params) \
     X(talon_moe_sum_bf16,             moe_sum,      BF16, 1, moe,  256, 0, talon__moe_sum_params) \
     X(talon_moe_sum_bf16_v8,          moe_sum,      BF16, 8, moe,  256, 0, talon__moe_sum_params) \
@@ -1610,7 +1621,8 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
     static const char op[] = "talon_moe_align_block_size";
     talon__moe_align_params p;
     int64_t sorted, blocks, n;
-    int small, cluster, warps;
+    talon__body body;
+    int cluster, block;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
@@ -1631,21 +1643,18 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
                            (long long)a->tokens, (long long)a->k, (long long)a->experts,
                            (long long)a->block_size);
     n = a->tokens * a->k;
-    small = n <= TALON__MOE_ALIGN_SMALL_MAX;
-    cluster = n > TALON__MOE_ALIGN_CLUSTER_MIN ? TALON__MOE_ALIGN_CLUSTER : 1;
-    warps = small ? TALON__MOE_ALIGN_SMALL_WARPS : TALON__MOE_ALIGN_WARPS * cluster;
+    if (n <= TALON__MOE_ALIGN_SMALL_MAX) body = TALON__B_moe_align_small, cluster = 1, block = 512;
+    else if (n <= TALON__MOE_ALIGN_C8_MAX) body = TALON__B_moe_align_c8, cluster = 8, block = 512;
+    else if (n <= TALON__MOE_ALIGN_C8W_MAX) body = TALON__B_moe_align_c8w, cluster = 8, block = 512;
+    else body = TALON__B_moe_align_x8, cluster = 8, block = 1024;
     memset(&p, 0, sizeof p);
     p.sorted = a->sorted_token_ids; p.expert_ids = a->expert_ids;
     p.num_post = a->num_tokens_post_padded; p.topk_ids = a->topk_ids;
     p.sorted_capacity = a->sorted_capacity; p.expert_ids_capacity = a->expert_ids_capacity;
     p.numel = (int)n; p.experts = (int)a->experts; p.block_size = (int)a->block_size;
-    p.chunk = (int)((n + 32 * warps - 1) / (32 * warps) * 32);
-    return talon__launch(ctx, stream, op,
-                         small ? talon__pick(TALON__B_moe_align_small, TALON_DTYPE_I32, 1, 512)
-                               : talon__pick(cluster > 1 ? TALON__B_moe_align_x8
-                                                         : TALON__B_moe_align,
-                                             TALON_DTYPE_I32, 1, 1024),
-                         cluster, &p);
+    p.chunk = (int)((n + block * cluster - 1) / (block * cluster) * 32);
+    return talon__launch(ctx, stream, op, talon__pick(body, TALON_DTYPE_I32, 1, block), cluster,
+                         &p);
 }
 
 talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_args *a) {

@@ -1,30 +1,35 @@
 // moe.cu - mixture-of-experts glue: moe_align_block_size (vLLM semantics, deterministic order)
 // and moe_sum (weighted sum of each token's k expert outputs).
 //
-// moe_align strategy: the ids are ranked inside a warp by equality masks (one ballot per key
-// bit), so the order inside an expert is ascending flat index whatever the schedule. Variants:
-// - small (<= MOE_ALIGN_SMALL_MAX ids): one block of 512 threads, static shared memory, one
-//   pass over the ids, which stay in registers. While they load, each warp clears its count row
-//   and the block fills the whole sorted buffer with the sentinel (16-byte stores); each warp
-//   then ranks its ids (running count per expert in its row + rank among the lanes of a step),
-//   thread e scans expert e over the warps and the padded counts over the experts, writes its
-//   expert's blocks, and after one barrier the ids land on the sentinels (from 512 ids on
-//   through a shared-memory stage, so each expert's run goes out to consecutive addresses).
-//   Latency-bound, so the fewest barriers and no large shared-memory carve-out.
-// - one block (<= 4096 ids) or a compile-time cluster of 8 (more), 1024 threads per block
-//   (a plain launch forms the cluster; nothing goes through global scratch). Global warp g
-//   (block rank * 32 + warp) owns the contiguous flat ids [g * chunk, (g+1) * chunk).
+// moe_align strategy: each warp owns a contiguous run of flat ids and ranks them 32 at a time
+// against a running count per expert, so the order inside an expert is ascending flat index
+// whatever the schedule. Variants:
+// - register kernels (<= MOE_ALIGN_C8W_MAX ids): blocks of 512 threads, a thread per expert,
+//   each lane's ids loaded once into registers. small: one block (<= 2048 ids); c8 / c8w: a
+//   compile-time cluster of 8 (a plain launch forms it), 8 or 32 ids per lane. A step's lanes
+//   of one expert find each other by OR-ing their bits into the warp's mask word of that expert
+//   (OR commutes: deterministic); the lowest of them clears it and advances the count. Thread e
+//   then scans expert e over the warps, a cluster adds up its blocks' totals through distributed
+//   shared memory, and every block scans the padded counts over the experts itself. Ids go
+//   through a shared-memory stage (from one id per thread on) so each expert's run is stored
+//   to consecutive addresses. One block writes the sentinel everywhere first, under the
+//   loads' latency; a cluster writes only the padding and the tail at the end, so no block's
+//   fill has to be ordered before another block's ids. Latency-bound: few barriers; 16-bit
+//   counts and one shared region reused after ranking keep shared memory at 48 KB up to c8
+//   (on the H100 the same small kernel with 82 KB took ~0.8 us longer at 128 ids).
+// - x8 (larger): a cluster of 8 blocks of 1024 threads. Global warp g (block rank * 32 + warp)
+//   owns the contiguous flat ids [g * chunk, (g+1) * chunk).
 //   1. Each warp counts its ids per expert into its own shared-memory row (atomics).
-//   2. Each expert's column is scanned over the 32 warps (one shuffle scan); the block totals
-//      are exchanged through distributed shared memory, giving every block the ids of that
-//      expert in lower-ranked blocks and the grand count. Every block then scans the padded
-//      counts over the experts itself (<= 512 entries), so no block waits on another again
-//      (a block only waits, before exiting, until the others have read its totals).
+//   2. Each expert's column is scanned over the 32 warps (a thread per expert); the block
+//      totals are exchanged through distributed shared memory, giving every block the ids of
+//      that expert in lower-ranked blocks and the grand count. Every block then scans the
+//      padded counts over the experts itself (<= 512 entries), so no block waits on another
+//      again (a block only waits, before exiting, until the others have read its totals).
 //   3. Each warp re-reads its ids, 32 at a time, and places them: running position of the
 //      expert in this warp (after earlier warps) + rank among the lanes of the step holding the
-//      same expert. When the block's ids fit the stage (4096 ids for one block, 16384 per block
-//      of a cluster), they are placed in shared memory in expert order and then copied out,
-//      each expert's run to consecutive addresses; larger problems store straight to memory.
+//      same expert (one ballot per key bit). When the block's ids fit the stage (16384) they
+//      are placed in shared memory in expert order and then copied out; larger problems store
+//      straight to memory.
 //   4. Sentinel padding (a warp per expert), the tail up to the caller's capacity (16-byte
 //      stores) and the expert id of every block (binary search over the segment starts, -1
 //      past the end) are spread over all threads of the cluster; these slots never meet the ids
@@ -104,8 +109,9 @@ __device__ __forceinline__ void fill(int *p, int64_t count, int v, int t, int nt
 }
 
 // Exclusive scans of two values per thread at once (all NW warps call it); totals in *total.
-template <int NW> __device__ __forceinline__ int2 block_exclusive_scan2(int2 v, int2 *total) {
-    __shared__ int2 warp_sum[NW + 1];
+// warp_sum: NW + 1 entries of shared memory.
+template <int NW>
+__device__ __forceinline__ int2 block_exclusive_scan2(int2 v, int2 *total, int2 *warp_sum) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int2 inc = v;
 #pragma unroll
@@ -129,6 +135,22 @@ template <int NW> __device__ __forceinline__ int2 block_exclusive_scan2(int2 v, 
     __syncthreads();
     *total = warp_sum[NW];
     return make_int2(warp_sum[warp].x + inc.x - v.x, warp_sum[warp].y + inc.y - v.y);
+}
+
+// Ids of expert e in the lower-ranked blocks of the cluster (*before) and in all (*all), from
+// each block's totals tot[] in distributed shared memory.
+template <int CL>
+__device__ __forceinline__ void cluster_count(int *tot, int e, int rank, int *before, int *all) {
+    cg::cluster_group cluster = cg::this_cluster();
+    int b = 0, a = 0;
+#pragma unroll
+    for (int r = 0; r < CL; r++) {
+        const int t = *cluster.map_shared_rank(tot + e, r);
+        if (r < rank) b += t;
+        a += t;
+    }
+    *before = b;
+    *all = a;
 }
 
 template <int CL, int STAGE>
@@ -186,16 +208,7 @@ __device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p)
     cluster_sync<CL>();
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
         int b = 0, all = tot[e];
-        if constexpr (CL > 1) {
-            cg::cluster_group cluster = cg::this_cluster();
-            all = 0;
-#pragma unroll
-            for (int r = 0; r < CL; r++) {
-                const int t = *cluster.map_shared_rank(tot + e, r);
-                if (r < rank) b += t;
-                all += t;
-            }
-        }
+        if constexpr (CL > 1) cluster_count<CL>(tot, e, rank, &b, &all);
         before[e] = b;
         count[e] = all;
     }
@@ -207,9 +220,11 @@ __device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p)
     int total, placed;
     {
         const int e = threadIdx.x;
+        __shared__ int2 warp_sum[WARPS + 1];
         int2 t;
         const int2 sc = block_exclusive_scan2<WARPS>(
-            make_int2(e < E ? (count[e] + B - 1) & -B : 0, e < E && staged ? tot[e] : 0), &t);
+            make_int2(e < E ? (count[e] + B - 1) & -B : 0, e < E && staged ? tot[e] : 0), &t,
+            warp_sum);
         total = t.x;
         placed = t.y;
         if (e <= E) start[e] = sc.x;
@@ -267,100 +282,165 @@ __device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p)
     if constexpr (CL > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-constexpr int SW = TALON__MOE_ALIGN_SMALL_WARPS;
-constexpr int SU = TALON__MOE_ALIGN_SMALL_MAX / (SW * 32); // ids per lane
+constexpr int SW = TALON__MOE_ALIGN_REGS_WARPS;
 static_assert(SW * 32 >= EMAX, "thread e owns expert e");
 
-// Staged ids are packed as global position << SFLAT | flat index (positions < 2^20).
-constexpr int SFLAT = 11;
-static_assert(TALON__MOE_ALIGN_SMALL_MAX <= 1 << SFLAT, "flat index fits the packing");
-static_assert((int64_t(TALON__MOE_ALIGN_SMALL_MAX) + EMAX * 1023) << SFLAT < (int64_t(1) << 31),
-              "packed position fits an int");
+// Staged ids of the register kernels whose blocks hold <= 4096 ids are packed as
+// global position << SFLAT | offset in the block (positions < 2^20); larger ones keep the
+// offset in a second, 16-bit array.
+constexpr int SFLAT = 12;
+static_assert((int64_t(TALON__MOE_ALIGN_C8_MAX) + EMAX * 1023) < (int64_t(1) << (32 - SFLAT)),
+              "packed position fits");
 
-__device__ void moe_align_small(const talon__moe_align_params &p) {
-    __shared__ int cnt[SW * (EMAX + 1)]; // [SW][ES]: running counts, then first positions
-    __shared__ int delta[EMAX];          // global minus local position of expert e's ids
-    __shared__ int stage[TALON__MOE_ALIGN_SMALL_MAX]; // packed ids in local (expert) order
-    const int E = p.experts, ES = E + 1, B = p.block_size, n = p.numel;
+// Lanes whose key equals this lane's through a per-warp mask row in shared memory: every
+// lane ORs its bit into its key's word (OR commutes, so the word is deterministic), reads it
+// back, and the lowest lane of the group clears it and advances the running count; a few
+// instructions instead of one ballot per key bit. Shared memory: 16-bit rows (counts < 2^16),
+// then one region that holds the mask rows while ranking and everything else afterwards.
+template <int CL, int SU>
+__device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p) {
+    constexpr int IDS = SW * 32 * SU; // ids of a block at most
+    constexpr bool PACK = IDS <= 1 << SFLAT;
+    static_assert(!PACK == (IDS > 4096), "the layout TALON__MOE_ALIGN_REGS_SMEM sizes");
+    extern __shared__ int smem[];
+    unsigned short *cnt = reinterpret_cast<unsigned short *>(smem); // [SW][EMAX] running
+                        // counts, then ids of e in earlier warps of this block
+    int *region = smem + SW * EMAX / 2;
+    unsigned *msk = reinterpret_cast<unsigned *>(region); // [SW][EMAX] while ranking
+    int *tot = region;          // [E] this block's ids of e (read by the cluster)
+    int *first = tot + EMAX;    // [E] where this block's ids of e start (local or global)
+    int *delta = first + EMAX;  // [E] global minus local position of this block's ids of e
+    int *gstart = delta + EMAX; // [E] padded group start (cluster: padding at the end)
+    int *gcount = gstart + EMAX; // [E] ids of e in the cluster
+    int2 *warp_sum = reinterpret_cast<int2 *>(gcount + EMAX); // [SW + 1]
+    int *stage = reinterpret_cast<int *>(warp_sum + SW + 1); // [IDS] ids in local order
+    unsigned short *sflat = reinterpret_cast<unsigned short *>(stage + IDS); // [IDS] (!PACK)
+    const int E = p.experts, B = p.block_size, n = p.numel;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int rank = CL > 1 ? int(cg::this_cluster().block_rank()) : 0;
+    const int blo = min(rank * SW * p.chunk, n);
+    const int lo = min(blo + warp * p.chunk, n), hi = min(lo + p.chunk, n);
     // Many ids: place them in shared memory and copy each expert's run out to consecutive
     // addresses (a warp's scattered 4-byte stores cost a cache line each). Few: direct.
-    const bool staged = n >= SW * 32;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int lo = min(warp * p.chunk, n), hi = min(lo + p.chunk, n);
+    const bool staged = n >= CL * SW * 32;
     const int *ids = reinterpret_cast<const int *>(p.topk_ids);
     int *sorted = reinterpret_cast<int *>(p.sorted);
     int *expert_ids = reinterpret_cast<int *>(p.expert_ids);
-    int *row = cnt + warp * ES;
-    int key[SU], rank[SU];
+    unsigned short *row = cnt + warp * EMAX;
+    unsigned *mrow = msk + warp * EMAX;
+    int key[SU]; // the id, then expert | rank in the warp << 10 (keys <= 512, ranks < 2^21)
 #pragma unroll
     for (int u = 0; u < SU; u++) {
         const int i = lo + u * 32 + lane;
         key[u] = i < hi ? __ldg(ids + i) : -1;
     }
-    for (int e = lane; e < ES; e += 32) row[e] = 0;
-    fill(sorted, p.sorted_capacity, n, threadIdx.x, blockDim.x);
+    for (int e = lane; e < EMAX / 2; e += 32) reinterpret_cast<int *>(row)[e] = 0;
+    for (int e = lane; e < E; e += 32) mrow[e] = 0;
+    // One block: the sentinel everywhere now, under the loads' latency; a cluster pads at the
+    // end instead, so no block's fill has to be ordered before another block's ids.
+    if constexpr (CL == 1) fill(sorted, p.sorted_capacity, n, threadIdx.x, blockDim.x);
     __syncwarp();
 
-    // rank in the warp; invalid ids share key E, counted in row[E] and never placed
-    const int bits = 32 - __clz(E);
+    // rank in the warp (ascending flat index); invalid ids get key E and are never placed
 #pragma unroll
     for (int u = 0; u < SU; u++) {
         if (lo + u * 32 >= hi) break;
-        key[u] = unsigned(key[u]) < unsigned(E) ? key[u] : E;
-        const unsigned m = same_key_lanes(key[u], bits);
-        const int leader = __ffs(m) - 1;
+        const int k = unsigned(key[u]) < unsigned(E) ? key[u] : E;
+        unsigned m;
         int base = 0;
-        if (lane == leader) {
-            base = row[key[u]];
-            row[key[u]] = base + __popc(m);
+        if (k < E) atomicOr(mrow + k, 1u << lane);
+        __syncwarp();
+        m = k < E ? mrow[k] : 0u;
+        if (k < E) base = row[k];
+        __syncwarp();
+        if (k < E && lane == __ffs(m) - 1) {
+            mrow[k] = 0;
+            row[k] = (unsigned short)(base + __popc(m));
         }
-        rank[u] = __shfl_sync(~0u, base, leader) + __popc(m & ((1u << lane) - 1));
+        key[u] = k | (base + __popc(m & ((1u << lane) - 1))) << 10;
         __syncwarp();
     }
     __syncthreads();
 
-    // thread e: expert e over the warps, then the padded starts over the experts
+    // thread e: expert e over the warps; over the cluster (distributed shared memory); then
+    // the padded starts over the experts
     const int e = threadIdx.x;
     int v[SW], sum = 0;
 #pragma unroll
-    for (int w = 0; w < SW; w++) v[w] = e < E ? cnt[w * ES + e] : 0;
+    for (int w = 0; w < SW; w++) v[w] = e < E ? cnt[w * EMAX + e] : 0;
 #pragma unroll
     for (int w = 0; w < SW; w++) {
         const int c = v[w];
         v[w] = sum;
         sum += c;
     }
-    const int pad = (sum + B - 1) & -B;
-    int2 t;
-    const int2 sc = block_exclusive_scan2<SW>(make_int2(pad, sum), &t);
-    const int s = sc.x, total = t.x, placed = t.y;
-    if (e < E) {
-        const int first = staged ? sc.y : s;
-#pragma unroll
-        for (int w = 0; w < SW; w++) cnt[w * ES + e] = first + v[w];
-        delta[e] = s - sc.y;
-        for (int b = s / B; b < (s + pad) / B; b++) expert_ids[b] = e;
+    int before = 0, all = sum;
+    if constexpr (CL > 1) {
+        if (e < E) tot[e] = sum;
+        cg::this_cluster().sync();
+        if (e < E) cluster_count<CL>(tot, e, rank, &before, &all);
+        // no block may exit before the others have read its tot: arrive now, wait at the end
+        asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
     }
-    for (int64_t b = total / B + threadIdx.x; b < p.expert_ids_capacity; b += blockDim.x)
+    const int pad = (all + B - 1) & -B;
+    int2 t;
+    const int2 sc = block_exclusive_scan2<SW>(make_int2(pad, sum), &t, warp_sum);
+    const int total = t.x, placed = t.y, global = sc.x + before;
+    if (e < E) {
+#pragma unroll
+        for (int w = 0; w < SW; w++) cnt[w * EMAX + e] = (unsigned short)v[w];
+        first[e] = staged ? sc.y : global;
+        delta[e] = global - sc.y;
+        if constexpr (CL > 1) {
+            gstart[e] = sc.x;
+            gcount[e] = all;
+        }
+        if (e % CL == rank)
+            for (int b = sc.x / B; b < (sc.x + pad) / B; b++) expert_ids[b] = e;
+    }
+    const int gthread = rank * blockDim.x + threadIdx.x, nthreads = CL * blockDim.x;
+    for (int64_t b = total / B + gthread; b < p.expert_ids_capacity; b += nthreads)
         expert_ids[b] = -1;
-    if (threadIdx.x == 0) *reinterpret_cast<int *>(p.num_post) = total;
+    if (gthread == 0) *reinterpret_cast<int *>(p.num_post) = total;
+    if constexpr (CL > 1) fill(sorted + total, p.sorted_capacity - total, n, gthread, nthreads);
     __syncthreads();
+    if constexpr (CL > 1) // padding of the experts this block owns, a warp per expert
+        for (int x = rank + CL * warp; x < E; x += CL * SW)
+            for (int i = gstart[x] + gcount[x] + lane; i < gstart[x] + ((gcount[x] + B - 1) & -B);
+                 i += 32)
+                sorted[i] = n;
 #pragma unroll
     for (int u = 0; u < SU; u++)
-        if (lo + u * 32 < hi && key[u] < E) {
-            const int pos = row[key[u]] + rank[u], flat = lo + u * 32 + lane;
-            if (staged) stage[pos] = (pos + delta[key[u]]) << SFLAT | flat;
-            else sorted[pos] = flat;
+        if (lo + u * 32 < hi && (key[u] & 1023) < E) {
+            const int k = key[u] & 1023, flat = lo + u * 32 + lane;
+            const int pos = first[k] + row[k] + (key[u] >> 10);
+            if (!staged) sorted[pos] = flat;
+            else if constexpr (PACK) stage[pos] = unsigned(pos + delta[k]) << SFLAT | (flat - blo);
+            else {
+                stage[pos] = pos + delta[k];
+                sflat[pos] = (unsigned short)(flat - blo);
+            }
         }
     if (staged) {
         __syncthreads();
-        for (int i = threadIdx.x; i < placed; i += blockDim.x)
-            sorted[stage[i] >> SFLAT] = stage[i] & ((1 << SFLAT) - 1);
+        for (int i = threadIdx.x; i < placed; i += blockDim.x) {
+            if constexpr (PACK)
+                sorted[unsigned(stage[i]) >> SFLAT] = blo + (stage[i] & ((1 << SFLAT) - 1));
+            else
+                sorted[stage[i]] = blo + sflat[i];
+        }
     }
+    if constexpr (CL > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-__device__ void moe_align(const talon__moe_align_params &p) {
-    moe_align_impl<1, TALON__MOE_ALIGN_STAGE_1>(p);
+__device__ void moe_align_small(const talon__moe_align_params &p) {
+    moe_align_regs<1, TALON__MOE_ALIGN_SMALL_MAX / (SW * 32)>(p);
+}
+__device__ void moe_align_c8(const talon__moe_align_params &p) {
+    moe_align_regs<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_C8_MAX / (SW * 32 * 8)>(p);
+}
+__device__ void moe_align_c8w(const talon__moe_align_params &p) {
+    moe_align_regs<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_C8W_MAX / (SW * 32 * 8)>(p);
 }
 __device__ void moe_align_x8(const talon__moe_align_params &p) {
     moe_align_impl<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_STAGE_X8>(p);
@@ -396,8 +476,9 @@ template <typename T, int VEC> __device__ void moe_sum(const talon__moe_sum_para
 }
 
 // Cluster shape per body: compile-time, so the dispatcher's plain launch forms the cluster.
-#define MOE_ATTR_moe_align
 #define MOE_ATTR_moe_align_small
+#define MOE_ATTR_moe_align_c8 __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
+#define MOE_ATTR_moe_align_c8w __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
 #define MOE_ATTR_moe_align_x8 __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
 #define MOE_ATTR_moe_sum
 #define MOE_CALL_I32(body, vec) body(p)

@@ -16,7 +16,7 @@
    NaN poison before the launch, a guard after the output that must stay untouched.
    Graph capture: both ops (the small and the cluster align kernels) in one graph, replayed twice on fresh inputs.
 
-   TALON_TEST_QUICK=1 (compute-sanitizer) shrinks the grids; all three align kernels, both moe_sum
+   TALON_TEST_QUICK=1 (compute-sanitizer) shrinks the grids; all four align kernels, both moe_sum
    paths, every adversarial set and the graph are still covered. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -304,14 +304,15 @@ static void test_align_adversarial(void **state) {
                     x.seed = seed_of(x.tokens, x.experts, x.block, (int64_t)x.dist, 2);
                     run_align(&t, &x);
                 }
-    /* k from 1 to 64, tokens * k on both sides of the small (2048 ids) and one-block (4096)
-       limits */
+    /* k from 1 to 64, tokens * k around 512 ids (where the small kernel starts staging) and on
+       both sides of the small (2048 ids), c8 (32768) and c8w (131072) limits */
     for (a = 0; a < COUNT(ks); a++)
-        for (b = 0; b < 5; b++) {
-            const int64_t tk[] = {111, 4096 / ks[a], 4096 / ks[a] + 1, 2048 / ks[a],
-                                  2048 / ks[a] + 1};
-            align_case x = {tk[b] > 0 ? tk[b] : 1, ks[a], 64, 16, D_MIXED, 0, 0, b};
-            if (g_quick && ks[a] == 64 && b == 0) continue;
+        for (b = 0; b < 9; b++) {
+            const int64_t tk[] = {111, 32768 / ks[a], 32768 / ks[a] + 1, 2048 / ks[a],
+                                  2048 / ks[a] + 1, 512 / ks[a], 512 / ks[a] + 1,
+                                  131072 / ks[a], 131072 / ks[a] + 1};
+            align_case x = {tk[b] > 0 ? tk[b] : 1, ks[a], 64, 16, D_MIXED, 0, 0, b % 5};
+            if (x.tokens > 65536 || (g_quick && ((ks[a] == 64 && b == 0) || b >= 7))) continue;
             x.seed = seed_of(x.tokens, x.k, b, 3, 3);
             run_align(&t, &x);
         }

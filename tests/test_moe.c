@@ -147,20 +147,25 @@ static void test_align_launch_small(void **state) {
     expect_launch("talon_moe_align_block_size_i32_small", 1, &want, sizeof want);
     assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_small")].block,
                      512);
-    assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32")].block, 1024);
+    assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_c8")].block, 512);
+    assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_c8w")].block, 512);
+    assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_x8")].block, 1024);
 }
 
-/* 2048 ids still take the small kernel (4 steps of 32 per warp), 2049 the one-block kernel
-   (ceil(2049 / 1024) = 3 steps); 4096 ids still one block; 4097 the cluster of 8 (8 * 32
-   warps: chunk rounds ceil(4097 / 8192) = 1 step of 32 up); 65536 x 64 ids: 4194304 / 256
-   warps = 16384 each. */
+/* 2048 ids still take the small kernel (4 steps of 32 per warp), 2049 the c8 cluster (8 * 16
+   warps: chunk rounds ceil(2049 / 4096) = 1 step of 32 up); 32768 ids still c8 (8 steps), 32776
+   the c8w cluster (ceil(32776 / 4096) = 9 steps), 131072 still c8w (32 steps), 131080 the x8
+   cluster (8 * 32 warps, ceil(131080 / 8192) = 17 steps); 65536 x 64 ids: 4194304 / 256 warps
+   = 16384 each. */
 static void test_align_launch_cluster(void **state) {
     static const struct { int64_t tokens, k; const char *symbol; unsigned grid; int chunk; } rows[] = {
         {256, 8, "talon_moe_align_block_size_i32_small", 1, 128},
-        {2049, 1, "talon_moe_align_block_size_i32", 1, 96},
-        {512, 8, "talon_moe_align_block_size_i32", 1, 128},
-        {4097, 1, "talon_moe_align_block_size_i32_x8", 8, 32},
-        {16384, 8, "talon_moe_align_block_size_i32_x8", 8, 512},
+        {2049, 1, "talon_moe_align_block_size_i32_c8", 8, 32},
+        {512, 8, "talon_moe_align_block_size_i32_c8", 8, 32},
+        {4096, 8, "talon_moe_align_block_size_i32_c8", 8, 256},
+        {4097, 8, "talon_moe_align_block_size_i32_c8w", 8, 288},
+        {16384, 8, "talon_moe_align_block_size_i32_c8w", 8, 1024},
+        {16385, 8, "talon_moe_align_block_size_i32_x8", 8, 544},
         {65536, 64, "talon_moe_align_block_size_i32_x8", 8, 16384},
     };
     size_t i;
