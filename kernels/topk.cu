@@ -53,6 +53,24 @@
 // under 8 MB, leaving every B >= 5 at V=128256 on the three kernels. Hybrid against three
 // kernels everywhere (H100, two runs each, median us): B=1 k=50 14.5 vs 17.9, B=4 15.4 vs
 // 18.8, B=1 k=1024 29.4 vs 32.3, B=2 V=262144 k=1024 29.2 vs 31.4; B >= 64 unchanged.
+// Measured and not taken (H100, two runs, fp32 randn, median us against this design in the same
+// run; all exact, GPU tests and memcheck clean): one kernel for the large shapes, a cluster of 8
+// blocks per row (__cluster_dims__, plain cuLaunchKernel), each block on an eighth of the row
+// with 16-byte loads (4 in flight per thread), the 8 histograms summed over distributed shared
+// memory after a cluster barrier, the chunk re-read from L2 for the candidates, which go to
+// block 0's shared memory by remote atomics; block 0 resolves after a second barrier. One HBM
+// read, one launch, no workspace, and yet slower everywhere: B=64 V=128256 k=50 46.1 vs 40.9,
+// B=256 V=128256 k=50 134.8 vs 115.2, B=256 V=262144 k=1024 294.0 vs 244.4, B=64 k=1024 84.2
+// vs 73.1 (64 registers: 2 blocks of 512 per SM). Pass 2's L2 policy did not matter (ld.cs,
+// evict_first/evict_last hints, plain: within 4%); 2 loads in flight per thread instead of 4:
+// 4-9% slower. Counting only a prefix in full and the rest above a bound pooled over the
+// cluster (far fewer shared-memory atomics, one more barrier and exchange) was much slower
+// (68.1, 203.2, 396.9, 106.4); 3 blocks per SM (40 registers, spills) 63.1, 186.6, 340.7, 95.4;
+// 4 (32 registers) 79.1, 242.0, 430.8, 117.9. Each block runs a chain of dependent steps
+// (global round trips, barriers that wait for the slowest of 8 blocks, remote reads, block-wide
+// syncs) with too few blocks per SM to hide them, so HBM idles: a one-read design needs the
+// whole chunk requested at once (bulk copies into shared memory) and rows overlapped in a
+// persistent, double-buffered cluster.
 #include "common.cuh"
 
 constexpr int BINS = 1 << TALON__TOPK_DIGIT; // 2048 bins of the 11-bit digit
