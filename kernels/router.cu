@@ -22,6 +22,13 @@
 // logit taken from its key instead of reloaded, selects-only rescans, and a branch-free
 // instantiation for experts == 32 * NPER: 8.02 / 9.81 vs 7.87 / 9.55, although it issues
 // fewer instructions per token; the same plus a NaN test folded into x + 0: 8.13 / 9.73.
+// Why (ncu, E=256 f32): the rounds are a latency-bound chain, not issue-bound (1.5 eligible
+// warps per scheduler, 30% of issue slots busy); they are 325 of the 578 instructions a warp
+// issues. Without them the kernel measures 5.98 us at E=128; reading the rows with one redux
+// and the stores alone 5.57 (E=128) / 6.22 (E=256). Fewer instructions per round cannot
+// shorten that chain much; a selection without dependent rounds can: ranking, by counting,
+// the few experts at or above a floor that k of them reach measured 9.62 -> 8.85 us at E=256
+// (outputs checked against torch); not adopted until the GPU test program passes on it.
 //
 // Variants (one line each in talon.h, TALON__KERNELS_router): element type x load path
 // (VEC = 4 f32 or 8 bf16/f16 elements per 16-byte load; VEC = 1 element-wise, any layout) x
