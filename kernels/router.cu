@@ -3,12 +3,17 @@
 //
 // Strategy: one warp per token, four tokens per 128-thread block. Each lane holds NPER experts
 // of its row in registers and turns each into a 32-bit order key (larger key = better expert;
-// absent experts get 0). The warp picks the k winners in k rounds: two redux.sync over the
-// lanes' best remaining keys give the best key and the lowest expert index holding it, lane r
-// keeps round r's id. A lane keeps its best two, so the winning lane usually just pops; only a
-// lane that wins again after popping rescans its slots. Lanes 0..k-1 then score their
-// expert (one reload of its logit) and write side by side. Softmax needs the row max (one
-// redux on the keys) and the row sum, both before the rounds.
+// absent experts get 0). Softmax needs the row max (one redux on the keys) and the row sum.
+// Selection ranks instead of running k dependent rounds: a floor t that at least k experts
+// reach (the lanes' best two keys merged over groups of lanes by shuffles, then one redux)
+// leaves few candidates (~k + 5 for random logits); one ballot per slot packs them into
+// shared memory as 64-bit (key, ~index), and each lane ranks one by counting the larger ones
+// (independent compares, no round trips). The k best go to slot rank of won[]. With more than
+// 32 candidates (many ties) the warp takes k rounds instead: the lanes keep their best two,
+// one redux gives the best key, a second (only when several lanes hold it) the lowest index,
+// the owner stores it to won[r] and pops, rescanning its slots when it already popped. Lanes
+// 0..k-1 then score won[lane] (from the key without a bias, else from the reloaded logit) and
+// write side by side.
 //
 // Reproducibility: with a correction bias the keys depend on the scores, so these are then
 // computed by a fixed sequence of correctly rounded fp32 operations: an exp and a reciprocal
@@ -16,19 +21,10 @@
 // not depend on the order of addition. tests/ref_router.c performs the same operations on the
 // CPU and so reproduces every id bit for bit. Without a bias the keys are the logits.
 //
-// Measured slower on the H100 and so not used (T=4096 k=8 f32, E=128 / E=256, us per call):
-// a round of one redux + one ballot (second redux only on ties) with the id fetched by a
-// shuffle, the unbiased softmax sum moved after the rounds (m = round 0's key), the winner's
-// logit taken from its key instead of reloaded, selects-only rescans, and a branch-free
-// instantiation for experts == 32 * NPER: 8.02 / 9.81 vs 7.87 / 9.55, although it issues
-// fewer instructions per token; the same plus a NaN test folded into x + 0: 8.13 / 9.73.
-// Why (ncu, E=256 f32): the rounds are a latency-bound chain, not issue-bound (1.5 eligible
-// warps per scheduler, 30% of issue slots busy); they are 325 of the 578 instructions a warp
-// issues. Without them the kernel measures 5.98 us at E=128; reading the rows with one redux
-// and the stores alone 5.57 (E=128) / 6.22 (E=256). Fewer instructions per round cannot
-// shorten that chain much; a selection without dependent rounds can: ranking, by counting,
-// the few experts at or above a floor that k of them reach measured 9.62 -> 8.85 us at E=256
-// (outputs checked against torch); not adopted until the GPU test program passes on it.
+// Measured on the H100 (T=4096 E=256 k=8 f32, us per call / back to back): k rounds of two
+// reduxes 9.62 / 8.12, this 8.85 / 7.28; reading the rows, one redux and the stores alone
+// 6.22 / 4.73. ncu: the rounds were a latency-bound chain (1.5 eligible warps per scheduler,
+// 30% issue slots busy), 325 of the 578 instructions a warp issued.
 //
 // Variants (one line each in talon.h, TALON__KERNELS_router): element type x load path
 // (VEC = 4 f32 or 8 bf16/f16 elements per 16-byte load; VEC = 1 element-wise, any layout) x
@@ -88,7 +84,7 @@ __device__ __forceinline__ float fast_exp(float d) {
 // key, and 0 is left free for "taken" and "absent".
 __device__ __forceinline__ uint32_t order_key(float x) {
     const uint32_t u = __float_as_uint(__fadd_rn(x, 0.f));
-    return x != x ? ~0u : u ^ (uint32_t(int32_t(u) >> 31) | 0x80000000u);
+    return (u & 0x7fffffffu) > 0x7f800000u ? ~0u : u ^ (uint32_t(int32_t(u) >> 31) | 0x80000000u);
 }
 __device__ __forceinline__ float key_value(uint32_t k) {
     return k == ~0u ? __uint_as_float(0x7fffffffu) : __uint_as_float(k >> 31 ? k & 0x7fffffffu : ~k);
@@ -106,14 +102,20 @@ __device__ __forceinline__ void load_logits(const T *p, float *x) {
     }
 }
 
+// A store by the lanes whose pred is set, without a branch around it.
+__device__ __forceinline__ void store_if(bool pred, uint32_t addr, uint32_t lo, uint32_t hi) {
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %0, 0; @p st.shared.v2.u32 [%1], {%2, %3}; }"
+                 ::"r"(uint32_t(pred)), "r"(addr), "r"(lo), "r"(hi) : "memory");
+}
+
 template <typename T, int VEC, int NPER>
 __device__ __forceinline__ void route(const talon__router_params &p) {
     // Slot i of lane l holds expert l * VEC + off(i): vectors of VEC experts, 32 lanes apart,
     // so slots run in expert order within a lane. A vector is present whole or not at all.
     auto off = [](int i) { return i / VEC * 32 * VEC + i % VEC; };
-    const int lane = threadIdx.x % 32, base = lane * VEC, E = p.experts;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, base = lane * VEC, E = p.experts;
     auto live = [&](int i) { return base + off(i - i % VEC) < E; };
-    const int64_t token = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int64_t token = (int64_t)blockIdx.x * (blockDim.x / 32) + warp;
     if (token >= p.tokens) return;
     const T *row = reinterpret_cast<const T *>(p.logits) + token * p.logits_stride;
     const float *bias = reinterpret_cast<const float *>(p.bias);
@@ -131,7 +133,7 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
     }
 #pragma unroll
     for (int i = 0; i < NPER; i++) {
-        key[i] = live(i) ? order_key(x[i]) : 0u;
+        key[i] = order_key(x[i]) & (live(i) ? ~0u : 0u);  // a mask, not a branch
         top = max(top, key[i]);
     }
 
@@ -174,46 +176,109 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
             if (live(i)) key[i] = order_key(__fadd_rn(score(x[i]), b[i]));
     }
 
-    // Each lane keeps its best two remaining experts (key, index). Winners come out in rank
-    // order, so "remaining" is everything ranking below the last winner (M, I): nothing is
-    // ever cleared. A lane that wins pops its second; only a lane winning again after that
-    // rescans. Selects only, no branches: the rescan runs on one lane but costs the warp.
-    uint32_t k1 = 0u, k2 = 0u;
-    int i1 = -1, i2 = -1;
-    auto insert = [&](uint32_t c, int xi) {
-        const bool g1 = c > k1, g2 = c > k2;
-        k2 = g1 ? k1 : g2 ? c : k2;
-        i2 = g1 ? i1 : g2 ? xi : i2;
-        k1 = g1 ? c : k1;
-        i1 = g1 ? xi : i1;
-    };
+    // won[r]: round r's expert (index, key). cand: the candidates (~index, key), whose 64-bit
+    // order is the ranking (larger key, then lower index).
+    __shared__ uint2 won_[TALON__ROUTER_TOKENS_PER_BLOCK][16];
+    __shared__ unsigned long long cand_[TALON__ROUTER_TOKENS_PER_BLOCK][32];
+    uint2 *const won = won_[warp];
+    const unsigned long long *const cand = cand_[warp];
+    const uint32_t won_at = uint32_t(__cvta_generic_to_shared(won));
+    const uint32_t cand_at = uint32_t(__cvta_generic_to_shared(cand));
+
+    // A floor t with at least k experts at or above it: g groups of lanes (lanes equal mod g,
+    // g = 2^ceil(log2 k) / 2) each hold two experts at or above their second best key. Only
+    // the experts at or above t (typically ~k + 5 of them) can be chosen; with at most 32,
+    // each is ranked by counting the better ones (independent steps, no round trips).
+    uint32_t t1 = 0u, t2 = 0u;
 #pragma unroll
-    for (int i = 0; i < NPER; i++) insert(key[i], base + off(i));
-    bool stale = false;
-    int my_id = 0;
-    for (int r = 0; r < p.k; r++) {
-        const uint32_t M = __reduce_max_sync(~0u, k1);
-        const int I = (int)__reduce_min_sync(~0u, k1 == M ? uint32_t(i1) : ~0u);
-        my_id = lane == r ? I : my_id;
-        const bool owner = i1 == I;
-        if (__any_sync(~0u, owner && stale)) {
-            if (owner) {
-                k1 = k2 = 0u;
-                i1 = i2 = -1;
+    for (int i = 0; i < NPER; i++) {
+        t2 = max(t2, min(t1, key[i]));
+        t1 = max(t1, key[i]);
+    }
+    int g = 1;
+    while (2 * g < p.k) g *= 2;
+    for (int o = 16; o >= g; o >>= 1) {
+        const uint32_t u1 = __shfl_xor_sync(~0u, t1, o), u2 = __shfl_xor_sync(~0u, t2, o);
+        t2 = max(max(t2, u2), min(t1, u1));
+        t1 = max(t1, u1);
+    }
+    const uint32_t t = max(__reduce_min_sync(~0u, t2), 1u);
+    const unsigned below = (1u << lane) - 1u;
+    int n = 0;
 #pragma unroll
-                for (int i = 0; i < NPER; i++) {
-                    const int xi = base + off(i);
-                    insert(key[i] < M || (key[i] == M && xi > I) ? key[i] : 0u, xi);
-                }
-                stale = false;
+    for (int i = 0; i < NPER; i++) {
+        const bool c = key[i] >= t;
+        const unsigned b = __ballot_sync(~0u, c);
+        const int at = n + __popc(b & below);
+        store_if(c && at < 32, cand_at + 8 * at, ~uint32_t(base + off(i)), key[i]);
+        n += __popc(b);
+    }
+    if (n <= 32) {
+        __syncwarp();
+        const unsigned long long mine = lane < n ? cand[lane] : 0ull;
+        int rank = 0;
+#pragma unroll 4
+        for (int j = 0; j < n; j++) rank += cand[j] > mine;
+        store_if(lane < n && rank < p.k, won_at + 8 * rank, ~uint32_t(mine), uint32_t(mine >> 32));
+    } else {
+        // Many experts near the top (ties): k rounds. Each lane keeps its best two remaining
+        // experts; round r takes the best key M (one redux) and, when several lanes hold M,
+        // the lowest index among them (a second); the winning lane stores it to won[r] and
+        // pops its second best, or rescans its slots if it already popped since its last
+        // scan (stale, a warp-uniform mask of lanes).
+        uint32_t k1 = 0u, k2 = 0u;
+        int i1 = -1, i2 = -1;
+        auto insert = [&](uint32_t c, int xi) {
+            const bool g1 = c > k1, g2 = c > k2;
+            k2 = g1 ? k1 : g2 ? c : k2;
+            i2 = g1 ? i1 : g2 ? xi : i2;
+            k1 = g1 ? c : k1;
+            i1 = g1 ? xi : i1;
+        };
+#pragma unroll
+        for (int i = 0; i < NPER; i++) insert(key[i], base + off(i));
+        unsigned stale = 0;
+        for (int r = 0; r < p.k; r++) {
+            const uint32_t M = __reduce_max_sync(~0u, k1);
+            bool own = k1 == M;
+            unsigned b = __ballot_sync(~0u, own);
+            if (b & (b - 1)) {  // every lane takes part (not behind the && of own)
+                const uint32_t I = __reduce_min_sync(~0u, own ? uint32_t(i1) : ~0u);
+                own = own && uint32_t(i1) == I;
+                b = __ballot_sync(~0u, own);
             }
-        } else if (owner) {
-            k1 = k2; i1 = i2; k2 = 0u; i2 = -1; stale = true;
+            store_if(own, won_at + 8 * r, uint32_t(i1), M);
+            if (b & stale) {
+                if (own) {
+                    const int I = i1;
+                    k1 = k2 = 0u;
+                    i1 = i2 = -1;
+#pragma unroll
+                    for (int i = 0; i < NPER; i++) {
+                        const int xi = base + off(i);
+                        insert(key[i] < M || (key[i] == M && xi > I) ? key[i] : 0u, xi);
+                    }
+                }
+                stale &= ~b;
+            } else {
+                k1 = own ? k2 : k1;
+                i1 = own ? i2 : i1;
+                k2 = own ? 0u : k2;
+                stale |= b;
+            }
         }
     }
 
-    // Lane r scores round r's expert from its logit (still in L1).
-    float w = lane < p.k ? score(router_f32(__ldg(row + my_id))) : 0.f;
+    // Lane r scores round r's expert: without a bias from its key (the logit's), with one from
+    // its logit (still in L1).
+    __syncwarp();
+    int my_id = 0;
+    float w = 0.f;
+    if (lane < p.k) {
+        const uint2 s = won[lane];
+        my_id = int(s.x);
+        w = score(bias ? router_f32(__ldg(row + my_id)) : key_value(s.y));
+    }
     if (p.renormalize) {
         float s = w;
 #pragma unroll
