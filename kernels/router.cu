@@ -5,15 +5,17 @@
 // of its row in registers and turns each into a 32-bit order key (larger key = better expert;
 // absent experts get 0). Softmax needs the row max (one redux on the keys) and the row sum.
 // Selection ranks instead of running k dependent rounds: a floor t that at least k experts
-// reach (the lanes' best two keys merged over groups of lanes by shuffles, then one redux)
-// leaves few candidates (~k + 5 for random logits); one ballot per slot packs them into
-// shared memory as 64-bit (key, ~index), and each lane ranks one by counting the larger ones
-// (independent compares, no round trips). The k best go to slot rank of won[]. With more than
-// 32 candidates (many ties) the warp takes k rounds instead: the lanes keep their best two,
-// one redux gives the best key, a second (only when several lanes hold it) the lowest index,
-// the owner stores it to won[r] and pops, rescanning its slots when it already popped. Lanes
-// 0..k-1 then score won[lane] (from the key without a bias, else from the reloaded logit) and
-// write side by side.
+// reach (the lanes' best two keys merged over groups of lanes by shuffles, then the least of
+// the groups') leaves few candidates (~k + 5 for random logits); one ballot per slot packs
+// them into shared memory as 64-bit (key, ~index), and each lane ranks one by counting the
+// larger ones (independent compares, no round trips); the lane holding rank r < k scores and
+// writes output r. With more than 32 candidates (many ties) the warp takes k rounds instead:
+// the lanes keep their best two, one redux gives the best key, a second (only when several
+// lanes hold it) the lowest index, the owner stores it to won[r] and pops, rescanning its
+// slots when it already popped; lane r then takes won[r]. Scores come from the key without a
+// bias, else from the reloaded logit. Per-lane reductions are trees and the unbiased softmax
+// sum shares its shuffle rounds with the floor: the warps wait on latency more than on issue
+// slots (a 16-lanes-per-token variant, two tokens a warp, measured slower: 10.9 us).
 //
 // Reproducibility: with a correction bias the keys depend on the scores, so these are then
 // computed by a fixed sequence of correctly rounded fp32 operations: an exp and a reciprocal
@@ -22,9 +24,10 @@
 // CPU and so reproduces every id bit for bit. Without a bias the keys are the logits.
 //
 // Measured on the H100 (T=4096 E=256 k=8 f32, us per call / back to back): k rounds of two
-// reduxes 9.62 / 8.12, this 8.85 / 7.28; reading the rows, one redux and the stores alone
-// 6.22 / 4.73. ncu: the rounds were a latency-bound chain (1.5 eligible warps per scheduler,
-// 30% issue slots busy), 325 of the 578 instructions a warp issued.
+// reduxes 9.62 / 8.12; ranking 8.85 / 7.28; with the direct writes and the trees 8.54 / 7.18
+// (8.77 / 7.29 before, same run); reading the rows, one redux and the stores alone 6.22 /
+// 4.73. ncu: the rounds were a latency-bound chain (1.5 eligible warps per scheduler, 30%
+// issue slots busy), 325 of the 578 instructions a warp issued.
 //
 // Variants (one line each in talon.h, TALON__KERNELS_router): element type x load path
 // (VEC = 4 f32 or 8 bf16/f16 elements per 16-byte load; VEC = 1 element-wise, any layout) x
@@ -108,6 +111,15 @@ __device__ __forceinline__ void store_if(bool pred, uint32_t addr, uint32_t lo, 
                  ::"r"(uint32_t(pred)), "r"(addr), "r"(lo), "r"(hi) : "memory");
 }
 
+// Reductions of a lane's slots as trees (depth log2 NPER instead of a chain of NPER).
+template <int N, typename V, typename F> __device__ __forceinline__ V tree(const V *v, F f) {
+    if constexpr (N == 1) {
+        return v[0];
+    } else {
+        return f(tree<N / 2>(v, f), tree<N / 2>(v + N / 2, f));
+    }
+}
+
 template <typename T, int VEC, int NPER>
 __device__ __forceinline__ void route(const talon__router_params &p) {
     // Slot i of lane l holds expert l * VEC + off(i): vectors of VEC experts, 32 lanes apart,
@@ -121,7 +133,7 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
     const float *bias = reinterpret_cast<const float *>(p.bias);
 
     float x[NPER];
-    uint32_t key[NPER], top = 0;
+    uint32_t key[NPER];
 #pragma unroll
     for (int i = 0; i < NPER; i += VEC) {
         if (live(i)) {
@@ -134,33 +146,32 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
 #pragma unroll
     for (int i = 0; i < NPER; i++) {
         key[i] = order_key(x[i]) & (live(i) ? ~0u : 0u);  // a mask, not a branch
-        top = max(top, key[i]);
     }
+    auto umax = [](uint32_t a, uint32_t b) { return max(a, b); };
 
     // Softmax: p = exp(x - m) * (1 / S). With a bias the scores pick the experts, so they take
     // the exact route: rexp, and S in fixed point (every term is in [0, 1] once m is finite, so
     // 2^53 scales it exactly and the sum of the truncated products fits 63 bits for 512
     // experts, in any order). Without one, the hardware exp and an fp32 sum.
     const bool softmax = p.scoring == TALON_ROUTER_SOFTMAX;
-    float m = 0.f, inv = 0.f;
+    float m = 0.f, inv = 0.f, sum = 0.f;  // sum: unbiased, reduced with the floor below
     if (softmax) {
-        m = key_value(__reduce_max_sync(~0u, top));
+        m = key_value(__reduce_max_sync(~0u, tree<NPER>(key, umax)));
         if (!isfinite(m)) {
             inv = __uint_as_float(0x7fffffffu);
         } else if (bias) {
-            unsigned long long s = 0;
+            unsigned long long q[NPER];
 #pragma unroll
-            for (int i = 0; i < NPER; i++) s += __float2ull_rz(__fmul_rn(rexp(__fsub_rn(x[i], m)), 0x1p53f));
+            for (int i = 0; i < NPER; i++) q[i] = __float2ull_rz(__fmul_rn(rexp(__fsub_rn(x[i], m)), 0x1p53f));
+            unsigned long long sq = tree<NPER>(q, [](unsigned long long a, unsigned long long b) { return a + b; });
 #pragma unroll
-            for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
-            inv = rrcp(__fmul_rn(__ull2float_rn(s), 0x1p-53f));
+            for (int o = 16; o; o >>= 1) sq += __shfl_xor_sync(~0u, sq, o);
+            inv = rrcp(__fmul_rn(__ull2float_rn(sq), 0x1p-53f));
         } else {
-            float s = 0.f;
+            float e[NPER];
 #pragma unroll
-            for (int i = 0; i < NPER; i++) s += fast_exp(x[i] - m);
-#pragma unroll
-            for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
-            inv = __fdividef(1.f, s);
+            for (int i = 0; i < NPER; i++) e[i] = fast_exp(x[i] - m);
+            sum = tree<NPER>(e, [](float a, float b) { return a + b; });
         }
     }
     auto score = [&](float v) {
@@ -186,23 +197,47 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
     const uint32_t cand_at = uint32_t(__cvta_generic_to_shared(cand));
 
     // A floor t with at least k experts at or above it: g groups of lanes (lanes equal mod g,
-    // g = 2^ceil(log2 k) / 2) each hold two experts at or above their second best key. Only
-    // the experts at or above t (typically ~k + 5 of them) can be chosen; with at most 32,
-    // each is ranked by counting the better ones (independent steps, no round trips).
-    uint32_t t1 = 0u, t2 = 0u;
+    // g = 2^ceil(log2 k) / 2) each hold two experts at or above their second best key, and t
+    // is the least of those. Only the experts at or above t (typically ~k + 5 of them) can be
+    // chosen; with at most 32, each is ranked by counting the better ones (independent steps,
+    // no round trips).
+    uint32_t t1, t2;
+    {
+        uint32_t b1[NPER / 2], b2[NPER / 2];
 #pragma unroll
-    for (int i = 0; i < NPER; i++) {
-        t2 = max(t2, min(t1, key[i]));
-        t1 = max(t1, key[i]);
+        for (int i = 0; i < NPER / 2; i++) {
+            b1[i] = max(key[2 * i], key[2 * i + 1]);
+            b2[i] = min(key[2 * i], key[2 * i + 1]);
+        }
+#pragma unroll
+        for (int w = NPER / 4; w; w /= 2) {
+#pragma unroll
+            for (int i = 0; i < w; i++) {
+                b2[i] = max(min(b1[i], b1[i + w]), max(b2[i], b2[i + w]));
+                b1[i] = max(b1[i], b1[i + w]);
+            }
+        }
+        t1 = b1[0];
+        t2 = b2[0];
     }
-    int g = 1;
-    while (2 * g < p.k) g *= 2;
-    for (int o = 16; o >= g; o >>= 1) {
-        const uint32_t u1 = __shfl_xor_sync(~0u, t1, o), u2 = __shfl_xor_sync(~0u, t2, o);
-        t2 = max(max(t2, u2), min(t1, u1));
-        t1 = max(t1, u1);
+    // Groups of lanes merge their (best, second) down to g groups, then the least second best
+    // of the groups; the unbiased softmax sum takes the same rounds (independent shuffles).
+    const int g = p.k <= 2 ? 1 : p.k <= 4 ? 2 : p.k <= 8 ? 4 : 8;
+    const bool fold = softmax && !bias;
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+        if (fold) sum += __shfl_xor_sync(~0u, sum, o);
+        const uint32_t u2 = __shfl_xor_sync(~0u, t2, o);
+        if (o >= g) {  // uniform over the warp
+            const uint32_t u1 = __shfl_xor_sync(~0u, t1, o);
+            t2 = max(max(t2, u2), min(t1, u1));
+            t1 = max(t1, u1);
+        } else {
+            t2 = min(t2, u2);
+        }
     }
-    const uint32_t t = max(__reduce_min_sync(~0u, t2), 1u);
+    if (fold) inv = isfinite(m) ? __fdividef(1.f, sum) : __uint_as_float(0x7fffffffu);
+    const uint32_t t = max(t2, 1u);
     const unsigned below = (1u << lane) - 1u;
     int n = 0;
 #pragma unroll
@@ -213,13 +248,18 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
         store_if(c && at < 32, cand_at + 8 * at, ~uint32_t(base + off(i)), key[i]);
         n += __popc(b);
     }
+    // slot: where this lane's expert (my_id, my_key) goes among the token's k outputs, or -1.
+    int slot = -1, my_id = 0;
+    uint32_t my_key = 0;
     if (n <= 32) {
         __syncwarp();
         const unsigned long long mine = lane < n ? cand[lane] : 0ull;
         int rank = 0;
 #pragma unroll 4
         for (int j = 0; j < n; j++) rank += cand[j] > mine;
-        store_if(lane < n && rank < p.k, won_at + 8 * rank, ~uint32_t(mine), uint32_t(mine >> 32));
+        slot = lane < n && rank < p.k ? rank : -1;
+        my_id = int(~uint32_t(mine));
+        my_key = uint32_t(mine >> 32);
     } else {
         // Many experts near the top (ties): k rounds. Each lane keeps its best two remaining
         // experts; round r takes the best key M (one redux) and, when several lanes hold M,
@@ -267,27 +307,27 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
                 stale |= b;
             }
         }
+        __syncwarp();
+        if (lane < p.k) {
+            slot = lane;
+            my_id = int(won[lane].x);
+            my_key = won[lane].y;
+        }
     }
 
-    // Lane r scores round r's expert: without a bias from its key (the logit's), with one from
-    // its logit (still in L1).
-    __syncwarp();
-    int my_id = 0;
+    // Each chosen expert is scored by its lane: without a bias from its key (the logit's), with
+    // one from its logit (still in L1).
     float w = 0.f;
-    if (lane < p.k) {
-        const uint2 s = won[lane];
-        my_id = int(s.x);
-        w = score(bias ? router_f32(__ldg(row + my_id)) : key_value(s.y));
-    }
+    if (slot >= 0) w = score(bias ? router_f32(__ldg(row + my_id)) : key_value(my_key));
     if (p.renormalize) {
         float s = w;
 #pragma unroll
         for (int o = 16; o; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(~0u, s, o));
         w = __fdividef(w, s);
     }
-    if (lane < p.k) {
-        reinterpret_cast<float *>(p.weights)[token * p.k + lane] = w;
-        reinterpret_cast<int *>(p.ids)[token * p.k + lane] = my_id;
+    if (slot >= 0) {
+        reinterpret_cast<float *>(p.weights)[token * p.k + slot] = w;
+        reinterpret_cast<int *>(p.ids)[token * p.k + slot] = my_id;
     }
 }
 
