@@ -1,6 +1,6 @@
 """talon_topk beside torch.topk (sorted, on the same tensors): the issue's targets at fp32
-V=128256 k=50 and V=262144 k=1024, plus k=1024 at V=128256, a bf16 case and the last shapes of
-the two-kernel path (rows x chunks of 4096 = 128: B=4 V=128256, B=2 V=262144)."""
+V=128256 k=50 and V=262144 k=1024, plus k=1024 at V=128256, a bf16 case and two small shapes of
+the two-kernel path (B=4 V=128256, B=2 V=262144; it reaches up to B=64 at V=128256)."""
 from ops import Case, ENUM, I64, PTR, ptr
 
 DTYPES = {"fp32": 2, "bf16": 0, "fp16": 1}  # talon_dtype

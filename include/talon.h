@@ -290,8 +290,8 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
      matter. One workspace must not be shared by calls that may run at the same time.
    Pointers must be aligned to their element (4 bytes for fp32 and indices, 2 for bf16/f16).
    Launches a fixed sequence of kernels chosen from rows and cols alone: two (chunk histograms,
-   select) for small problems (rows x chunks <= 128, where chunks = ceil(cols / 4096): B <= 4
-   at cols 128256, B <= 2 at 262144), else three (clear the workspace, histogram, select).
+   select) for small problems (rows x ceil(cols / 4096) <= 2048: B <= 64 at cols 128256,
+   B <= 32 at 262144), else three (clear the workspace, histogram, select).
    Errors (INVALID_ARGUMENT, nothing launched): any size out of range, k > cols, in_stride
    < cols, a NULL or misaligned pointer, workspace_bytes smaller than needed, sorted not 0/1,
    an unsupported dtype. */
@@ -306,7 +306,7 @@ typedef struct talon_topk_args {
 } talon_topk_args;
 
 /* Bytes of workspace talon_topk needs for rows x cols (at most 41 KB per row, except on the
-   two-kernel path: up to 288 KB per row, at most 512 KB of chunk histograms in all); 0 when
+   two-kernel path: up to 288 KB per row, at most 8 MB of chunk histograms in all); 0 when
    rows or cols is out of range. Needs no context. */
 int64_t talon_topk_workspace_size(int64_t rows, int64_t cols);
 talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *args);
@@ -640,7 +640,7 @@ typedef struct talon__act_params {
 #define TALON__TOPK_COLS_MAX 262144
 #define TALON__TOPK_ROWS_MAX 1024
 #define TALON__TOPK_SMEM 53504
-#define TALON__TOPK_SMALL 128
+#define TALON__TOPK_SMALL 2048
 typedef struct talon__topk_params {
     CUdeviceptr out_values, out_indices, in, workspace;
     int64_t in_stride, row_ints; /* row_ints: 4-byte words of workspace per row */
@@ -1496,8 +1496,9 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
 /* ---------------------------------------------------------------- top-k */
 /* Chunks of 16384 elements while that still makes 512 blocks (about 4 per SM of an H100),
    else 8192 or 4096 (one load of 8 per thread of a block): long chunks amortise each block's
-   fixed work, short ones spread a small batch over many SMs. Below 512 blocks chunks are
-   4096, so every shape of the two-kernel path (rows x chunks <= TALON__TOPK_SMALL) has them. */
+   fixed work, short ones spread a small batch over many SMs. The two-kernel path (rows x
+   ceil(cols / 4096) <= TALON__TOPK_SMALL) keeps one histogram slot per 4096 elements whatever
+   the chunk (at most 16384, within its 16-bit counts). */
 static int64_t talon__topk_chunk_len(int64_t rows, int64_t cols) {
     int64_t chunk_len;
     for (chunk_len = 4 * 4096; chunk_len > 4096; chunk_len /= 2)

@@ -13,7 +13,7 @@
 //           counter) finds the digit d of the k-th key and how many keys lie above it;
 // small problems, two kernels (no clear launch, which is most of the time at B=1):
 //   chunk_hist: as hist, but each block stores its chunk's histogram (16-bit counts: chunks
-//           are 4096 keys on this path) in the chunk's own slot of the workspace with plain
+//           are at most 16384 keys) in the chunk's own slot of the workspace with plain
 //           stores, so nothing needs zeroing; block 0 of a row zeroes select's counters;
 //   chunk_select: as select, but each block first sums the chunks' histograms itself, 512
 //           bins at a time from the top, to find d (one tile unless fewer than k keys are
@@ -49,10 +49,25 @@
 // select blocks each re-reading 16 KB of histograms (64 MB of L2 traffic). Minimum chunk 2048
 // instead of 4096 on top of it: B=1 k=50 14.59, k=1024 28.7, B=64 k=50 41.0 (not taken). Hence
 // the split: a win at 32 blocks (B=1), even at 512 (B=64), a loss from 2048 (B=256, 16 MB and
-// more of histogram re-reads); TALON__TOPK_SMALL = 128 blocks keeps those re-reads at or
-// under 8 MB, leaving every B >= 5 at V=128256 on the three kernels. Hybrid against three
-// kernels everywhere (H100, two runs each, median us): B=1 k=50 14.5 vs 17.9, B=4 15.4 vs
-// 18.8, B=1 k=1024 29.4 vs 32.3, B=2 V=262144 k=1024 29.2 vs 31.4; B >= 64 unchanged.
+// more of histogram re-reads). Hybrid against three kernels everywhere (H100, two runs each,
+// median us): B=1 k=50 14.5 vs 17.9, B=4 15.4 vs 18.8, B=1 k=1024 29.4 vs 32.3, B=2 V=262144
+// k=1024 29.2 vs 31.4. TALON__TOPK_SMALL was 128 chunks of 4096 (B <= 4 at V=128256); 2048
+// (B <= 64; select blocks read one 512-bin tile of 8 chunk slots, 4 MB in all at B=64) took
+// B=64 V=128256 from 41.0 to 40.5 us (k=1024 72.9 -> 72.4, bf16 k=50 39.2 -> 37.8).
+// Loads: where a block's range starts 16-byte aligned, two 16-byte loads per thread in flight
+// (fewer load instructions; registers: hist 32, select 40 at fp32, 64 at bf16), with L2 hints:
+// hist evict_last (select re-reads the row right after), select evict_first. Both changes
+// against the design before them (4-byte loads, TALON__TOPK_SMALL 128; H100, one run, fp32
+// randn unless noted, median us of two rounds, else their mean): B=64 V=128256 k=50
+// 40.90/40.94 -> 39.38/39.34 (b2b 39.7 -> 37.4), B=256 114.6 -> 112.6, B=256 V=262144
+// k=1024 243.9 -> 242.3, B=64 k=1024 72.8 -> 71.4, bf16 B=64 k=50 38.9 -> 38.4, B=1 k=50
+// 14.2 -> 14.2, B=4 15.2 -> 15.4, B=2 V=262144 k=1024 29.0 -> 29.2. Without the hints 40.0
+// at B=64 k=50;
+// evict_last alone 39.8. Measured and not taken (H100, two runs, same design otherwise): select
+// held to 32 registers (4 blocks of 512 per SM, one wave at B=64) 40.8 at B=64 k=50 but 78.9
+// at k=1024 (spills); with it, chunks of 8192 at B=64 42.1; 4 loads of 16 bytes in hist 40.6;
+// one 16-byte load per bf16/f16 select thread (32 registers instead of 64): bf16 B=64 k=50
+// 35.9 against 38.4, both without the hints (not combined with them: untested).
 // Measured and not taken (H100, two runs, fp32 randn, median us against this design in the same
 // run; all exact, GPU tests and memcheck clean): one kernel for the large shapes, a cluster of 8
 // blocks per row (__cluster_dims__, plain cuLaunchKernel), each block on an eighth of the row
@@ -121,11 +136,53 @@ template <bool SLOTS> __device__ __forceinline__ Row row_ws(const talon__topk_pa
             reinterpret_cast<uint32_t *>(ctr + TALON__TOPK_CTRS + p.cap)};
 }
 
-// Calls f(i, v) for every element of [begin, end) this thread owns, UNROLL loads in flight
-// first. Every lane of a warp makes the same number of calls (invalid ones with i = -1), so f
-// may use warp collectives.
-template <typename T, int BLOCK, typename F>
+// L2 policies of the 16-byte loads: hist marks the row evict_last, so that select, which reads
+// it again right after, finds more of it in L2; select marks it evict_first (its last read).
+enum { L2_KEEP = 1, L2_DROP = 2 };
+__device__ __forceinline__ uint4 load16(const uint4 *a, uint64_t pol) {
+    uint4 r;
+    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(a), "l"(pol));
+    return r;
+}
+template <int POL> __device__ __forceinline__ uint64_t l2_policy() {
+    uint64_t pol = 0;
+    if constexpr (POL == L2_KEEP)
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    if constexpr (POL == L2_DROP)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+
+// Calls f(i, v) for every element of [begin, end) this thread owns, loads in flight first: with
+// POL, where the range starts 16-byte aligned, two 16-byte loads under that L2 policy (fewer
+// load instructions than 4-byte ones), the rest UNROLL element loads. Every lane of a warp
+// makes the same number of calls (invalid ones with i = -1), so f may use warp collectives.
+template <typename T, int BLOCK, int POL = 0, typename F>
 __device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
+    constexpr int V = 16 / sizeof(T), UV = POL ? 2 : 0;
+    const uint64_t pol = l2_policy<POL>();
+    if (UV && (reinterpret_cast<uintptr_t>(in + begin) & 15) == 0) {
+        const int nvec = (end - begin) / V;
+        const uint4 *vin = reinterpret_cast<const uint4 *>(in + begin);
+        for (int b = 0; b < nvec; b += BLOCK * UV) {
+            uint4 x[UV > 0 ? UV : 1];
+#pragma unroll
+            for (int j = 0; j < UV; j++) {
+                const int q = b + j * BLOCK + threadIdx.x;
+                if (q < nvec) x[j] = load16(vin + q, pol);
+            }
+#pragma unroll
+            for (int j = 0; j < UV; j++) {
+                const int q = b + j * BLOCK + threadIdx.x;
+                T e[V];
+                memcpy(e, &x[j], 16);
+#pragma unroll
+                for (int l = 0; l < V; l++) f(q < nvec ? begin + q * V + l : -1, e[l]);
+            }
+        }
+        begin += nvec * V;
+    }
     for (int base = begin; base < end; base += BLOCK * UNROLL) {
         T v[UNROLL];
 #pragma unroll
@@ -246,7 +303,7 @@ template <typename T, int BLOCK> __device__ void topk_hist(const talon__topk_par
     const int end = min(p.cols, begin + p.chunk_len);
     for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
     __syncthreads();
-    for_keys<T, BLOCK>(row_in<T>(p, row), begin, end, [&](int i, T v) {
+    for_keys<T, BLOCK, L2_KEEP>(row_in<T>(p, row), begin, end, [&](int i, T v) {
         if (i >= 0) atomicAdd(&hist[key_of(v) >> LOW], 1);
     });
     __syncthreads();
@@ -272,7 +329,7 @@ template <typename T, int BLOCK> __device__ void topk_chunk_hist(const talon__to
     if (blockIdx.x == 0 && threadIdx.x < TALON__TOPK_CTRS) r.ctr[threadIdx.x] = 0;
     for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
     __syncthreads();
-    for_keys<T, BLOCK>(row_in<T>(p, row), begin, end, [&](int i, T v) {
+    for_keys<T, BLOCK, L2_KEEP>(row_in<T>(p, row), begin, end, [&](int i, T v) {
         if (i >= 0) atomicAdd(&hist[key_of(v) >> LOW], 1);
     });
     __syncthreads();
@@ -367,7 +424,7 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     constexpr int STAGE_ABOVE = TALON__TOPK_KMAX, STAGE_CAND = TALON__TOPK_CAP - STAGE_ABOVE;
     if (threadIdx.x == 0) sm.n_above = sm.n_cand = 0;
     __syncthreads();
-    for_keys<T, BLOCK>(in, begin, end, [&](int i, T v) {
+    for_keys<T, BLOCK, L2_DROP>(in, begin, end, [&](int i, T v) {
         const uint32_t d = key_of(v) >> LOW;
         if (!__any_sync(~0u, i >= 0 && d >= digit)) return; // the common case: one vote
         const int o = claim(&sm.n_above, i >= 0 && d > digit);

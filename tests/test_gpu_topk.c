@@ -287,27 +287,29 @@ static void run_case(tally *t, const tcase *c) {
 
 typedef struct shape { int64_t rows, cols, k, stride; } shape;
 /* Odd and round lengths, k = 1, k = V, V = 1, the benchmark shapes, the limits. Both kernel
-   sequences: two kernels up to rows x ceil(cols / 4096) = 128 blocks (4 x 128256, 2 x 262144,
-   128 x 4096 are the last), three beyond (5 x 128256, 3 x 262144, 129 x 4096 the first). */
+   sequences: two kernels up to rows x ceil(cols / 4096) = 2048 (64 x 128256 is the last),
+   three beyond (65 x 128256, 1024 x 8193). Strides that are not a multiple of 4 elements
+   mix rows with 16-byte and 4-byte loads. */
 static const shape shapes_full[] = {
     {1, 1, 1, 0},         {3, 7, 1, 0},        {3, 7, 7, 9},          {5, 111, 50, 0},
     {4, 500, 500, 503},   {2, 500, 1, 0},      {7, 4096, 1024, 0},    {2, 4097, 3, 4100},
     {1024, 111, 5, 0},    {1, 128256, 50, 0},  {64, 128256, 50, 0},   {2, 128256, 1024, 0},
     {3, 100003, 777, 100005}, {1, 262144, 1024, 0}, {2, 262144, 1, 0}, {4, 262144, 1024, 262147},
     {1, 1024, 1024, 0},   {4, 128256, 50, 0},  {5, 128256, 50, 0},   {3, 262144, 1024, 0},
-    {128, 4096, 1024, 0}, {129, 4096, 100, 4099},
+    {128, 4096, 1024, 0}, {129, 4096, 100, 4099}, {64, 128256, 1024, 0}, {65, 128256, 50, 0},
+    {1024, 8193, 100, 8197},
 };
 static const shape shapes_quick[] = {
     {1, 1, 1, 0},   {3, 7, 7, 9},       {5, 111, 50, 0},  {2, 500, 500, 503},
     {2, 4097, 3, 4100}, {1, 128256, 50, 0}, {1, 100003, 777, 100005}, {1, 262144, 1024, 0},
-    {5, 128256, 50, 0}, {129, 500, 17, 0}, /* three kernels */
+    {5, 128256, 50, 0}, {129, 500, 17, 0}, {1024, 8193, 5, 0},
 };
 /* Adversarial patterns on fewer shapes (the reference sorts every row). */
 static const shape shapes_adv[] = {
     {1, 1, 1, 0}, {3, 7, 3, 0}, {2, 500, 250, 0}, {2, 4097, 1024, 0}, {2, 100003, 777, 0},
     {1, 262144, 1024, 0}, {1, 128256, 50, 128259},
     {1, 4000, 1000, 0}, /* all-equal: one block stages 3072 candidates, the rest go direct */
-    {9, 100003, 777, 0}, {200, 500, 250, 0}, /* three kernels */
+    {9, 100003, 777, 0}, {200, 500, 250, 0}, {1024, 8193, 1000, 0},
 };
 
 static void test_dtype(void **state) {

@@ -58,9 +58,9 @@ static const bad_row bad_rows[] = {
     /* 4 rows of 128256 (two kernels, 32 chunk histograms): 4 * 40976 words of 4 bytes. */
     {"topk rejects workspace_bytes one short", ARG(workspace_bytes), 655615, 0, 0,
      "args->workspace_bytes", "655615", 0, 0},
-    /* 5 rows (three kernels): 5 * 10256 words of 4 bytes. */
-    {"topk rejects workspace_bytes one short (5 rows)", ARG(workspace_bytes), 205119, 0, 0,
-     "args->workspace_bytes", "205119", 5, 0},
+    /* 65 rows (three kernels): 65 * 10256 words of 4 bytes. */
+    {"topk rejects workspace_bytes one short (65 rows)", ARG(workspace_bytes), 2666559, 0, 0,
+     "args->workspace_bytes", "2666559", 65, 0},
 };
 
 static void test_invalid_argument(void **state) {
@@ -88,7 +88,7 @@ static void test_accepts_edges(void **state) {
     valid_args(&a);
     a.workspace_bytes = 655616;
     assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
-    a.rows = 5; a.workspace_bytes = 205120; /* three kernels */
+    a.rows = 65; a.workspace_bytes = 2666560; /* three kernels */
     assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
     valid_args(&a);
     a.dtype = TALON_DTYPE_BF16; a.in = P_IN + 2; a.out_values = P_VAL + 2;
@@ -97,23 +97,23 @@ static void test_accepts_edges(void **state) {
     valid_args(&a);
     a.rows = 1; a.cols = 1; a.k = 1;
     assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
-    assert_int_equal(fake.launches, 2 + 3 + 3 + 2); /* 4, 5, 1024 and 1 rows */
+    assert_int_equal(fake.launches, 2 + 3 + 3 + 2); /* 4, 65, 1024 and 1 rows */
 }
 
 static void test_workspace_size(void **state) {
     (void)state;
     /* words per row: histogram + 16 counters + 2 * min(cols, 4096), to a multiple of 4; the
        histogram is 2048 words on the three-kernel path, 1024 per chunk of 4096 on the
-       two-kernel one (rows x chunks <= 128) */
+       two-kernel one (rows x chunks <= 2048) */
     assert_int_equal(talon_topk_workspace_size(1, 7), 4 * 1056);
     assert_int_equal(talon_topk_workspace_size(1, 1), 4 * 1044);
-    assert_int_equal(talon_topk_workspace_size(128, 7), 128 * 4 * 1056);
-    assert_int_equal(talon_topk_workspace_size(129, 7), 129 * 4 * 2080);
+    assert_int_equal(talon_topk_workspace_size(1024, 7), 1024 * 4 * 1056);
     assert_int_equal(talon_topk_workspace_size(1, 262144), 4 * (64 * 1024 + 16 + 8192));
     assert_int_equal(talon_topk_workspace_size(2, 262144), 2 * 4 * (64 * 1024 + 16 + 8192));
-    assert_int_equal(talon_topk_workspace_size(3, 262144), 3 * 4 * 10256);
-    assert_int_equal(talon_topk_workspace_size(4, 128256), 4 * 4 * (32 * 1024 + 16 + 8192));
-    assert_int_equal(talon_topk_workspace_size(5, 128256), 5 * 4 * 10256);
+    assert_int_equal(talon_topk_workspace_size(32, 262144), 32 * 4 * (64 * 1024 + 16 + 8192));
+    assert_int_equal(talon_topk_workspace_size(33, 262144), 33 * 4 * 10256);
+    assert_int_equal(talon_topk_workspace_size(64, 128256), 64 * 4 * (32 * 1024 + 16 + 8192));
+    assert_int_equal(talon_topk_workspace_size(65, 128256), 65 * 4 * 10256);
     assert_int_equal(talon_topk_workspace_size(1024, 262144), 1024 * 4 * 10256);
     assert_int_equal(talon_topk_workspace_size(0, 7), 0);
     assert_int_equal(talon_topk_workspace_size(1025, 7), 0);
@@ -131,19 +131,19 @@ typedef struct launch_row {
 } launch_row;
 
 /* Chunks of 16384, 8192 or 4096 elements: the longest that gives at least 512 blocks; two
-   kernels when rows x chunks <= 128, else three. */
+   kernels when rows x ceil(cols / 4096) <= 2048, else three. */
 static const launch_row launch_rows[] = {
     {"topk launch B=1 V=128256 k=50 f32", 1, 128256, 50, 0, TALON_DTYPE_F32, 0, 32, 4096, "f32"},
-    {"topk launch B=4 V=128256 k=50 f32 (128 blocks: two kernels)", 4, 128256, 50, 0,
-     TALON_DTYPE_F32, 1, 32, 4096, "f32"},
-    {"topk launch B=5 V=128256 k=50 f32 (160 blocks: three kernels)", 5, 128256, 50, 0,
-     TALON_DTYPE_F32, 0, 32, 4096, "f32"},
-    {"topk launch B=128 V=4096 k=1024 bf16 (128 blocks: two kernels)", 128, 4096, 1024, 0,
-     TALON_DTYPE_BF16, 0, 1, 4096, "bf16"},
-    {"topk launch B=129 V=4096 k=1024 bf16 (129 blocks: three kernels)", 129, 4096, 1024, 0,
-     TALON_DTYPE_BF16, 0, 1, 4096, "bf16"},
+    {"topk launch B=4 V=128256 k=50 f32", 4, 128256, 50, 0, TALON_DTYPE_F32, 1, 32, 4096, "f32"},
+    {"topk launch B=65 V=128256 k=50 f32 (2080 chunks of 4096: three kernels)", 65, 128256, 50, 0,
+     TALON_DTYPE_F32, 0, 8, 16384, "f32"},
+    {"topk launch B=1024 V=8192 k=1024 bf16 (2048 chunks of 4096: two kernels)", 1024, 8192,
+     1024, 0, TALON_DTYPE_BF16, 0, 1, 16384, "bf16"},
+    {"topk launch B=1024 V=8193 k=1024 bf16 (3072 chunks of 4096: three kernels)", 1024, 8193,
+     1024, 0, TALON_DTYPE_BF16, 0, 1, 16384, "bf16"},
     {"topk launch B=1 V=262144 k=1024 f16", 1, 262144, 1024, 0, TALON_DTYPE_F16, 1, 64, 4096, "f16"},
-    {"topk launch B=64 V=128256 k=50 f32 sorted", 64, 128256, 50, 0, TALON_DTYPE_F32, 1, 8, 16384, "f32"},
+    {"topk launch B=64 V=128256 k=50 f32 sorted (2048 chunks of 4096: two kernels)", 64, 128256,
+     50, 0, TALON_DTYPE_F32, 1, 8, 16384, "f32"},
     {"topk launch B=16 V=262144 k=50 f32", 16, 262144, 50, 0, TALON_DTYPE_F32, 0, 32, 8192, "f32"},
     {"topk launch B=256 V=128256 k=50 f32", 256, 128256, 50, 0, TALON_DTYPE_F32, 0, 8, 16384, "f32"},
     {"topk launch B=256 V=262144 k=1024 f32", 256, 262144, 1024, 0, TALON_DTYPE_F32, 0, 16, 16384, "f32"},
@@ -176,7 +176,8 @@ static void test_launch(void **state) {
     talon_topk_args a;
     char sym[64];
     int64_t cap = row->cols < 4096 ? row->cols : 4096;
-    int two = row->rows * row->chunks <= 128, n = 0;
+    int64_t chunks4096 = (row->cols + 4095) / 4096;
+    int two = row->rows * chunks4096 <= 2048, n = 0;
     valid_args(&a);
     a.rows = row->rows; a.cols = row->cols; a.k = row->k; a.in_stride = row->in_stride;
     a.dtype = row->dtype; a.sorted = row->sorted;
@@ -185,7 +186,7 @@ static void test_launch(void **state) {
     memset(&want, 0, sizeof want);
     want.out_values = P_VAL; want.out_indices = P_IDX; want.in = P_IN; want.workspace = P_WS;
     want.in_stride = row->in_stride ? row->in_stride : row->cols;
-    want.row_ints = ((two ? row->chunks * 1024 : 2048) + 16 + 2 * cap + 3) / 4 * 4;
+    want.row_ints = ((two ? chunks4096 * 1024 : 2048) + 16 + 2 * cap + 3) / 4 * 4;
     want.cols = (int)row->cols; want.k = (int)row->k; want.chunk_len = row->chunk_len;
     want.chunks = row->chunks; want.cap = (int)cap; want.sorted = row->sorted;
     assert_true((int64_t)row->chunks * row->chunk_len >= row->cols);
