@@ -3,7 +3,10 @@
 #   tools/gpu-session.sh [tests|bench|all]   (default all)
 # tests: talon-info, every GPU test program, each also under compute-sanitizer memcheck;
 # bench: talon-bench with its PyTorch peers (peers.py; PEERS=0 skips them) and bench/ops.py.
-# Logs and JSON go to $OUT (default build/gpu-out). Exits non-zero if any step failed.
+# Logs and JSON go to $OUT (default build/gpu-out), each step's as it ends. Exits non-zero if
+# any step failed. On a lent device whose time limit may cut the run, split it (tests, then
+# bench) or copy results out as the steps end: logs packed only after the script come back
+# from a cut run as nothing.
 set -u
 what=${1:-all}
 out=${OUT:-build/gpu-out}
