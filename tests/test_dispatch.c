@@ -2,6 +2,7 @@
    what every op shares: context creation, module loading, argument validation, kernel
    selection and the exact launch each op makes. */
 #include "fake_driver.h"
+#include "table_rows.h"
 /* ---------------------------------------------------------------- ops, generically */
 typedef enum { OP_RMSNORM, OP_FUSED_ADD_RMSNORM, OP_LAYERNORM, OP_SILU, OP_GELU } op_id;
 static const char *const op_names[] = {"talon_rmsnorm", "talon_fused_add_rmsnorm",
@@ -65,7 +66,6 @@ static talon_status call_op(op_id op, talon_ctx *ctx, CUstream s, const op_args 
 #define LN(f, k, v) SET(talon_layernorm_args, f, k, v)
 #define SILU(f, k, v) SET(talon_silu_and_mul_args, f, k, v)
 #define GELU(f, k, v) SET(talon_gelu_and_mul_args, f, k, v)
-#define MAX_SETS 3
 
 _Static_assert(sizeof(talon_dtype) == sizeof(int) && sizeof(talon_gelu_approx) == sizeof(int),
                "SET_ENUM writes an int");
@@ -200,18 +200,9 @@ static void test_partial_resolve_publishes_nothing(void **state) {
 }
 
 /* ================================================================ 5: validation */
-typedef enum { BAD_FIELDS, BAD_CTX, BAD_ARGS } bad_kind;
-typedef struct bad_row {
-    const char *name;
-    op_id op;
-    bad_kind kind;
-    field_set set[MAX_SETS];
-    const char *field, *value; /* words the message must contain */
-} bad_row;
 
 #define BAD(NAME, OP, SETS, FIELD, VALUE)                                                       \
     {.name = NAME, .op = OP, .kind = BAD_FIELDS, .set = SETS, .field = FIELD, .value = VALUE}
-#define ONE(...) {__VA_ARGS__}
 /* Rules every op shares; COLS_BIG is one past its largest cols. */
 #define COMMON_BAD(OP, T, N, COLS_BIG)                                                         \
     {.name = N " rejects ctx NULL", .op = OP, .kind = BAD_CTX, .field = "ctx", .value = "NULL"}, \
@@ -295,15 +286,8 @@ static void test_invalid_argument(void **state) {
 }
 
 /* ================================================================ 6: launch configuration */
-typedef struct launch_row {
-    const char *name;
-    op_id op;
-    field_set set[MAX_SETS];
-    const char *symbol;
-} launch_row;
 
 #define LAUNCH(NAME, OP, SETS, SYM) {.name = NAME, .op = OP, .set = SETS, .symbol = SYM}
-#define NONE {{SET_NONE, 0, 0}}
 static const launch_row launch_rows[] = {
     LAUNCH("talon_rmsnorm bf16 contiguous, 4096 cols -> _v8_b128", OP_RMSNORM, NONE,
            "talon_rmsnorm_bf16_v8_b128"),

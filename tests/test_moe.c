@@ -2,6 +2,7 @@
    talon_moe_sum: one validation test per rule, the exact launch each makes, the capacity
    helper, and the CPU references on hand-computed cases. */
 #include "fake_driver.h"
+#include "table_rows.h"
 #include "ref_moe.h"
 
 #include <math.h>
@@ -40,21 +41,11 @@ static talon_status call_op(op_id op, talon_ctx *ctx, const op_args *a) {
 
 #define AL(f, k, v) SET(talon_moe_align_block_size_args, f, k, v)
 #define SUM(f, k, v) SET(talon_moe_sum_args, f, k, v)
-#define MAX_SETS 2
 
 /* ================================================================ validation, one per rule */
-typedef enum { BAD_FIELDS, BAD_CTX, BAD_ARGS } bad_kind;
-typedef struct bad_row {
-    const char *name;
-    op_id op;
-    bad_kind kind;
-    field_set set[MAX_SETS];
-    const char *field, *value;
-} bad_row;
 
 #define BAD(NAME, OP, SETS, FIELD, VALUE)                                                      \
     {.name = NAME, .op = OP, .kind = BAD_FIELDS, .set = SETS, .field = FIELD, .value = VALUE}
-#define ONE(...) {__VA_ARGS__}
 #define A "talon_moe_align_block_size"
 #define S "talon_moe_sum"
 #define NULL_BAD(OP, M, N, F) BAD(N " rejects " #F " NULL", OP, ONE(M(F, PTR, 0)), "args->" #F, "NULL")

@@ -3,6 +3,7 @@
    launched), the exact launch of each path (kernel, grid, block, params derived from the
    public contract), and self-tests of the fp64 references and the host e4m3 conversion. */
 #include "fake_driver.h"
+#include "table_rows.h"
 #include <math.h>
 #include "ref_rope.h"
 
@@ -36,19 +37,8 @@ static talon_status call_op(op_id op, talon_ctx *ctx, const op_args *a) {
 
 #define R(f, k, v) SET(talon_rope_args, f, k, v)
 #define KV(f, k, v) SET(talon_kv_append_args, f, k, v)
-#define MAX_SETS 4
-#define ONE(...) {__VA_ARGS__}
-#define NONE {{SET_NONE, 0, 0, 0}}
 
 /* ================================================================ validation, one per rule */
-typedef enum { BAD_FIELDS, BAD_CTX, BAD_ARGS } bad_kind;
-typedef struct bad_row {
-    const char *name;
-    op_id op;
-    bad_kind kind;
-    field_set set[MAX_SETS];
-    const char *field, *value;
-} bad_row;
 #define BAD(OP, NAME, SETS, FIELD, VALUE)                                                       \
     {.name = NAME, .op = OP, .kind = BAD_FIELDS, .set = SETS, .field = FIELD, .value = VALUE}
 
@@ -166,12 +156,6 @@ static void test_invalid_argument(void **state) {
 }
 
 /* ================================================================ launches */
-typedef struct launch_row {
-    const char *name;
-    op_id op;
-    field_set set[MAX_SETS];
-    const char *symbol;
-} launch_row;
 #define LAUNCH(OP, NAME, SETS, SYM) {.name = NAME, .op = OP, .set = SETS, .symbol = SYM}
 
 static const launch_row launch_rows[] = {

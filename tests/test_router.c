@@ -2,6 +2,7 @@
    launch (kernel, grid, block, params) for each path, and the CPU reference (tests/ref_router.c)
    on hand-computed cases. */
 #include "fake_driver.h"
+#include "table_rows.h"
 
 #include <math.h>
 #include "ref.h"
@@ -25,22 +26,12 @@ static talon_moe_router_topk_args valid_args(void) {
     return a;
 }
 
-#define MAX_SETS 4
 #define RSET(f, k, v) SET(talon_moe_router_topk_args, f, k, v)
-#define ONE(...) {__VA_ARGS__}
-#define NONE {{SET_NONE, 0, 0, 0}}
 
 _Static_assert(sizeof(talon_dtype) == sizeof(int) && sizeof(talon_router_scoring) == sizeof(int),
                "SET_INT writes an int");
 
 /* ================================================================ validation */
-typedef enum { BAD_FIELDS, BAD_CTX, BAD_ARGS } bad_kind;
-typedef struct bad_row {
-    const char *name;
-    bad_kind kind;
-    field_set set[MAX_SETS];
-    const char *field, *value; /* words the message must contain */
-} bad_row;
 #define BAD(NAME, SETS, FIELD, VALUE) \
     {.name = OP " rejects " NAME, .kind = BAD_FIELDS, .set = SETS, .field = FIELD, .value = VALUE}
 
@@ -88,11 +79,6 @@ static void test_invalid_argument(void **state) {
 }
 
 /* ================================================================ launches */
-typedef struct launch_row {
-    const char *name;
-    field_set set[MAX_SETS];
-    const char *symbol;
-} launch_row;
 #define LAUNCH(NAME, SETS, SYM) {.name = NAME, .set = SETS, .symbol = SYM}
 #define BF16 RSET(logits_dtype, INT, TALON_DTYPE_BF16)
 #define F16 RSET(logits_dtype, INT, TALON_DTYPE_F16)
