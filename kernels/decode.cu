@@ -54,6 +54,11 @@ __device__ __forceinline__ void e4m3x2(uint32_t w, float &a, float &b) {
     f16x2(uint32_t(h.x) | uint32_t(h.y) << 16, a, b);
 }
 
+// 16 bytes global -> shared, cached in L2 only: K/V are streamed once.
+__device__ __forceinline__ void cp16(unsigned d, const char *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+
 // 8 consecutive cache elements of one key row: 16 bytes, or 8 for fp8. Copied global -> shared
 // by cp.async (L2 only: streamed once), read back by the same thread, so the ring needs no
 // barrier, only cp.async.wait_group.
@@ -63,7 +68,7 @@ template <typename T, bool FP8> struct Row8 {
     __device__ __forceinline__ static void copy(raw *dst, const char *src) {
         const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
         if constexpr (FP8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
-        else asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+        else cp16(d, src);
     }
     __device__ __forceinline__ void get(float (&x)[8]) const {
         if constexpr (FP8) {
@@ -83,6 +88,18 @@ template <typename T, bool FP8> struct Row8 {
 };
 
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+// Fills the first STAGES - 1 steps of a ring: page numbers one step ahead of the copies.
+template <typename P, typename I>
+__device__ __forceinline__ void prime_ring(P &pages, I &issue, int start, int step) {
+    pages(start);
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        issue(start + st * step, st);
+        pages(start + (st + 1) * step);
+    }
+}
+
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 // What a CTA works on: request b, kv head hk, its gn query heads from row row0 of q and o,
@@ -210,12 +227,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
         }
         cp_commit();
     };
-    pages(start);
-#pragma unroll
-    for (int st = 0; st < STAGES - 1; st++) {
-        issue(start + st * STEP, st);
-        pages(start + (st + 1) * STEP);
-    }
+    prime_ring(pages, issue, start, STEP);
 
     int stage = 0;
     for (int base = start; base < end; base += STEP) {
@@ -414,18 +426,13 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
                 const int pos = min(step_base + w * KW + r, end - 1);
                 const int64_t off = (((int64_t)pg[j] << p.page_shift) | (pos & pmask)) * rstride;
                 const unsigned d = ring + stage * STAGEB + r * ROWB + ((c ^ (r & 7)) << 4);
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(kb + off) : "memory");
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + TILEB), "l"(vb + off) : "memory");
+                cp16(d, kb + off);
+                cp16(d + TILEB, vb + off);
             }
         }
         cp_commit();
     };
-    pages(start);
-#pragma unroll
-    for (int st = 0; st < STAGES - 1; st++) {
-        issue(start + st * STEP, st);
-        pages(start + (st + 1) * STEP);
-    }
+    prime_ring(pages, issue, start, STEP);
 
     // ldmatrix row addresses: lanes 8i..8i+7 give row (lane & 7) of matrix i. K: matrices
     // 0, 1 are chunk 2 kk (rows 8..15 repeat 0..7), 2, 3 chunk 2 kk + 1; V: chunks 4 cg + i.
