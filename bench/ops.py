@@ -28,7 +28,7 @@ import re
 import sys
 import time
 
-from timing import short_error, slug, time_b2b, time_fn
+from timing import short_error, slug, time_b2b, time_fn, write_json
 
 L2_BYTES = 50 * 2**20
 ROTATE_BYTES = 4 * L2_BYTES
@@ -252,12 +252,7 @@ def main(argv=None):
            "method": "ctypes talon vs torch peers on the same tensors; sets > 4x L2; "
                      f"warm-up {WARMUP}; median of CUDA event pairs",
            "runtime_s": round(time.perf_counter() - t0, 1), "results": results}
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"{date}-{slug(gpu)}-ops.json")
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    print(f"wrote {path}")
+    print(f"wrote {write_json(args.out, f'{date}-{slug(gpu)}-ops.json', doc)}")
     return 0
 
 

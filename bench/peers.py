@@ -18,11 +18,10 @@ import datetime
 import gc
 import json
 import math
-import os
 import sys
 import time
 
-from timing import short_error, slug, time_fn
+from timing import short_error, slug, time_fn, write_json
 
 L2_BYTES = 50 * 2**20
 ROTATE_BYTES = 4 * L2_BYTES
@@ -354,11 +353,7 @@ def main(argv=None):
     print_table(doc)
     print_targets(doc["targets"])
 
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"{doc['date']}-{slug(doc['gpu'])}.json")
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    path = write_json(args.out, f"{doc['date']}-{slug(doc['gpu'])}.json", doc)
     print(f"\nwrote {path} ({doc['peers_runtime_s']} s)")
     return 0
 

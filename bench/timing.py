@@ -1,6 +1,8 @@
 """The timing method shared by bench/peers.py and bench/ops.py (PERF.md "How to measure"):
 CUDA events around every call, calls queued behind a GPU spin, medians. torch is imported
 when a function first needs it, so the scripts' dry runs and --table work without it."""
+import json
+import os
 import re
 import statistics
 
@@ -9,6 +11,16 @@ CLOCK_HZ = 1.98e9  # H100/H200 boost clock: torch.cuda._sleep counts cycles
 
 def slug(name):
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
+
+
+def write_json(out_dir, name, doc):
+    """Writes doc to out_dir/name (indented, one trailing newline); returns the path."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, name)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    return path
 
 
 def short_error(exc):
