@@ -3,14 +3,15 @@
 #   tools/gpu-session.sh [tests|bench|all]   (default all)
 # tests: talon-info, every GPU test program, each also under compute-sanitizer memcheck;
 # bench: talon-bench with its PyTorch peers (peers.py; PEERS=0 skips them) and bench/ops.py.
-# Logs and JSON go to $OUT (default build/gpu-out), each step's as it ends. Exits non-zero if
-# any step failed. On a lent device whose time limit may cut the run, split it (tests, then
-# bench) or copy results out as the steps end: logs packed only after the script come back
-# from a cut run as nothing.
+# Logs and JSON go to $LOGS (default build/gpu-out), each step's as it ends. Exits non-zero if
+# any step failed. PACK=file.tgz re-packs $LOGS into that one file after every step, so a run
+# cut by a time limit still leaves the steps that ended (a lent device that returns only a few
+# files: PACK=$OUT/gpu-session.tgz).
 set -u
 what=${1:-all}
-out=${OUT:-build/gpu-out}
+out=${LOGS:-build/gpu-out}
 mkdir -p "$out"
+pack() { [ -z "${PACK:-}" ] || tar czf "$PACK" -C "$out" .; }
 export PYTHONUNBUFFERED=1
 rc=0
 step() { # step NAME COMMAND...: runs COMMAND, logs to $out/NAME.log, records its status
@@ -20,6 +21,7 @@ step() { # step NAME COMMAND...: runs COMMAND, logs to $out/NAME.log, records it
     local s=$?
     printf '%-24s rc=%d %4ds\n' "$name" "$s" $((SECONDS - t0)) | tee -a "$out/summary.txt"
     [ "$s" -eq 0 ] || rc=1
+    pack
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv >>"$out/summary.txt" 2>&1
