@@ -135,7 +135,7 @@ def copy_ceiling():
     return 2 * n / (med * 1e-6) / 1e9
 
 
-def run_case(h, c, copy_gbs):
+def run_case(h, c, copy_gbs, base=None):
     stream = torch.cuda.current_stream().cuda_stream
     first = c.make()
     nsets, set_bytes = set_count(first)
@@ -153,7 +153,10 @@ def run_case(h, c, copy_gbs):
         e["bytes"] = c.bytes
         e["gbs"] = c.bytes / (e["us"] * 1e-6) / 1e9
         e["pct_copy"] = 100.0 * e["gbs"] / copy_gbs
-    for name, fn in c.peers.items():
+    peers = dict(c.peers)
+    if base is not None:  # the same case on another build of talon (--base)
+        peers["base"] = lambda s: base.talon(s, stream)
+    for name, fn in peers.items():
         try:
             e[name + "_us"], e[name + "_min_us"] = time_fn(fn, sets, WARMUP, c.runs, SPIN_US)
             e[name + "_over_talon"] = e[name + "_us"] / e["us"]
@@ -202,6 +205,8 @@ def main(argv=None):
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--filter", default=None, help="only cases whose op contains this")
     ap.add_argument("--table", metavar="JSON", help="print a results JSON as Markdown; no GPU")
+    ap.add_argument("--base", metavar="LIB", help="also time every case on this other build of "
+                    "libtalon_bench.so (peer 'base': before/after a change in one run)")
     args = ap.parse_args(argv)
     if args.table:
         with open(args.table) as f:
@@ -213,6 +218,7 @@ def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
     h = Talon(args.lib)
+    hb = Talon(args.base) if args.base else None
     copy_gbs = copy_ceiling()
     gpu = torch.cuda.get_device_name(0)
     date = datetime.date.today().isoformat()
@@ -222,11 +228,12 @@ def main(argv=None):
     t0 = time.perf_counter()
     for fam in sorted(f[:-3] for f in os.listdir(here) if re.fullmatch(r"ops_\w+\.py", f)):
         mod = importlib.import_module(fam)
+        base = {(c.op, c.label): c for c in mod.cases(hb)} if hb else {}
         for c in mod.cases(h):
             if args.filter and args.filter not in c.op:
                 continue
             try:
-                e = run_case(h, c, copy_gbs)
+                e = run_case(h, c, copy_gbs, base.get((c.op, c.label)))
             except Exception as exc:
                 e = {"op": c.op, "label": c.label, "error": short_error(exc), "targets": [
                     {"text": t[3], "field": t[0], "value": None, "status": "FAIL"}

@@ -289,9 +289,12 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
      16-byte aligned, used only during the call (on the stream); its contents on entry do not
      matter. One workspace must not be shared by calls that may run at the same time.
    Pointers must be aligned to their element (4 bytes for fp32 and indices, 2 for bf16/f16).
-   Launches a fixed sequence of kernels chosen from rows and cols alone: two (chunk histograms,
-   select) for small problems (rows x ceil(cols / 4096) <= 2048: B <= 64 at cols 128256,
-   B <= 32 at 262144), else three (clear the workspace, histogram, select).
+   Launches a fixed sequence of two kernels chosen from rows and cols alone: for small problems
+   (rows x ceil(cols / 4096) <= 2048: B <= 64 at cols 128256, B <= 32 at 262144) chunk
+   histograms, then select (the row read twice); else a threshold from a sample of each row
+   (8192 elements), then select (the row read once). A row whose sample misleads (fewer than k
+   keys reach the threshold, or more than 4096 do: sorted rows, many equal values) is still
+   answered exactly, by one block re-reading that row a few times: slower, same result.
    Errors (INVALID_ARGUMENT, nothing launched): any size out of range, k > cols, in_stride
    < cols, a NULL or misaligned pointer, workspace_bytes smaller than needed, sorted not 0/1,
    an unsupported dtype. */
@@ -305,9 +308,9 @@ typedef struct talon_topk_args {
     talon_dtype dtype;
 } talon_topk_args;
 
-/* Bytes of workspace talon_topk needs for rows x cols (at most 41 KB per row, except on the
-   two-kernel path: up to 288 KB per row, at most 8 MB of chunk histograms in all); 0 when
-   rows or cols is out of range. Needs no context. */
+/* Bytes of workspace talon_topk needs for rows x cols (at most 33 KB per row, except on the
+   chunk path: up to 288 KB per row, at most 8 MB of chunk histograms in all); 0 when rows or
+   cols is out of range. Needs no context. */
 int64_t talon_topk_workspace_size(int64_t rows, int64_t cols);
 talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *args);
 
@@ -579,7 +582,7 @@ typedef struct talon__act_params {
 #define TALON__BODIES_norm(X) X(rmsnorm) X(fused_add_rmsnorm) X(layernorm)
 #define TALON__BODIES_act(X) X(silu_mul) X(gelu_erf_mul) X(gelu_tanh_mul)
 #define TALON__BODIES_topk(X) \
-    X(topk_clear) X(topk_hist) X(topk_select) X(topk_chunk_hist) X(topk_chunk_select)
+    X(topk_sample) X(topk_select) X(topk_chunk_hist) X(topk_chunk_select)
 #define TALON__BODIES_rope(X) X(rope_neox) X(rope_gptj) X(kv_append) X(kv_append_fp8)
 #define TALON__BODIES(X) \
     TALON__BODIES_norm(X) \
@@ -629,10 +632,11 @@ typedef struct talon__act_params {
     X(talon_gelu_tanh_and_mul_f16,    gelu_tanh_mul,     F16,  1, act,  256, 0, talon__act_params) \
     X(talon_gelu_tanh_and_mul_f16_v8, gelu_tanh_mul,     F16,  8, act,  256, 0, talon__act_params)
 
-/* top-k: 11-bit radix digits; per row the workspace holds the histogram of the top digit
-   (on the two-kernel path one per chunk, 16-bit counts), TALON__TOPK_CTRS counters and up to
-   TALON__TOPK_CAP candidates (key bits, index). Shapes with rows x chunks (of 4096) <=
-   TALON__TOPK_SMALL take the two-kernel path (kernels/topk.cu says why). */
+/* top-k: 11-bit radix digits; per row the workspace holds (on the chunk path only) one
+   histogram of the top digit per chunk of 4096 (16-bit counts), TALON__TOPK_CTRS counters and
+   up to TALON__TOPK_CAP candidates (key bits, index). Shapes with rows x chunks (of 4096) <=
+   TALON__TOPK_SMALL take the chunk path, larger ones the sampled path, whose threshold comes
+   from TALON__TOPK_SAMPLE keys of each row (kernels/topk.cu says why). */
 #define TALON__TOPK_DIGIT 11
 #define TALON__TOPK_CTRS 16
 #define TALON__TOPK_CAP 4096
@@ -641,6 +645,7 @@ typedef struct talon__act_params {
 #define TALON__TOPK_ROWS_MAX 1024
 #define TALON__TOPK_SMEM 53504
 #define TALON__TOPK_SMALL 2048
+#define TALON__TOPK_SAMPLE 8192
 typedef struct talon__topk_params {
     CUdeviceptr out_values, out_indices, in, workspace;
     int64_t in_stride, row_ints; /* row_ints: 4-byte words of workspace per row */
@@ -648,10 +653,9 @@ typedef struct talon__topk_params {
 } talon__topk_params;
 
 #define TALON__KERNELS_topk(X)                                                                 \
-    X(talon_topk_clear,       topk_clear,  I32,  1, topk, 512, 0, talon__topk_params)          \
-    X(talon_topk_hist_f32,    topk_hist,   F32,  1, topk, 512, 0, talon__topk_params)          \
-    X(talon_topk_hist_bf16,   topk_hist,   BF16, 1, topk, 512, 0, talon__topk_params)          \
-    X(talon_topk_hist_f16,    topk_hist,   F16,  1, topk, 512, 0, talon__topk_params)          \
+    X(talon_topk_sample_f32,  topk_sample, F32,  1, topk, 512, 0, talon__topk_params)          \
+    X(talon_topk_sample_bf16, topk_sample, BF16, 1, topk, 512, 0, talon__topk_params)          \
+    X(talon_topk_sample_f16,  topk_sample, F16,  1, topk, 512, 0, talon__topk_params)          \
     X(talon_topk_select_f32,  topk_select, F32,  1, topk, 512, TALON__TOPK_SMEM, talon__topk_params) \
     X(talon_topk_select_bf16, topk_select, BF16, 1, topk, 512, TALON__TOPK_SMEM, talon__topk_params) \
     X(talon_topk_select_f16,  topk_select, F16,  1, topk, 512, TALON__TOPK_SMEM, talon__topk_params) \
@@ -1510,12 +1514,12 @@ static int talon__topk_small(int64_t rows, int64_t cols) {
     return rows * ((cols + 4095) / 4096) <= TALON__TOPK_SMALL;
 }
 
-/* 4-byte words of workspace per row: histogram (on the two-kernel path one per chunk, two
-   16-bit counts a word), counters, candidate keys and indices, rounded to 16 bytes. */
+/* 4-byte words of workspace per row: on the chunk path one histogram per chunk of 4096 (two
+   16-bit counts a word), then counters, candidate keys and indices, rounded to 16 bytes. */
 static int64_t talon__topk_row_ints(int64_t rows, int64_t cols) {
     int64_t cap = cols < TALON__TOPK_CAP ? cols : TALON__TOPK_CAP;
     int64_t hist = talon__topk_small(rows, cols) ? (cols + 4095) / 4096 * (1 << TALON__TOPK_DIGIT) / 2
-                                                 : (1 << TALON__TOPK_DIGIT);
+                                                 : 0;
     return (hist + TALON__TOPK_CTRS + 2 * cap + 3) / 4 * 4;
 }
 
@@ -1569,10 +1573,8 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
         k = talon__pick(TALON__B_topk_chunk_select, a->dtype, 1, 512);
         return talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p);
     }
-    k = talon__pick(TALON__B_topk_clear, TALON_DTYPE_I32, 1, 512);
+    k = talon__pick(TALON__B_topk_sample, a->dtype, 1, 512);
     TALON__TRY(talon__launch2d(ctx, stream, op, k, a->rows, 1, &p));
-    k = talon__pick(TALON__B_topk_hist, a->dtype, 1, 512);
-    TALON__TRY(talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p));
     k = talon__pick(TALON__B_topk_select, a->dtype, 1, 512);
     return talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p);
 }

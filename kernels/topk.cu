@@ -121,17 +121,17 @@ template <typename T> __device__ __forceinline__ uint32_t key_of_raw(uint32_t u)
 }
 
 struct Row {
-    // hist: the row's histogram (BINS counts), or with SLOTS one per chunk (BINS / 2 words
-    // each, bin 2w in the low half of word w, 2w + 1 in the high half);
-    // ctr: [0] keys above the digit written, [1] candidates, [2] select blocks done,
-    // [3] hist blocks done, [4] the k-th key's top digit, [5] keys in higher digits
+    // hist: on the two-kernel path one histogram per chunk (BINS / 2 words each, bin 2w in the
+    // low half of word w, 2w + 1 in the high half); the sampled path has none;
+    // ctr: [0] keys above the candidates written, [1] candidates, [2] select blocks done,
+    // [4] the sampled threshold key
     int *hist, *ctr;
     uint32_t *cand_raw, *cand_idx;
 };
 
 template <bool SLOTS> __device__ __forceinline__ Row row_ws(const talon__topk_params &p, int row) {
     int *base = reinterpret_cast<int *>(p.workspace) + (int64_t)row * p.row_ints;
-    int *ctr = base + (SLOTS ? p.chunks * (BINS / 2) : BINS);
+    int *ctr = base + (SLOTS ? p.chunks * (BINS / 2) : 0);
     return {base, ctr, reinterpret_cast<uint32_t *>(ctr + TALON__TOPK_CTRS),
             reinterpret_cast<uint32_t *>(ctr + TALON__TOPK_CTRS + p.cap)};
 }
@@ -258,17 +258,17 @@ __device__ __forceinline__ uint32_t radix_select(Each each, int bits, int &need,
     uint32_t prefix = 0;
     for (int hi = bits; hi > 0;) {
         const int lo = hi > TALON__TOPK_DIGIT ? hi - TALON__TOPK_DIGIT : 0;
-        const uint32_t mask = (1u << (hi - lo)) - 1;
+        const uint32_t mask = (uint32_t)((1ull << (hi - lo)) - 1);
         for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
         __syncthreads();
         each([&](uint32_t v) {
-            if ((v >> hi) == prefix) atomicAdd(&hist[(v >> lo) & mask], 1);
+            if ((uint64_t)v >> hi == prefix) atomicAdd(&hist[(v >> lo) & mask], 1);
         });
         __syncthreads();
         find_digit<BLOCK>(hist, need, res, warp_sums);
         need -= res[1];
         eq = hist[res[0]];
-        prefix = (prefix << (hi - lo)) | (uint32_t)res[0];
+        prefix = (uint32_t)((uint64_t)prefix << (hi - lo)) | (uint32_t)res[0];
         hi = lo;
         __syncthreads(); // res and hist are rewritten by the next pass
     }
@@ -292,33 +292,41 @@ template <typename T> __device__ __forceinline__ const T *row_in(const talon__to
     return reinterpret_cast<const T *>(p.in) + (int64_t)row * p.in_stride;
 }
 
-template <typename T, int BLOCK> __device__ void topk_clear(const talon__topk_params &p) {
-    const Row r = row_ws<false>(p, blockIdx.x);
-    for (int i = threadIdx.x; i < BINS + TALON__TOPK_CTRS; i += BLOCK) r.hist[i] = 0;
-}
-
-template <typename T, int BLOCK> __device__ void topk_hist(const talon__topk_params &p) {
-    __shared__ int hist[BINS], res[2], warp_sums[32], last;
-    const int row = blockIdx.y, begin = blockIdx.x * p.chunk_len;
-    const int end = min(p.cols, begin + p.chunk_len);
-    for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
-    __syncthreads();
-    for_keys<T, BLOCK, L2_KEEP>(row_in<T>(p, row), begin, end, [&](int i, T v) {
-        if (i >= 0) atomicAdd(&hist[key_of(v) >> LOW], 1);
-    });
-    __syncthreads();
-    const Row r = row_ws<false>(p, row);
-    for (int b = threadIdx.x; b < BINS; b += BLOCK)
-        if (hist[b]) atomicAdd(&r.hist[b], hist[b]);
-    // The row's last block finds the k-th key's digit once for all select blocks.
-    if (!last_to_arrive(&r.ctr[3], p.chunks, &last)) return;
-    for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = __ldcg(&r.hist[b]);
-    __syncthreads();
-    find_digit<BLOCK>(hist, p.k, res, warp_sums);
-    if (threadIdx.x == 0) {
-        r.ctr[4] = res[0];
-        r.ctr[5] = res[1];
+// The sampled path's threshold: the rank-r key (top 22 bits, the rest zero) of TALON__TOPK_SAMPLE
+// keys of the row, in 64 evenly spaced runs of 128 (or the whole row when it is no longer),
+// with r set so that about 2k and at least k keys of the row lie at or above it unless the
+// sample is unrepresentative: m = k x sample / cols keys of the sample are expected above the
+// k-th key of the row, r = m + 5 sqrt(m) + 8 (at least 4.4 standard deviations above it
+// for k = 1024 at 262144 columns, and about 2200 expected keys of 4096 places).
+template <typename T, int BLOCK> __device__ void topk_sample(const talon__topk_params &p) {
+    constexpr int PER = TALON__TOPK_SAMPLE / BLOCK, RUN = 128, RUNS = TALON__TOPK_SAMPLE / RUN;
+    constexpr int SHIFT = 10; // key bits below the threshold's
+    __shared__ int hist[BINS], res[2], warp_sums[32];
+    const int row = blockIdx.x, n = min(p.cols, TALON__TOPK_SAMPLE);
+    const T *in = row_in<T>(p, row);
+    T v[PER];
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+        const int s = j * BLOCK + threadIdx.x;
+        const int i = p.cols > TALON__TOPK_SAMPLE
+                          ? (int)((int64_t)(s / RUN) * (p.cols - RUN) / (RUNS - 1)) + s % RUN
+                          : s;
+        if (s < n) v[j] = in[i];
     }
+    uint32_t key[PER];
+#pragma unroll
+    for (int j = 0; j < PER; j++) key[j] = key_of(v[j]) >> SHIFT;
+    const float m = (float)p.k * (float)n / (float)p.cols;
+    int need = min(n, (int)ceilf(m + 5.0f * sqrtf(m) + 8.0f)), eq;
+    const uint32_t t = radix_select<BLOCK>(
+        [&](auto f) {
+#pragma unroll
+            for (int j = 0; j < PER; j++)
+                if (j * BLOCK + (int)threadIdx.x < n) f(key[j]);
+        },
+        32 - SHIFT, need, eq, hist, res, warp_sums);
+    const Row r = row_ws<false>(p, row);
+    if (threadIdx.x < TALON__TOPK_CTRS) r.ctr[threadIdx.x] = threadIdx.x == 4 ? (int)(t << SHIFT) : 0;
 }
 
 template <typename T, int BLOCK> __device__ void topk_chunk_hist(const talon__topk_params &p) {
@@ -413,9 +421,20 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     int *out_idx = reinterpret_cast<int *>(p.out_indices) + (int64_t)row * p.k;
     T *out_val = reinterpret_cast<T *>(p.out_values) + (int64_t)row * p.k;
 
-    if (SLOTS) row_digit<BLOCK>(p, r.hist, sm.hist, sm.res, sm.warp_sums);
-    const uint32_t digit = SLOTS ? (uint32_t)sm.res[0] : (uint32_t)__ldcg(&r.ctr[4]);
-    const int above = SLOTS ? sm.res[1] : __ldcg(&r.ctr[5]);
+    // Candidates are the keys in [lo, lo + span]: the k-th key's top digit on the two-kernel
+    // path, whose higher digits (fewer than k keys, `above`) go straight to the output; every
+    // key from the sampled threshold up on the other.
+    uint32_t lo, span;
+    int above = 0;
+    if (SLOTS) {
+        row_digit<BLOCK>(p, r.hist, sm.hist, sm.res, sm.warp_sums);
+        lo = (uint32_t)sm.res[0] << LOW;
+        span = LOW_MASK;
+        above = sm.res[1];
+    } else {
+        lo = (uint32_t)__ldcg(&r.ctr[4]);
+        span = ~0u - lo;
+    }
 
     // Hits are staged in shared memory (the candidate arrays, unused until the last block's
     // final stage) and copied out with one global atomic per block and counter: a global
@@ -425,14 +444,15 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     if (threadIdx.x == 0) sm.n_above = sm.n_cand = 0;
     __syncthreads();
     for_keys<T, BLOCK, L2_DROP>(in, begin, end, [&](int i, T v) {
-        const uint32_t d = key_of(v) >> LOW;
-        if (!__any_sync(~0u, i >= 0 && d >= digit)) return; // the common case: one vote
-        const int o = claim(&sm.n_above, i >= 0 && d > digit);
+        const uint32_t key = key_of(v);
+        const bool hit = i >= 0 && key >= lo;
+        if (!__any_sync(~0u, hit)) return; // the common case: one vote
+        const int o = claim(&sm.n_above, hit && key - lo > span);
         if (o >= 0) {
             sm.cand_raw[o] = raw_of(v);
             sm.cand_idx[o] = (uint32_t)i;
         }
-        const int c = claim(&sm.n_cand, i >= 0 && d == digit);
+        const int c = claim(&sm.n_cand, hit && key - lo <= span);
         if (c >= STAGE_CAND) {
             const int g = atomicAdd(&r.ctr[1], 1);
             if (g < p.cap) {
@@ -462,12 +482,21 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
 
     // The last block of the row to finish resolves the candidates.
     if (!last_to_arrive(&r.ctr[2], p.chunks, &sm.last)) return;
-    const int ncand = __ldcg(&r.ctr[1]);
+    int ncand = __ldcg(&r.ctr[1]);
+    // Fewer than k keys reached the sampled threshold (a sample unlike its row): every key of
+    // the row is a candidate, read from the row.
+    const bool short_sample = ncand < p.k - above;
+    if (short_sample) {
+        lo = 0;
+        span = ~0u;
+        ncand = p.cols;
+    }
+    const bool in_smem = !short_sample && ncand <= p.cap;
     auto put = [&](int o, uint32_t key, uint32_t i, uint32_t u) {
         sm.sorted[o] = (unsigned long long)key << 32 | (unsigned long long)(IDX_TOP - i) << 10 | o;
         sm.raw[o] = u;
     };
-    if (above + ncand <= BLOCK) {
+    if (in_smem && above + ncand <= BLOCK) {
         // Few entries (small k, spread values): each one's rank among all of them is its place
         // in the sorted output, ties included; no radix passes, no sort.
         const int m = above + ncand, e = threadIdx.x;
@@ -489,7 +518,6 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
         }
         return;
     }
-    const bool in_smem = ncand <= p.cap;
     if (in_smem)
         for (int c = threadIdx.x; c < ncand; c += BLOCK) {
             sm.cand_raw[c] = __ldcg(&r.cand_raw[c]);
@@ -501,18 +529,18 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
         if (in_smem) {
             for (int c = threadIdx.x; c < ncand; c += BLOCK) {
                 const uint32_t u = sm.cand_raw[c];
-                f(key_of_raw<T>(u) & LOW_MASK, sm.cand_idx[c], u);
+                f(key_of_raw<T>(u) - lo, sm.cand_idx[c], u);
             }
         } else {
             for_keys<T, BLOCK>(in, 0, p.cols, [&](int i, T v) {
                 const uint32_t key = key_of(v);
-                if (i >= 0 && (key >> LOW) == digit) f(key & LOW_MASK, (uint32_t)i, raw_of(v));
+                if (i >= 0 && key >= lo && key - lo <= span) f(key - lo, (uint32_t)i, raw_of(v));
             });
         }
     };
     int need = p.k - above, eq = 0;
     const uint32_t kth = radix_select<BLOCK>(
-        [&](auto f) { each_cand([&](uint32_t key, uint32_t, uint32_t) { f(key); }); }, LOW, need, eq,
+        [&](auto f) { each_cand([&](uint32_t key, uint32_t, uint32_t) { f(key); }); }, 32 - __clz(span), need, eq,
         sm.hist, sm.res, sm.warp_sums);
     // Keys equal to the k-th are taken up to index last_idx: the `need` lowest indices.
     uint32_t last_idx = 0xFFFFFFFFu;
@@ -535,7 +563,7 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     }
     __syncthreads();
     each_cand([&](uint32_t key, uint32_t i, uint32_t u) {
-        if (key > kth || (key == kth && i <= last_idx)) put(atomicAdd(&sm.count, 1), key | digit << LOW, i, u);
+        if (key > kth || (key == kth && i <= last_idx)) put(atomicAdd(&sm.count, 1), key + lo, i, u);
     });
     __syncthreads();
     if (p.sorted) {

@@ -41,10 +41,12 @@ enum pattern {
     P_NEGINF,   /* every value -inf */
     P_SPECIAL,  /* gaussian with NaNs of both signs, +/-inf and +/-0 sprinkled in */
     P_ZEROS,    /* +0.0 and -0.0 mixed (they tie) with a few -1 */
+    P_RAMP,     /* ascending with the index: the sampled path's sample holds the row's largest
+                   values in its last run, so fewer than k keys reach its threshold (large k) */
     P_NUM
 };
 static const char *const pattern_name[P_NUM] = {"normal", "uniform", "all-equal", "8 values",
-                                                "all -inf", "NaN/inf/zeros", "+-0"};
+                                                "all -inf", "NaN/inf/zeros", "+-0", "ramp"};
 
 typedef struct tcase {
     talon_dtype dtype;
@@ -57,9 +59,10 @@ static const char *dname(talon_dtype t) {
     return t == TALON_DTYPE_F32 ? "f32" : t == TALON_DTYPE_BF16 ? "bf16" : "f16";
 }
 
-static float draw(int pattern, uint64_t *s) {
+static float draw(int pattern, uint64_t *s, int64_t i, int64_t cols) {
     float u = ref_unit01(s), v;
     switch (pattern) {
+    case P_RAMP: return (float)i / (float)cols * 8.0f - 4.0f;
     case P_UNIFORM: return u;
     case P_EQUAL: return 1.5f;
     case P_FEW: return (float)(int)(u * 8) - 3.0f;
@@ -110,7 +113,7 @@ static void fill(job *j, uint64_t seed) {
     int64_t r, i;
     for (r = 0; r < c->rows; r++)
         for (i = 0; i < j->ld; i++) {
-            const float v = i < c->cols ? draw(c->pattern, &s) : pad;
+            const float v = i < c->cols ? draw(c->pattern, &s, i, c->cols) : pad;
             const uint32_t b = bits_of(c->dtype, v);
             float q = v;
             if (c->dtype != TALON_DTYPE_F32) q = ref_to_f32(c->dtype, (uint16_t)b);
@@ -287,9 +290,9 @@ static void run_case(tally *t, const tcase *c) {
 
 typedef struct shape { int64_t rows, cols, k, stride; } shape;
 /* Odd and round lengths, k = 1, k = V, V = 1, the benchmark shapes, the limits. Both kernel
-   sequences: two kernels up to rows x ceil(cols / 4096) = 2048 (64 x 128256 is the last),
-   three beyond (65 x 128256, 1024 x 8193). Strides that are not a multiple of 4 elements
-   mix rows with 16-byte and 4-byte loads. */
+   sequences: the chunk path up to rows x ceil(cols / 4096) = 2048 (64 x 128256 is the last),
+   the sampled path beyond (65 x 128256, 1024 x 8193, 48 x 262144). Strides that are not a
+   multiple of 4 elements mix rows with 16-byte and 4-byte loads. */
 static const shape shapes_full[] = {
     {1, 1, 1, 0},         {3, 7, 1, 0},        {3, 7, 7, 9},          {5, 111, 50, 0},
     {4, 500, 500, 503},   {2, 500, 1, 0},      {7, 4096, 1024, 0},    {2, 4097, 3, 4100},
@@ -297,19 +300,22 @@ static const shape shapes_full[] = {
     {3, 100003, 777, 100005}, {1, 262144, 1024, 0}, {2, 262144, 1, 0}, {4, 262144, 1024, 262147},
     {1, 1024, 1024, 0},   {4, 128256, 50, 0},  {5, 128256, 50, 0},   {3, 262144, 1024, 0},
     {128, 4096, 1024, 0}, {129, 4096, 100, 4099}, {64, 128256, 1024, 0}, {65, 128256, 50, 0},
-    {1024, 8193, 100, 8197},
+    {1024, 8193, 100, 8197}, {48, 262144, 1024, 0}, {48, 262144, 1, 262147},
 };
 static const shape shapes_quick[] = {
     {1, 1, 1, 0},   {3, 7, 7, 9},       {5, 111, 50, 0},  {2, 500, 500, 503},
     {2, 4097, 3, 4100}, {1, 128256, 50, 0}, {1, 100003, 777, 100005}, {1, 262144, 1024, 0},
     {5, 128256, 50, 0}, {129, 500, 17, 0}, {1024, 8193, 5, 0},
 };
-/* Adversarial patterns on fewer shapes (the reference sorts every row). */
+/* Adversarial patterns on fewer shapes (the reference sorts every row); the last three take
+   the sampled path, where all-equal, 8 values and +-0 overflow the candidates and ramp falls
+   short of k (each row then re-read by one block). */
 static const shape shapes_adv[] = {
     {1, 1, 1, 0}, {3, 7, 3, 0}, {2, 500, 250, 0}, {2, 4097, 1024, 0}, {2, 100003, 777, 0},
     {1, 262144, 1024, 0}, {1, 128256, 50, 128259},
     {1, 4000, 1000, 0}, /* all-equal: one block stages 3072 candidates, the rest go direct */
-    {9, 100003, 777, 0}, {200, 500, 250, 0}, {1024, 8193, 1000, 0},
+    {9, 100003, 777, 0}, {200, 500, 250, 0}, {1024, 8193, 1000, 0}, {90, 100003, 777, 0},
+    {34, 262144, 1024, 262145},
 };
 
 static void test_dtype(void **state) {
@@ -344,7 +350,8 @@ static void test_graph(void **state) {
         {TALON_DTYPE_F32, 3, 128256, 50, 0, 1, P_NORMAL, 1},
         {TALON_DTYPE_BF16, 2, 100003, 777, 0, 0, P_UNIFORM, 2},
         {TALON_DTYPE_F16, 4, 500, 17, 501, 1, P_FEW, 3},
-        {TALON_DTYPE_F32, 9, 100003, 50, 0, 0, P_NORMAL, 4}, /* three kernels */
+        {TALON_DTYPE_F32, 90, 100003, 50, 0, 0, P_NORMAL, 4}, /* sampled path */
+        {TALON_DTYPE_F32, 34, 262144, 1024, 0, 1, P_RAMP, 5}, /* sampled, short of k */
     };
     tally t;
     int i, rep;

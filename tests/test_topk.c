@@ -58,9 +58,9 @@ static const bad_row bad_rows[] = {
     /* 4 rows of 128256 (two kernels, 32 chunk histograms): 4 * 40976 words of 4 bytes. */
     {"topk rejects workspace_bytes one short", ARG(workspace_bytes), 655615, 0, 0,
      "args->workspace_bytes", "655615", 0, 0},
-    /* 65 rows (three kernels): 65 * 10256 words of 4 bytes. */
-    {"topk rejects workspace_bytes one short (65 rows)", ARG(workspace_bytes), 2666559, 0, 0,
-     "args->workspace_bytes", "2666559", 65, 0},
+    /* 65 rows (sampled path): 65 * 8208 words of 4 bytes. */
+    {"topk rejects workspace_bytes one short (65 rows)", ARG(workspace_bytes), 2134079, 0, 0,
+     "args->workspace_bytes", "2134079", 65, 0},
 };
 
 static void test_invalid_argument(void **state) {
@@ -88,7 +88,7 @@ static void test_accepts_edges(void **state) {
     valid_args(&a);
     a.workspace_bytes = 655616;
     assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
-    a.rows = 65; a.workspace_bytes = 2666560; /* three kernels */
+    a.rows = 65; a.workspace_bytes = 2134080; /* sampled path */
     assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
     valid_args(&a);
     a.dtype = TALON_DTYPE_BF16; a.in = P_IN + 2; a.out_values = P_VAL + 2;
@@ -97,24 +97,25 @@ static void test_accepts_edges(void **state) {
     valid_args(&a);
     a.rows = 1; a.cols = 1; a.k = 1;
     assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
-    assert_int_equal(fake.launches, 2 + 3 + 3 + 2); /* 4, 65, 1024 and 1 rows */
+    assert_int_equal(fake.launches, 2 + 2 + 2 + 2); /* 4, 65, 1024 and 1 rows */
 }
 
 static void test_workspace_size(void **state) {
     (void)state;
-    /* words per row: histogram + 16 counters + 2 * min(cols, 4096), to a multiple of 4; the
-       histogram is 2048 words on the three-kernel path, 1024 per chunk of 4096 on the
-       two-kernel one (rows x chunks <= 2048) */
+    /* words per row: histograms + 16 counters + 2 * min(cols, 4096), to a multiple of 4; the
+       histograms are 1024 words per chunk of 4096 on the chunk path (rows x chunks <= 2048),
+       none on the sampled path */
     assert_int_equal(talon_topk_workspace_size(1, 7), 4 * 1056);
     assert_int_equal(talon_topk_workspace_size(1, 1), 4 * 1044);
     assert_int_equal(talon_topk_workspace_size(1024, 7), 1024 * 4 * 1056);
+    assert_int_equal(talon_topk_workspace_size(1024, 8193), 1024 * 4 * 8208);
     assert_int_equal(talon_topk_workspace_size(1, 262144), 4 * (64 * 1024 + 16 + 8192));
     assert_int_equal(talon_topk_workspace_size(2, 262144), 2 * 4 * (64 * 1024 + 16 + 8192));
     assert_int_equal(talon_topk_workspace_size(32, 262144), 32 * 4 * (64 * 1024 + 16 + 8192));
-    assert_int_equal(talon_topk_workspace_size(33, 262144), 33 * 4 * 10256);
+    assert_int_equal(talon_topk_workspace_size(33, 262144), 33 * 4 * 8208);
     assert_int_equal(talon_topk_workspace_size(64, 128256), 64 * 4 * (32 * 1024 + 16 + 8192));
-    assert_int_equal(talon_topk_workspace_size(65, 128256), 65 * 4 * 10256);
-    assert_int_equal(talon_topk_workspace_size(1024, 262144), 1024 * 4 * 10256);
+    assert_int_equal(talon_topk_workspace_size(65, 128256), 65 * 4 * 8208);
+    assert_int_equal(talon_topk_workspace_size(1024, 262144), 1024 * 4 * 8208);
     assert_int_equal(talon_topk_workspace_size(0, 7), 0);
     assert_int_equal(talon_topk_workspace_size(1025, 7), 0);
     assert_int_equal(talon_topk_workspace_size(1, 0), 0);
@@ -130,19 +131,19 @@ typedef struct launch_row {
     const char *dt;
 } launch_row;
 
-/* Chunks of 16384, 8192 or 4096 elements: the longest that gives at least 512 blocks; two
-   kernels when rows x ceil(cols / 4096) <= 2048, else three. */
+/* Chunks of 16384, 8192 or 4096 elements: the longest that gives at least 512 blocks; the
+   chunk path when rows x ceil(cols / 4096) <= 2048, else the sampled path. */
 static const launch_row launch_rows[] = {
     {"topk launch B=1 V=128256 k=50 f32", 1, 128256, 50, 0, TALON_DTYPE_F32, 0, 32, 4096, "f32"},
     {"topk launch B=4 V=128256 k=50 f32", 4, 128256, 50, 0, TALON_DTYPE_F32, 1, 32, 4096, "f32"},
-    {"topk launch B=65 V=128256 k=50 f32 (2080 chunks of 4096: three kernels)", 65, 128256, 50, 0,
+    {"topk launch B=65 V=128256 k=50 f32 (2080 chunks of 4096: sampled)", 65, 128256, 50, 0,
      TALON_DTYPE_F32, 0, 8, 16384, "f32"},
-    {"topk launch B=1024 V=8192 k=1024 bf16 (2048 chunks of 4096: two kernels)", 1024, 8192,
+    {"topk launch B=1024 V=8192 k=1024 bf16 (2048 chunks of 4096: chunk path)", 1024, 8192,
      1024, 0, TALON_DTYPE_BF16, 0, 1, 16384, "bf16"},
-    {"topk launch B=1024 V=8193 k=1024 bf16 (3072 chunks of 4096: three kernels)", 1024, 8193,
+    {"topk launch B=1024 V=8193 k=1024 bf16 (3072 chunks of 4096: sampled)", 1024, 8193,
      1024, 0, TALON_DTYPE_BF16, 0, 1, 16384, "bf16"},
     {"topk launch B=1 V=262144 k=1024 f16", 1, 262144, 1024, 0, TALON_DTYPE_F16, 1, 64, 4096, "f16"},
-    {"topk launch B=64 V=128256 k=50 f32 sorted (2048 chunks of 4096: two kernels)", 64, 128256,
+    {"topk launch B=64 V=128256 k=50 f32 sorted (2048 chunks of 4096: chunk path)", 64, 128256,
      50, 0, TALON_DTYPE_F32, 1, 8, 16384, "f32"},
     {"topk launch B=16 V=262144 k=50 f32", 16, 262144, 50, 0, TALON_DTYPE_F32, 0, 32, 8192, "f32"},
     {"topk launch B=256 V=128256 k=50 f32", 256, 128256, 50, 0, TALON_DTYPE_F32, 0, 8, 16384, "f32"},
@@ -182,18 +183,22 @@ static void test_launch(void **state) {
     a.rows = row->rows; a.cols = row->cols; a.k = row->k; a.in_stride = row->in_stride;
     a.dtype = row->dtype; a.sorted = row->sorted;
     assert_int_equal(talon_topk(g_ctx, STREAM, &a), TALON_SUCCESS);
-    assert_int_equal(fake.launches, two ? 2 : 3);
+    assert_int_equal(fake.launches, 2);
     memset(&want, 0, sizeof want);
     want.out_values = P_VAL; want.out_indices = P_IDX; want.in = P_IN; want.workspace = P_WS;
     want.in_stride = row->in_stride ? row->in_stride : row->cols;
-    want.row_ints = ((two ? chunks4096 * 1024 : 2048) + 16 + 2 * cap + 3) / 4 * 4;
+    want.row_ints = ((two ? chunks4096 * 1024 : 0) + 16 + 2 * cap + 3) / 4 * 4;
     want.cols = (int)row->cols; want.k = (int)row->k; want.chunk_len = row->chunk_len;
     want.chunks = row->chunks; want.cap = (int)cap; want.sorted = row->sorted;
     assert_true((int64_t)row->chunks * row->chunk_len >= row->cols);
     assert_true((int64_t)(row->chunks - 1) * row->chunk_len < row->cols);
-    if (!two) expect_launch(n++, "talon_topk_clear", (unsigned)row->rows, 1, &want);
-    snprintf(sym, sizeof sym, "talon_topk_%shist_%s", two ? "chunk_" : "", row->dt);
-    expect_launch(n++, sym, (unsigned)row->chunks, (unsigned)row->rows, &want);
+    if (two) {
+        snprintf(sym, sizeof sym, "talon_topk_chunk_hist_%s", row->dt);
+        expect_launch(n++, sym, (unsigned)row->chunks, (unsigned)row->rows, &want);
+    } else {
+        snprintf(sym, sizeof sym, "talon_topk_sample_%s", row->dt);
+        expect_launch(n++, sym, (unsigned)row->rows, 1, &want);
+    }
     snprintf(sym, sizeof sym, "talon_topk_%sselect_%s", two ? "chunk_" : "", row->dt);
     expect_launch(n, sym, (unsigned)row->chunks, (unsigned)row->rows, &want);
 }
