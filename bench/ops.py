@@ -135,7 +135,7 @@ def copy_ceiling():
     return 2 * n / (med * 1e-6) / 1e9
 
 
-def run_case(h, c, copy_gbs, base=None):
+def run_case(h, c, copy_gbs, base=None, with_peers=True):
     stream = torch.cuda.current_stream().cuda_stream
     first = c.make()
     nsets, set_bytes = set_count(first)
@@ -153,7 +153,7 @@ def run_case(h, c, copy_gbs, base=None):
         e["bytes"] = c.bytes
         e["gbs"] = c.bytes / (e["us"] * 1e-6) / 1e9
         e["pct_copy"] = 100.0 * e["gbs"] / copy_gbs
-    peers = dict(c.peers)
+    peers = dict(c.peers) if with_peers else {}
     if base is not None:  # the same case on another build of talon (--base)
         peers["base"] = lambda s: base.talon(s, stream)
     for name, fn in peers.items():
@@ -203,10 +203,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", default="build/lib/libtalon_bench.so")
     ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--filter", default=None, help="only cases whose op contains this")
+    ap.add_argument("--filter", default=None,
+                    help="only cases whose 'op label' (as printed) contains this")
     ap.add_argument("--table", metavar="JSON", help="print a results JSON as Markdown; no GPU")
     ap.add_argument("--base", metavar="LIB", help="also time every case on this other build of "
                     "libtalon_bench.so (peer 'base': before/after a change in one run)")
+    ap.add_argument("--no-peers", action="store_true", help="time talon (and --base) only")
     args = ap.parse_args(argv)
     if args.table:
         with open(args.table) as f:
@@ -230,10 +232,10 @@ def main(argv=None):
         mod = importlib.import_module(fam)
         base = {(c.op, c.label): c for c in mod.cases(hb)} if hb else {}
         for c in mod.cases(h):
-            if args.filter and args.filter not in c.op:
+            if args.filter and args.filter not in f"{c.op} {c.label}":
                 continue
             try:
-                e = run_case(h, c, copy_gbs, base.get((c.op, c.label)))
+                e = run_case(h, c, copy_gbs, base.get((c.op, c.label)), not args.no_peers)
             except Exception as exc:
                 e = {"op": c.op, "label": c.label, "error": short_error(exc), "targets": [
                     {"text": t[3], "field": t[0], "value": None, "status": "FAIL"}

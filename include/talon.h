@@ -1498,20 +1498,21 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
 }
 
 /* ---------------------------------------------------------------- top-k */
-/* Chunks of 16384 elements while that still makes 512 blocks (about 4 per SM of an H100),
-   else 8192 or 4096 (one load of 8 per thread of a block): long chunks amortise each block's
-   fixed work, short ones spread a small batch over many SMs. The two-kernel path (rows x
-   ceil(cols / 4096) <= TALON__TOPK_SMALL) keeps one histogram slot per 4096 elements whatever
-   the chunk (at most 16384, within its 16-bit counts). */
-static int64_t talon__topk_chunk_len(int64_t rows, int64_t cols) {
-    int64_t chunk_len;
-    for (chunk_len = 4 * 4096; chunk_len > 4096; chunk_len /= 2)
-        if (rows * ((cols + chunk_len - 1) / chunk_len) >= 512) break;
-    return chunk_len;
-}
-
 static int talon__topk_small(int64_t rows, int64_t cols) {
     return rows * ((cols + 4095) / 4096) <= TALON__TOPK_SMALL;
+}
+
+/* The longest chunk (of 4096 up to 16384 elements on the chunk path, up to 32768 on the
+   sampled path) that still makes 512 blocks (chunk path) or 1024 (sampled path, 2.6 waves of
+   3 blocks per SM on 132 SMs): long chunks amortise each block's fixed work, short ones spread
+   a small batch over many SMs. The chunk path keeps one histogram slot per 4096 elements
+   whatever the chunk (at most 16384, within its 16-bit counts). */
+static int64_t talon__topk_chunk_len(int64_t rows, int64_t cols) {
+    const int small = talon__topk_small(rows, cols);
+    int64_t chunk_len;
+    for (chunk_len = small ? 16384 : 32768; chunk_len > 4096; chunk_len /= 2)
+        if (rows * ((cols + chunk_len - 1) / chunk_len) >= (small ? 512 : 1024)) break;
+    return chunk_len;
 }
 
 /* 4-byte words of workspace per row: on the chunk path one histogram per chunk of 4096 (two

@@ -94,6 +94,9 @@ constexpr uint32_t LOW_MASK = (1u << LOW) - 1;
 constexpr int IDX_BITS = 18;                 // cols <= 2^18
 constexpr uint32_t IDX_TOP = (1u << IDX_BITS) - 1;
 constexpr int UNROLL = 8;
+// Three blocks of 512 per SM (at most 42 registers): select at 64 registers, two blocks per
+// SM, was 8-16% slower (H200: B=256 V=262144 k=1024 161 -> 139 us, B=64 V=128256 k=1024 74 -> 63).
+constexpr int BLOCKS_PER_SM = 3;
 
 // An element's bits as a 32-bit word and back: candidates carry them, so the values written at
 // the end need no second read of the input.
@@ -112,9 +115,15 @@ __device__ __forceinline__ float value_f32(__half x) { return to_f32(x); }
 template <typename T> __device__ __forceinline__ uint32_t key_of(T v) {
     const float x = value_f32(v);
     uint32_t u = __float_as_uint(x);
-    if (x != x) return 0xFFFFFFFFu;
-    if (u == 0x80000000u) u = 0;
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    u = u == 0x80000000u ? 0 : u;
+    const uint32_t key = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return x != x ? 0xFFFFFFFFu : key; // selects, no branch: this runs for every element
+}
+// The value whose key is `key` (NaN for keys no value has): x < value_of_key(lo) implies
+// key_of(x) < lo, so one float compare rejects most elements before any key is formed (a NaN
+// bound rejects nothing).
+__device__ __forceinline__ float value_of_key(uint32_t key) {
+    return __uint_as_float((key & 0x80000000u) ? key ^ 0x80000000u : ~key);
 }
 template <typename T> __device__ __forceinline__ uint32_t key_of_raw(uint32_t u) {
     return key_of(from_raw<T>(u));
@@ -156,8 +165,10 @@ template <int POL> __device__ __forceinline__ uint64_t l2_policy() {
 
 // Calls f(i, v) for every element of [begin, end) this thread owns, loads in flight first: with
 // POL, where the range starts 16-byte aligned, two 16-byte loads under that L2 policy (fewer
-// load instructions than 4-byte ones), the rest UNROLL element loads. Every lane of a warp
-// makes the same number of calls (invalid ones with i = -1), so f may use warp collectives.
+// load instructions than 4-byte ones), the rest UNROLL element loads. Measured and not taken
+// (H200, B=256 V=262144 k=1024 and the other bench/ops.py top-k shapes): four 16-byte loads, or
+// the next two loaded before the current ones are used (64 registers, 2 blocks per SM: 5-15%
+// slower everywhere), a bulk prefetch of the block's range into L2 up front (no change).
 template <typename T, int BLOCK, int POL = 0, typename F>
 __device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
     constexpr int V = 16 / sizeof(T), UV = POL ? 2 : 0;
@@ -178,7 +189,8 @@ __device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
                 T e[V];
                 memcpy(e, &x[j], 16);
 #pragma unroll
-                for (int l = 0; l < V; l++) f(q < nvec ? begin + q * V + l : -1, e[l]);
+                for (int l = 0; l < V; l++)
+                    if (q < nvec) f(begin + q * V + l, e[l]);
             }
         }
         begin += nvec * V;
@@ -193,20 +205,9 @@ __device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
 #pragma unroll
         for (int j = 0; j < UNROLL; j++) {
             const int i = base + j * BLOCK + threadIdx.x;
-            f(i < end ? i : -1, v[j]);
+            if (i < end) f(i, v[j]);
         }
     }
-}
-
-// One warp-aggregated atomicAdd: each lane with `want` gets its own slot.
-__device__ __forceinline__ int claim(int *counter, bool want) {
-    const unsigned m = __ballot_sync(~0u, want);
-    if (!m) return -1;
-    const int lane = threadIdx.x % 32, leader = __ffs(m) - 1;
-    int base = 0;
-    if (lane == leader) base = atomicAdd(counter, __popc(m));
-    base = __shfl_sync(~0u, base, leader);
-    return want ? base + __popc(m & ((1u << lane) - 1)) : -1;
 }
 
 // Sum of s over the block's higher threads (bins above this thread's); warp_sums then holds
@@ -338,7 +339,7 @@ template <typename T, int BLOCK> __device__ void topk_chunk_hist(const talon__to
     for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
     __syncthreads();
     for_keys<T, BLOCK, L2_KEEP>(row_in<T>(p, row), begin, end, [&](int i, T v) {
-        if (i >= 0) atomicAdd(&hist[key_of(v) >> LOW], 1);
+        atomicAdd(&hist[key_of(v) >> LOW], 1);
     });
     __syncthreads();
     uint32_t *mine = reinterpret_cast<uint32_t *>(r.hist) + blockIdx.x * (BINS / 2);
@@ -439,29 +440,34 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     // Hits are staged in shared memory (the candidate arrays, unused until the last block's
     // final stage) and copied out with one global atomic per block and counter: a global
     // atomic per warp and hit made every warp wait on L2 round trips at large k. Keys above
-    // the digit are fewer than k <= STAGE_ABOVE; candidates past STAGE_CAND go straight out.
+    // the candidates are fewer than k <= STAGE_ABOVE; candidates past STAGE_CAND go straight
+    // out. Hits are rare (about 2k of a row), so each takes its own shared atomic: a vote and
+    // warp-aggregated slots for every element made this loop issue-bound (ncu, H200: 0.71
+    // instructions per cycle and scheduler at 1.84 TB/s, B=256 V=262144 k=1024).
     constexpr int STAGE_ABOVE = TALON__TOPK_KMAX, STAGE_CAND = TALON__TOPK_CAP - STAGE_ABOVE;
     if (threadIdx.x == 0) sm.n_above = sm.n_cand = 0;
     __syncthreads();
+    const float below = value_of_key(lo);
     for_keys<T, BLOCK, L2_DROP>(in, begin, end, [&](int i, T v) {
+        if (value_f32(v) < below) return; // the common case: one compare
         const uint32_t key = key_of(v);
-        const bool hit = i >= 0 && key >= lo;
-        if (!__any_sync(~0u, hit)) return; // the common case: one vote
-        const int o = claim(&sm.n_above, hit && key - lo > span);
-        if (o >= 0) {
+        if (key < lo) return;
+        if (key - lo > span) {
+            const int o = atomicAdd(&sm.n_above, 1);
             sm.cand_raw[o] = raw_of(v);
             sm.cand_idx[o] = (uint32_t)i;
+            return;
         }
-        const int c = claim(&sm.n_cand, hit && key - lo <= span);
-        if (c >= STAGE_CAND) {
+        const int c = atomicAdd(&sm.n_cand, 1);
+        if (c < STAGE_CAND) {
+            sm.cand_raw[STAGE_ABOVE + c] = raw_of(v);
+            sm.cand_idx[STAGE_ABOVE + c] = (uint32_t)i;
+        } else {
             const int g = atomicAdd(&r.ctr[1], 1);
             if (g < p.cap) {
                 r.cand_raw[g] = raw_of(v);
                 r.cand_idx[g] = (uint32_t)i;
             }
-        } else if (c >= 0) {
-            sm.cand_raw[STAGE_ABOVE + c] = raw_of(v);
-            sm.cand_idx[STAGE_ABOVE + c] = (uint32_t)i;
         }
     });
     __syncthreads();
@@ -534,7 +540,7 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
         } else {
             for_keys<T, BLOCK>(in, 0, p.cols, [&](int i, T v) {
                 const uint32_t key = key_of(v);
-                if (i >= 0 && key >= lo && key - lo <= span) f(key - lo, (uint32_t)i, raw_of(v));
+                if (key >= lo && key - lo <= span) f(key - lo, (uint32_t)i, raw_of(v));
             });
         }
     };
@@ -599,7 +605,8 @@ template <typename T, int BLOCK> __device__ void topk_chunk_select(const talon__
 }
 
 #define X(sym, body, dt, vec, img, block, smem, P)                                             \
-    extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
+    extern "C" __global__ void __launch_bounds__(block, BLOCKS_PER_SM)                          \
+        sym(const __grid_constant__ P p) {                                                     \
         body<talon__ct_##dt, block>(p);                                                        \
     }
 TALON__KERNELS_topk(X)
