@@ -3,89 +3,59 @@
 // Strategy: radix select on an order-preserving 32-bit key (sign bit flipped, negatives
 // inverted; bf16/f16 go through their exact fp32 value; every NaN maps to the top key and
 // -0.0 to +0.0, so NaN ranks above +inf and the zeros tie). A row is split over `chunks`
-// blocks (grid chunks x rows); the host picks one of two fixed kernel sequences from the
-// shape alone (talon.h, TALON__TOPK_SMALL):
-// large problems (rows x chunks > TALON__TOPK_SMALL), three kernels:
-//   clear:  zeroes each row's histogram and counters in the workspace (the caller's memory
-//           holds anything on entry, and a kernel keeps the sequence capture-safe);
-//   hist:   each block histograms the top 11 bits of its chunk's keys in shared memory and
-//           adds them to the row's histogram; the row's last block to finish (arrival
-//           counter) finds the digit d of the k-th key and how many keys lie above it;
-// small problems, two kernels (no clear launch, which is most of the time at B=1):
-//   chunk_hist: as hist, but each block stores its chunk's histogram (16-bit counts: chunks
-//           are at most 16384 keys) in the chunk's own slot of the workspace with plain
+// blocks (grid chunks x rows); the host picks one of two fixed two-kernel sequences from the
+// shape alone (talon.h, TALON__TOPK_SMALL). Both end in select, which keeps the keys in a
+// range [lo, lo + span] as candidates:
+// chunk path (rows x ceil(cols / 4096) <= TALON__TOPK_SMALL):
+//   chunk_hist: each block stores its chunk's histogram of the top 11 key bits (16-bit counts:
+//           chunks are at most 16384 keys) in the chunk's own slot of the workspace with plain
 //           stores, so nothing needs zeroing; block 0 of a row zeroes select's counters;
-//   chunk_select: as select, but each block first sums the chunks' histograms itself, 512
-//           bins at a time from the top, to find d (one tile unless fewer than k keys are
-//           >= 2.0). Every block re-reads all its row's chunk histograms, a cost that grows
-//           with rows x chunks^2: hence only for small problems;
-// then, on both paths:
-//   select: each block writes the keys whose digit is above d (fewer than k) straight into
-//           the output and appends those with digit d (the candidates: element bits and
-//           index) to the workspace, both staged in shared memory and reserved with one global
-//           atomic per block. The row's last block resolves the candidates:
-//           - few entries (above + candidates <= block size): every entry's rank among them,
-//             by (key desc, index asc), is its output position; ties need nothing more;
-//           - else radix select over the candidates' remaining 21 key bits finds the k-th key
-//             T and how many keys equal to T are needed; when that is fewer than there are, a
-//             second radix select over (2^18 - 1 - index) takes the lowest indices (the tie
-//             rule); the k winners are then bitonic-sorted by (key desc, index asc) if asked.
+//   chunk_select: select, each block first summing the chunks' histograms itself, 512 bins at
+//           a time from the top, to find the digit d of the k-th key: the candidates are the
+//           keys with digit d, those above (fewer than k) go straight to the output. Every
+//           block re-reads all its row's chunk histograms, a cost that grows with
+//           rows x chunks^2: hence only for small problems, whose second read of the row
+//           mostly hits L2;
+// sampled path (larger problems):
+//   sample: one block per row ranks TALON__TOPK_SAMPLE keys of the row (64 evenly spaced runs)
+//           and takes as threshold t a key that about 2k and at least k keys of the row should
+//           reach (topk_sample says how it is set), then zeroes select's counters;
+//   select: the candidates are every key >= t: the row is read once.
+// select: each block stages its hits in shared memory, reserves space for them with one
+// global atomic per block and counter, and appends them (element bits and index) to the
+// workspace. The row's last block to finish (arrival counter) resolves the candidates:
+//   - few entries (above + candidates <= block size): every entry's rank among them, by (key
+//     desc, index asc), is its output position; ties need nothing more;
+//   - else radix select over the candidates' key offsets from lo finds the k-th key T and how
+//     many keys equal to T are needed; when that is fewer than there are, a second radix
+//     select over (2^18 - 1 - index) takes the lowest indices (the tie rule); the k winners
+//     are then bitonic-sorted by (key desc, index asc) if asked.
 // Values are written from the element bits carried along, so NaN payloads and -0.0 survive.
-// The row is read twice from memory (hist, select; select runs its blocks in reverse order
-// to find the chunks hist read last in L2). Candidates usually fit the workspace (cap =
-// min(cols, TALON__TOPK_CAP)); when more keys share the k-th key's top digit (many ties,
-// narrow distributions), the last block re-reads the row for each remaining pass instead:
-// slower, same result.
-// Measured and not taken (H100, one run): a one-read variant (each chunk block holds its chunk
-// in registers and lists the elements at or above its k-th key's top digit; one block per row
-// merges the lists; no clear kernel) was exact (GPU tests and memcheck clean) but slower at
-// large k and B=1: B=256 V=262144 k=1024 335 vs 245 us, B=1 V=128256 k=1024 56 vs 32, k=50
-// B=1 20.1 vs 17.3; faster only at k=50 with many rows (B=64 39.9 vs 41.1, B=256 104 vs 115).
-// A single merge block per row walking ~1K listed entries per chunk is the likely cost.
-// The two-kernel path alone (H100, one run, fp32 randn, median us, b2b in brackets), against
-// three kernels everywhere. Exact (GPU tests, memcheck clean). V=128256 k=50: B=1 14.56
-// (12.34) vs 17.95 (16.02), B=64 41.50 (39.94) vs 41.55 (40.44), B=256 119.6 vs 116.1; k=1024: B=1 29.8 vs 32.2, B=64 73.5
-// vs 73.6; bf16 k=50 B=64 38.9 vs 39.9; but V=262144 k=1024 B=256 267.5 vs 245.5: 4096
-// select blocks each re-reading 16 KB of histograms (64 MB of L2 traffic). Minimum chunk 2048
-// instead of 4096 on top of it: B=1 k=50 14.59, k=1024 28.7, B=64 k=50 41.0 (not taken). Hence
-// the split: a win at 32 blocks (B=1), even at 512 (B=64), a loss from 2048 (B=256, 16 MB and
-// more of histogram re-reads). Hybrid against three kernels everywhere (H100, two runs each,
-// median us): B=1 k=50 14.5 vs 17.9, B=4 15.4 vs 18.8, B=1 k=1024 29.4 vs 32.3, B=2 V=262144
-// k=1024 29.2 vs 31.4. TALON__TOPK_SMALL was 128 chunks of 4096 (B <= 4 at V=128256); 2048
-// (B <= 64; select blocks read one 512-bin tile of 8 chunk slots, 4 MB in all at B=64) took
-// B=64 V=128256 from 41.0 to 40.5 us (k=1024 72.9 -> 72.4, bf16 k=50 39.2 -> 37.8).
-// Loads: where a block's range starts 16-byte aligned, two 16-byte loads per thread in flight
-// (fewer load instructions; registers: hist 32, select 40 at fp32, 64 at bf16), with L2 hints:
-// hist evict_last (select re-reads the row right after), select evict_first. Both changes
-// against the design before them (4-byte loads, TALON__TOPK_SMALL 128; H100, one run, fp32
-// randn unless noted, median us of two rounds, else their mean): B=64 V=128256 k=50
-// 40.90/40.94 -> 39.38/39.34 (b2b 39.7 -> 37.4), B=256 114.6 -> 112.6, B=256 V=262144
-// k=1024 243.9 -> 242.3, B=64 k=1024 72.8 -> 71.4, bf16 B=64 k=50 38.9 -> 38.4, B=1 k=50
-// 14.2 -> 14.2, B=4 15.2 -> 15.4, B=2 V=262144 k=1024 29.0 -> 29.2. Without the hints 40.0
-// at B=64 k=50;
-// evict_last alone 39.8. Measured and not taken (H100, two runs, same design otherwise): select
-// held to 32 registers (4 blocks of 512 per SM, one wave at B=64) 40.8 at B=64 k=50 but 78.9
-// at k=1024 (spills); with it, chunks of 8192 at B=64 42.1; 4 loads of 16 bytes in hist 40.6;
-// one 16-byte load per bf16/f16 select thread (32 registers instead of 64): bf16 B=64 k=50
-// 35.9 against 38.4, both without the hints (not combined with them: untested).
-// Measured and not taken (H100, two runs, fp32 randn, median us against this design in the same
-// run; all exact, GPU tests and memcheck clean): one kernel for the large shapes, a cluster of 8
-// blocks per row (__cluster_dims__, plain cuLaunchKernel), each block on an eighth of the row
-// with 16-byte loads (4 in flight per thread), the 8 histograms summed over distributed shared
-// memory after a cluster barrier, the chunk re-read from L2 for the candidates, which go to
-// block 0's shared memory by remote atomics; block 0 resolves after a second barrier. One HBM
-// read, one launch, no workspace, and yet slower everywhere: B=64 V=128256 k=50 46.1 vs 40.9,
-// B=256 V=128256 k=50 134.8 vs 115.2, B=256 V=262144 k=1024 294.0 vs 244.4, B=64 k=1024 84.2
-// vs 73.1 (64 registers: 2 blocks of 512 per SM). Pass 2's L2 policy did not matter (ld.cs,
-// evict_first/evict_last hints, plain: within 4%); 2 loads in flight per thread instead of 4:
-// 4-9% slower. Counting only a prefix in full and the rest above a bound pooled over the
-// cluster (far fewer shared-memory atomics, one more barrier and exchange) was much slower
-// (68.1, 203.2, 396.9, 106.4); 3 blocks per SM (40 registers, spills) 63.1, 186.6, 340.7, 95.4;
-// 4 (32 registers) 79.1, 242.0, 430.8, 117.9. Each block runs a chain of dependent steps
-// (global round trips, barriers that wait for the slowest of 8 blocks, remote reads, block-wide
-// syncs) with too few blocks per SM to hide them, so HBM idles: a one-read design needs the
-// whole chunk requested at once (bulk copies into shared memory) and rows overlapped in a
-// persistent, double-buffered cluster.
+// Candidates usually fit the workspace (cap = min(cols, TALON__TOPK_CAP)); when more keys are
+// candidates (many ties, narrow distributions), the last block re-reads the row for each
+// remaining pass instead; when fewer than k keys reach a sampled threshold (a sample unlike
+// its row: sorted rows), every key of the row is a candidate, read from the row the same way.
+// Slower, same result.
+//
+// Sampled path (H200, bench/ops.py, fp32 randn, median us, same run): B=256 V=262144 k=1024
+// 220.3 -> 120.9 against the three kernels before it (clear; histogram; select, the row read
+// twice), B=256 V=128256 k=50 98.3 -> 59.9. The select loop was issue-bound (ncu: 0.71 issued
+// instructions per cycle and scheduler at 1.84 TB/s): a shared atomic per hit instead of a vote
+// per element and warp-aggregated slots (159 -> 161 us alone, as the compiler took 64
+// registers; with 3 blocks of 512 per SM, 40 registers, 139), chunks of 32768 (139 -> 133), a
+// float compare before any key is formed and a branch-free key (133.6 -> 121.6). The sample
+// kernel takes about 12 us of those (ncu), the select kernel runs at about 2.2 TB/s: neither
+// is at the memory's limit yet.
+// Measured on the H100 before the sampled path (kept as leads): a one-read variant holding each
+// chunk in registers and merging per-chunk lists in one block per row was exact but slower at
+// large k (B=256 V=262144 k=1024 335 vs 245 us); a cluster of 8 blocks per row summing
+// histograms over distributed shared memory, one HBM read and one launch, was slower everywhere
+// (294 vs 244 us at that shape): each block ran a chain of dependent steps with too few blocks
+// per SM to hide them. The chunk path's split: a win at 32 blocks (B=1), even at 512 (B=64), a
+// loss from 2048 (B=256: 16 MB and more of histogram re-reads). Loads: where a block's range
+// starts 16-byte aligned, two 16-byte loads per thread in flight, with L2 hints (chunk_hist
+// evict_last, since chunk_select re-reads the row right after; select evict_first): B=64
+// V=128256 k=50 40.9 -> 39.4 us on the H100.
 #include "common.cuh"
 
 constexpr int BINS = 1 << TALON__TOPK_DIGIT; // 2048 bins of the 11-bit digit
