@@ -73,6 +73,12 @@ static CUdeviceptr dalloc(size_t bytes) {
 static void up(CUdeviceptr d, const void *h, size_t n) {
     if (cu.cuMemcpyHtoD(d, h, n) != CUDA_SUCCESS) fail_msg("cuMemcpyHtoD");
 }
+/* The test stream is non-blocking, so it does not wait for the legacy stream that cuMemcpyHtoD
+   and cuMemsetD8 use, and these may return before the device has finished them (the poison
+   then landed after the kernel when other processes shared the GPU). Called after uploads. */
+static void uploads_done(void) {
+    if (cu.cuCtxSynchronize() != CUDA_SUCCESS) fail_msg("cuCtxSynchronize");
+}
 static void down(void *h, CUdeviceptr d, size_t n) {
     if (cu.cuMemcpyDtoH(h, d, n) != CUDA_SUCCESS) fail_msg("cuMemcpyDtoH");
 }
@@ -221,6 +227,7 @@ static rope_job *rope_prepare(const rope_case *c) {
 static void rope_upload(rope_job *j) {
     up(j->d_buf, j->init, (size_t)j->l.n * 2);
     up(j->d_pos, j->pos, (size_t)j->c.tokens * (j->c.pos64 ? 8 : 4));
+    uploads_done();
 }
 
 static void rope_free(rope_job *j) {
@@ -510,6 +517,7 @@ static void kv_upload(kv_job *j) {
     up(j->d_slot, j->slot, (size_t)j->c.tokens * 8);
     if (cu.cuMemsetD8(j->d_cache, 0xFF, (size_t)j->cache_bytes * 2) != CUDA_SUCCESS)
         fail_msg("cuMemsetD8");
+    uploads_done();
 }
 
 static void kv_free(kv_job *j) {
