@@ -683,9 +683,11 @@ typedef struct talon__rope_params {
 } talon__rope_params;
 
 /* talon_kv_append: a unit is VEC elements of k or v of one token; a thread moves
-   TALON__KV_UNROLL units BLOCK apart (2: with 4 and 8 the fp8 variant measured 14% and 49%
-   slower, register-bound by its division; the plain copy the same within 1%). */
-#define TALON__KV_UNROLL 2
+   TALON__KV_UNROLL units BLOCK apart (1: on the H200, T=4096 and 32768 tokens, Hk 8, D 128,
+   the fp8 variant took 13.97 -> 12.93 and 72.2 -> 68.9 us against 2, the plain copy the same
+   within 1%; 4 was slower for both, as 4 and 8 were for fp8 on the H100: register-bound by
+   its division). */
+#define TALON__KV_UNROLL 1
 typedef struct talon__kv_params {
     CUdeviceptr k_cache, v_cache, k, v, slots;
     int64_t k_stride, v_stride, num_slots, row; /* row = Hk * D */

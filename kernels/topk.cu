@@ -264,8 +264,9 @@ template <typename T> __device__ __forceinline__ const T *row_in(const talon__to
 }
 
 // The sampled path's threshold: the rank-r key (top 22 bits, the rest zero) of TALON__TOPK_SAMPLE
-// keys of the row, in 64 evenly spaced runs of 128 (or the whole row when it is no longer),
-// with r set so that about 2k and at least k keys of the row lie at or above it unless the
+// keys of the row, in 64 runs of 128 spaced floor((cols - 128) / 63) apart (the last ends within
+// 63 elements of the row's end; or the whole row when it is no longer), with r set so that
+// about 2k and at least k keys of the row lie at or above it unless the
 // sample is unrepresentative: m = k x sample / cols keys of the sample are expected above the
 // k-th key of the row, r = m + 5 sqrt(m) + 8 (at least 4.4 standard deviations above it
 // for k = 1024 at 262144 columns, and about 2200 expected keys of 4096 places).
@@ -275,15 +276,15 @@ template <typename T, int BLOCK> __device__ void topk_sample(const talon__topk_p
     __shared__ int hist[BINS], res[2], warp_sums[32];
     const int row = blockIdx.x, n = min(p.cols, TALON__TOPK_SAMPLE);
     const T *in = row_in<T>(p, row);
+    // Element of sample s = j * BLOCK + threadIdx.x: run s / RUN starts `spacing` elements
+    // after the previous one (a whole row when it is no longer than the sample).
+    static_assert(BLOCK % RUN == 0, "a thread's samples are BLOCK / RUN runs apart");
+    const int spacing = p.cols > TALON__TOPK_SAMPLE ? (p.cols - RUN) / (RUNS - 1) : RUN;
+    const int first = (int)threadIdx.x / RUN * spacing + (int)threadIdx.x % RUN;
     T v[PER];
 #pragma unroll
-    for (int j = 0; j < PER; j++) {
-        const int s = j * BLOCK + threadIdx.x;
-        const int i = p.cols > TALON__TOPK_SAMPLE
-                          ? (int)((int64_t)(s / RUN) * (p.cols - RUN) / (RUNS - 1)) + s % RUN
-                          : s;
-        if (s < n) v[j] = in[i];
-    }
+    for (int j = 0; j < PER; j++)
+        if (j * BLOCK + (int)threadIdx.x < n) v[j] = in[first + j * (BLOCK / RUN) * spacing];
     uint32_t key[PER];
 #pragma unroll
     for (int j = 0; j < PER; j++) key[j] = key_of(v[j]) >> SHIFT;
