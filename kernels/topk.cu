@@ -38,13 +38,14 @@
 // Slower, same result.
 //
 // Sampled path (H200, bench/ops.py, fp32 randn, median us, same run): B=256 V=262144 k=1024
-// 220.3 -> 120.9 against the three kernels before it (clear; histogram; select, the row read
-// twice), B=256 V=128256 k=50 98.3 -> 59.9. The select loop was issue-bound (ncu: 0.71 issued
+// 221.3 -> 118.7 against the three kernels before it (clear; histogram; select, the row read
+// twice), B=256 V=128256 k=50 98.9 -> 57.4. The select loop was issue-bound (ncu: 0.71 issued
 // instructions per cycle and scheduler at 1.84 TB/s): a shared atomic per hit instead of a vote
 // per element and warp-aggregated slots (159 -> 161 us alone, as the compiler took 64
 // registers; with 3 blocks of 512 per SM, 40 registers, 139), chunks of 32768 (139 -> 133), a
-// float compare before any key is formed and a branch-free key (133.6 -> 121.6). The sample
-// kernel takes about 12 us of those (ncu), the select kernel runs at about 2.2 TB/s: neither
+// float compare before any key is formed and a branch-free key (133.6 -> 121.6), sample runs
+// spaced by one integer stride (121.2 -> 119.6; k=50 59.4 -> 56.8). The sample kernel took
+// about 12 us before that last change (ncu), the select kernel runs at about 2.2 TB/s: neither
 // is at the memory's limit yet.
 // Measured on the H100 before the sampled path (kept as leads): a one-read variant holding each
 // chunk in registers and merging per-chunk lists in one block per row was exact but slower at
@@ -100,7 +101,7 @@ template <typename T> __device__ __forceinline__ uint32_t key_of_raw(uint32_t u)
 }
 
 struct Row {
-    // hist: on the two-kernel path one histogram per chunk (BINS / 2 words each, bin 2w in the
+    // hist: on the chunk path one histogram per chunk (BINS / 2 words each, bin 2w in the
     // low half of word w, 2w + 1 in the high half); the sampled path has none;
     // ctr: [0] keys above the candidates written, [1] candidates, [2] select blocks done,
     // [4] the sampled threshold key
@@ -393,8 +394,8 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     int *out_idx = reinterpret_cast<int *>(p.out_indices) + (int64_t)row * p.k;
     T *out_val = reinterpret_cast<T *>(p.out_values) + (int64_t)row * p.k;
 
-    // Candidates are the keys in [lo, lo + span]: the k-th key's top digit on the two-kernel
-    // path, whose higher digits (fewer than k keys, `above`) go straight to the output; every
+    // Candidates are the keys in [lo, lo + span]: the k-th key's top digit on the chunk path,
+    // whose higher digits (fewer than k keys, `above`) go straight to the output; every
     // key from the sampled threshold up on the other.
     uint32_t lo, span;
     int above = 0;
