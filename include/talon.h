@@ -1509,8 +1509,7 @@ static int talon__topk_small(int64_t rows, int64_t cols) {
    3 blocks per SM on 132 SMs): long chunks amortise each block's fixed work, short ones spread
    a small batch over many SMs. The chunk path keeps one histogram slot per 4096 elements
    whatever the chunk (at most 16384, within its 16-bit counts). */
-static int64_t talon__topk_chunk_len(int64_t rows, int64_t cols) {
-    const int small = talon__topk_small(rows, cols);
+static int64_t talon__topk_chunk_len(int64_t rows, int64_t cols, int small) {
     int64_t chunk_len;
     for (chunk_len = small ? 16384 : 32768; chunk_len > 4096; chunk_len /= 2)
         if (rows * ((cols + chunk_len - 1) / chunk_len) >= (small ? 512 : 1024)) break;
@@ -1536,7 +1535,7 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
     static const char op[] = "talon_topk";
     talon__topk_params p;
     int64_t need, chunk_len;
-    int esize, k;
+    int esize, k, small;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_dtype_f32(op, "dtype", a->dtype, &esize));
     TALON__TRY(talon__check_size(op, "rows", a->rows, TALON__TOPK_ROWS_MAX));
@@ -1564,13 +1563,14 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
                            (long long)a->rows, (long long)a->cols);
     p.out_values = a->out_values; p.out_indices = a->out_indices; p.in = a->in;
     p.workspace = a->workspace;
-    p.row_ints = talon__topk_row_ints(a->rows, a->cols);
+    p.row_ints = need / (a->rows * 4);
     p.cols = (int)a->cols; p.k = (int)a->k; p.sorted = a->sorted;
     p.cap = (int)(a->cols < TALON__TOPK_CAP ? a->cols : TALON__TOPK_CAP);
-    chunk_len = talon__topk_chunk_len(a->rows, a->cols);
+    small = talon__topk_small(a->rows, a->cols);
+    chunk_len = talon__topk_chunk_len(a->rows, a->cols, small);
     p.chunk_len = (int)chunk_len;
     p.chunks = (int)((a->cols + chunk_len - 1) / chunk_len);
-    if (talon__topk_small(a->rows, a->cols)) {
+    if (small) {
         k = talon__pick(TALON__B_topk_chunk_hist, a->dtype, 1, 512);
         TALON__TRY(talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p));
         k = talon__pick(TALON__B_topk_chunk_select, a->dtype, 1, 512);

@@ -385,8 +385,8 @@ static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in talon
 template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const talon__topk_params &p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     SelectSmem &sm = *reinterpret_cast<SelectSmem *>(smem_raw);
-    // Blocks run in the reverse order of the hist kernel's: the chunks it read last are the
-    // likeliest to be still in L2.
+    // Blocks run in the reverse order of chunk_hist's: the chunks it read last are the
+    // likeliest to be still in L2 (the sampled path reads its rows once; order does not matter).
     const int row = gridDim.y - 1 - blockIdx.y, begin = (gridDim.x - 1 - blockIdx.x) * p.chunk_len;
     const int end = min(p.cols, begin + p.chunk_len);
     const Row r = row_ws<SLOTS>(p, row);
@@ -462,7 +462,8 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     if (!last_to_arrive(&r.ctr[2], p.chunks, &sm.last)) return;
     int ncand = __ldcg(&r.ctr[1]);
     // Fewer than k keys reached the sampled threshold (a sample unlike its row): every key of
-    // the row is a candidate, read from the row.
+    // the row is a candidate, read from the row. (ncand = cols is never read after this, but
+    // without it ptxas spills 4 bytes in chunk_select_f16.)
     const bool short_sample = ncand < p.k - above;
     if (short_sample) {
         lo = 0;
