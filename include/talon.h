@@ -772,26 +772,33 @@ typedef struct talon__router_params {
 } talon__router_params;
 
 /* MoE router: one warp per token, 4 tokens per block. The body names the experts a warp
-   holds (4, 8 or 16 per lane); vec 4 (f32) or 8 (bf16, f16) is the 16-byte load path. */
+   holds (4, 8 or 16 per lane); vec 4 (f32) or 8 (bf16, f16) is the 16-byte load path. The
+   router_softmax bodies are the same kernel compiled for softmax scoring without a correction
+   bias, the common case, which then has no branches on either. */
 #define TALON__ROUTER_TOKENS_PER_BLOCK 4
-#define TALON__BODIES_router(X) X(router_e128) X(router_e256) X(router_e512)
+#define TALON__BODIES_router(X)                                                                \
+    X(router_e128) X(router_e256) X(router_e512)                                               \
+    X(router_softmax_e128) X(router_softmax_e256) X(router_softmax_e512)
+#define TALON__ROUTER_ROWS(X, name, body)                                                      \
+    X(name##_f32_e128,     body##_e128, F32,  1, router, 128, 0, talon__router_params)         \
+    X(name##_f32_e256,     body##_e256, F32,  1, router, 128, 0, talon__router_params)         \
+    X(name##_f32_e512,     body##_e512, F32,  1, router, 128, 0, talon__router_params)         \
+    X(name##_f32_v4_e128,  body##_e128, F32,  4, router, 128, 0, talon__router_params)         \
+    X(name##_f32_v4_e256,  body##_e256, F32,  4, router, 128, 0, talon__router_params)         \
+    X(name##_f32_v4_e512,  body##_e512, F32,  4, router, 128, 0, talon__router_params)         \
+    X(name##_bf16_e128,    body##_e128, BF16, 1, router, 128, 0, talon__router_params)         \
+    X(name##_bf16_e256,    body##_e256, BF16, 1, router, 128, 0, talon__router_params)         \
+    X(name##_bf16_e512,    body##_e512, BF16, 1, router, 128, 0, talon__router_params)         \
+    X(name##_bf16_v8_e256, body##_e256, BF16, 8, router, 128, 0, talon__router_params)         \
+    X(name##_bf16_v8_e512, body##_e512, BF16, 8, router, 128, 0, talon__router_params)         \
+    X(name##_f16_e128,     body##_e128, F16,  1, router, 128, 0, talon__router_params)         \
+    X(name##_f16_e256,     body##_e256, F16,  1, router, 128, 0, talon__router_params)         \
+    X(name##_f16_e512,     body##_e512, F16,  1, router, 128, 0, talon__router_params)         \
+    X(name##_f16_v8_e256,  body##_e256, F16,  8, router, 128, 0, talon__router_params)         \
+    X(name##_f16_v8_e512,  body##_e512, F16,  8, router, 128, 0, talon__router_params)
 #define TALON__KERNELS_router(X)                                                               \
-    X(talon_moe_router_topk_f32_e128,     router_e128, F32,  1, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_f32_e256,     router_e256, F32,  1, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_f32_e512,     router_e512, F32,  1, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_f32_v4_e128,  router_e128, F32,  4, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_f32_v4_e256,  router_e256, F32,  4, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_f32_v4_e512,  router_e512, F32,  4, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_bf16_e128,    router_e128, BF16, 1, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_bf16_e256,    router_e256, BF16, 1, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_bf16_e512,    router_e512, BF16, 1, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_bf16_v8_e256, router_e256, BF16, 8, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_bf16_v8_e512, router_e512, BF16, 8, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_f16_e128,     router_e128, F16,  1, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_f16_e256,     router_e256, F16,  1, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_f16_e512,     router_e512, F16,  1, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_f16_v8_e256,  router_e256, F16,  8, router, 128, 0, talon__router_params) \
-    X(talon_moe_router_topk_f16_v8_e512,  router_e512, F16,  8, router, 128, 0, talon__router_params)
+    TALON__ROUTER_ROWS(X, talon_moe_router_topk, router)                                       \
+    TALON__ROUTER_ROWS(X, talon_moe_router_topk_softmax, router_softmax)
 
 /* Decode attention: the attention kernel (one CTA per request x kv head x head chunk x split)
    and the merge of n states (i at v0 + i * v_step bytes, lse at s0 + i * s_step). */
@@ -1490,8 +1497,12 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
     if (a->logits % 16 || a->experts % vec || p.logits_stride % vec) vec = 1;
     per_lane = a->experts <= 128 ? 4 : a->experts <= 256 ? 8 : 16;
     if (per_lane < vec) per_lane = vec;
-    body = per_lane == 4 ? TALON__B_router_e128
-                         : per_lane == 8 ? TALON__B_router_e256 : TALON__B_router_e512;
+    if (a->scoring == TALON_ROUTER_SOFTMAX && !a->correction_bias)
+        body = per_lane == 4 ? TALON__B_router_softmax_e128
+               : per_lane == 8 ? TALON__B_router_softmax_e256 : TALON__B_router_softmax_e512;
+    else
+        body = per_lane == 4 ? TALON__B_router_e128
+               : per_lane == 8 ? TALON__B_router_e256 : TALON__B_router_e512;
     k = talon__pick(body, a->logits_dtype, vec, 32 * TALON__ROUTER_TOKENS_PER_BLOCK);
     return talon__launch(ctx, stream, op, k,
                          (a->tokens + TALON__ROUTER_TOKENS_PER_BLOCK - 1) /

@@ -56,11 +56,12 @@ typedef enum fill {
     F_HUGE,        /* +-largest finite value of the type, and random */
     F_BIAS_FORCE,  /* bias +1000 on the last expert, -1000 on the first half */
     F_NEAR,        /* within 64 fp32 ulp of 1: keys alike in all but their low bits */
+    F_TIE48,       /* 4.5 on experts 1, 5, ..., 189 (48 of 256, 33 of 130): 33 to 64 candidates */
     F_NUM
 } fill;
 static const char *const fill_name[F_NUM] = {"random", "all equal", "four values", "-inf rows",
                                              "NaN", "+inf", "signed zeros", "huge",
-                                             "bias forcing", "near-equal"};
+                                             "bias forcing", "near-equal", "48 tied at the top"};
 
 enum layout { L_CONTIG, L_PAD_VEC, L_PAD_ODD, L_MISALIGN, L_NUM };
 static const char *const layout_name[L_NUM] = {"contiguous", "padded by 16 bytes", "padded by 3",
@@ -155,6 +156,7 @@ static float draw(job *j, uint64_t *s, int64_t t, int64_t e, int64_t e0, int64_t
         return z[ref_next64(s) % 4];
     }
     case F_NEAR: return 1.f + (float)(ref_next64(s) % 64) * 0x1p-23f;
+    case F_TIE48: return e % 4 == 1 && e < 193 ? 4.5f : u;
     case F_HUGE:
         switch (ref_next64(s) % 3) {
         case 0: return big;
