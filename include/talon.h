@@ -1463,6 +1463,9 @@ talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
 talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
                                    const talon_moe_router_topk_args *a) {
     static const char op[] = "talon_moe_router_topk";
+    static const talon__body bodies[2][3] = { /* [softmax without a bias][experts per lane] */
+        {TALON__B_router_e128, TALON__B_router_e256, TALON__B_router_e512},
+        {TALON__B_router_softmax_e128, TALON__B_router_softmax_e256, TALON__B_router_softmax_e512}};
     talon__router_params p;
     int esize, vec, per_lane, k;
     talon__body body;
@@ -1497,12 +1500,8 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
     if (a->logits % 16 || a->experts % vec || p.logits_stride % vec) vec = 1;
     per_lane = a->experts <= 128 ? 4 : a->experts <= 256 ? 8 : 16;
     if (per_lane < vec) per_lane = vec;
-    if (a->scoring == TALON_ROUTER_SOFTMAX && !a->correction_bias)
-        body = per_lane == 4 ? TALON__B_router_softmax_e128
-               : per_lane == 8 ? TALON__B_router_softmax_e256 : TALON__B_router_softmax_e512;
-    else
-        body = per_lane == 4 ? TALON__B_router_e128
-               : per_lane == 8 ? TALON__B_router_e256 : TALON__B_router_e512;
+    body = bodies[a->scoring == TALON_ROUTER_SOFTMAX && !a->correction_bias]
+                 [per_lane == 4 ? 0 : per_lane == 8 ? 1 : 2];
     k = talon__pick(body, a->logits_dtype, vec, 32 * TALON__ROUTER_TOKENS_PER_BLOCK);
     return talon__launch(ctx, stream, op, k,
                          (a->tokens + TALON__ROUTER_TOKENS_PER_BLOCK - 1) /
