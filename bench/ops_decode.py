@@ -3,7 +3,7 @@
 talon_decode_attention on pages scattered at random (a permutation of the page ids), against
 PyTorch SDPA (cuDNN and flash backends) on the same K/V laid out contiguously [B, Hk, L, D]
 with a query of length 1 and enable_gqa=True. bf16, D=128, Hq=32, Hk=8, page 16; GB/s counts
-the K and V bytes read once. Also: fp8 e4m3 KV at B=64 L=4096 (peers on the bf16 copy of the
+the K and V bytes read once. Also: fp8 e4m3 KV at the same shapes (peers on the bf16 copy of the
 same values), the B=64 case with each request's pages in order (the cost of scattered pages),
 and a sweep of forced split counts beside the automatic choice.
 """
@@ -120,9 +120,10 @@ def cases(h):
         out.append(Case("decode_attention", f"B={B} L={L} bf16 page {PS}",
                         lambda B=B, L=L: make(B, L, False, 0), talon, peers,
                         bytes=2 * B * L * HK * D * 2, check=check, targets=targets))
-    out.append(Case("decode_attention", f"B=64 L=4096 fp8 KV page {PS}",
-                    lambda: make(64, 4096, True, 0), talon, peers,
-                    bytes=2 * 64 * 4096 * HK * D, check=check))
+    for B, L, _ in shapes:
+        out.append(Case("decode_attention", f"B={B} L={L} fp8 KV page {PS}",
+                        lambda B=B, L=L: make(B, L, True, 0), talon, peers,
+                        bytes=2 * B * L * HK * D, check=check))
     # The paging's cost: each request's pages in order, so the caches are [B, L, Hk, D] and
     # cuDNN can read them in place (sdpa_cudnn_bshd: a head's rows 2 KB apart, as talon reads).
     def cudnn_bshd(s):

@@ -19,8 +19,10 @@
 // grid depends only on host values. One split writes o and lse; several write fp32 partials
 // (normalised o, natural-log lse) that merge_splits combines.
 //
-// With a 16-bit cache, head_dim <= 128 and 2 to 4 heads per CTA, decode_mma (below) replaces
-// the per-lane dot products by tensor-core tiles: the shuffles, conversions and per-head FMAs
+// With head_dim <= 128 and 2 to 4 heads per CTA, decode_mma (below) replaces the per-lane dot
+// products by tensor-core tiles, for 16-bit and fp8 caches alike (fp8 on the per-lane path was
+// bound by its conversions: B=64 L=4096 H200 320.2 us, on the tensor cores 134.6, where bf16
+// takes 244.0). For 16-bit caches the reason was: the shuffles, conversions and per-head FMAs
 // were the bottleneck (B=64 L=4096: 0.72 issued warps per scheduler, DRAM at 85%). It now
 // runs at DRAM 88% of peak (ncu), 0.98x cuDNN SDPA on contiguous KV. Measured and not taken
 // (H100, B=64 L=4096, us against this design in the same run): the L2::256B prefetch-size hint
@@ -55,10 +57,12 @@ __device__ __forceinline__ void f16x2(uint32_t w, float &a, float &b) {
     a = f.x;
     b = f.y;
 }
-__device__ __forceinline__ void e4m3x2(uint32_t w, float &a, float &b) {
+// The two e4m3 values in the low 16 bits of w -> f16x2 (exact: cvt.rn.f16x2.e4m3x2).
+__device__ __forceinline__ uint32_t e4m3x2_f16x2(uint32_t w) {
     const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
-    f16x2(uint32_t(h.x) | uint32_t(h.y) << 16, a, b);
+    return uint32_t(h.x) | uint32_t(h.y) << 16;
 }
+__device__ __forceinline__ void e4m3x2(uint32_t w, float &a, float &b) { f16x2(e4m3x2_f16x2(w), a, b); }
 
 // 16 bytes global -> shared, cached in L2 only: K/V are streamed once.
 __device__ __forceinline__ void cp16(unsigned d, const char *src) {
@@ -324,7 +328,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     if (kg < gn) finish<T, D, G, NKG>(p, s_acc, s_m, s_l, kg, li, row0);
 }
 
-// Tensor-core version (16-bit caches, D <= 128, groups of 2 to 4 heads). Each warp walks its
+// Tensor-core version (D <= 128, groups of 2 to 4 heads). Each warp walks its
 // own KW keys per step through its own slice of the ring. Scores are computed transposed,
 // S^T = K q^T on mma.m16n8k16: keys are M (rows 8..15 repeat rows 0..7, so ldmatrix fills the
 // A fragment directly), the heads are N and q is the B fragment, held unscaled (exact) for the
@@ -335,6 +339,13 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
 // layout. The accumulators keep the two parts apart until the end. K/V rows sit in the ring
 // with their 16-byte chunks XOR-swizzled by row, so ldmatrix reads them without bank
 // conflicts. The online softmax runs per head on the column lanes (t < 2).
+// fp8 caches: the ring holds the raw e4m3 bytes (a warp's step is still 2 KB of K, now 2048 /
+// head_dim keys) and the MMAs run in f16, every e4m3 value converting exactly
+// (cvt.rn.f16x2.e4m3x2) right after its shared-memory load. Since e4m3 pairs cannot be
+// ldmatrix'ed into the 16-bit layouts, the fragments permute head_dim instead, which a dot
+// product and a per-dim output allow: a K lane takes 4 consecutive bytes of its key, a V lane
+// D/8 consecutive dims of two keys (byte-permuted into key pairs); q follows K's order and the
+// output dims V's.
 template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b) {
     uint32_t r;
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -376,12 +387,21 @@ template <bool TRANS> __device__ __forceinline__ void ldsm4(uint32_t (&x)[4], un
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                      : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr) : "memory");
 }
+template <int N> __device__ __forceinline__ void lds(uint32_t (&x)[N], unsigned addr) {
+    static_assert(N == 2 || N == 4, "8 or 16 bytes");
+    if constexpr (N == 4)
+        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];" : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr) : "memory");
+    else
+        asm volatile("ld.shared.v2.b32 {%0,%1}, [%2];" : "=r"(x[0]), "=r"(x[1]) : "r"(addr) : "memory");
+}
 
-template <typename T, int D, int G>
+template <typename T, bool FP8, int D, int G>
 __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
-    constexpr int NW = NT / 32, KW = 1024 / D, NKT = KW / 8, CPR = D / 8, NCP = KW * CPR / 32;
-    constexpr int STEP = NW * KW, ROWB = D * 2, TILEB = KW * ROWB, STAGEB = 2 * TILEB;
-    static_assert(NKT >= 1 && 32 % CPR == 0 && G <= 4, "tile shapes");
+    using TM = std::conditional_t<FP8, __half, T>; // the MMA's element type
+    constexpr int NW = NT / 32, ROWB = D * (FP8 ? 1 : 2), KW = 2048 / ROWB, NKT = KW / 8;
+    constexpr int CPR = ROWB / 16, NCP = KW * CPR / 32, STEP = NW * KW, TILEB = KW * ROWB;
+    constexpr int STAGEB = 2 * TILEB;
+    static_assert(NKT >= 1 && CPR >= 4 && 32 % CPR == 0 && G <= 4, "tile shapes");
     static_assert(NW * G * (D + 2) * 4 <= NW * STAGES * STAGEB, "combine fits the ring");
     extern __shared__ uint4 smem[];
     float(*s_acc)[G][D] = reinterpret_cast<float(*)[G][D]>(smem);
@@ -393,28 +413,66 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
     const int hk = cta.hk, b = cta.b, gn = cta.gn, start = cta.start, end = cta.end;
     const int64_t row0 = cta.row0;
 
-    // B fragments of q: column g = head g (0 past the chunk), 16-bit pairs as stored.
+    // B fragments of q: column g = head g (0 past the chunk). 16-bit caches: the pairs as
+    // stored, k rows 2t, 2t + 1 (+ 8) of each 16 dims. fp8: dims 16 kk + 4t .. + 3 stand for
+    // those rows (the order of the dims in a dot product is free; the K fragment below takes
+    // the same order), in f16 scaled by 2^qs so the largest |q| of the CTA is in
+    // [2^14, 2^15): exact for bf16 q of any range, undone on the fp32 scores.
     uint32_t qb[D / 16][2];
+    float sc = p.q_scale;
     {
-        const uint32_t *qp = reinterpret_cast<const uint32_t *>(p.q) + (row0 + min(g, gn - 1)) * (D / 2) + t;
+        const uint32_t *qp =
+            reinterpret_cast<const uint32_t *>(p.q) + (row0 + min(g, gn - 1)) * (D / 2) + (FP8 ? 2 * t : t);
+        if constexpr (FP8) {
+            float qf[D / 16][4], mx = 0.f;
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            qb[kk][0] = g < gn ? __ldg(qp + kk * 8) : 0u;
-            qb[kk][1] = g < gn ? __ldg(qp + kk * 8 + 4) : 0u;
+            for (int kk = 0; kk < D / 16; kk++) {
+                const uint2 r = __ldg(reinterpret_cast<const uint2 *>(qp + kk * 8));
+                if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+                    bf16x2(r.x, qf[kk][0], qf[kk][1]);
+                    bf16x2(r.y, qf[kk][2], qf[kk][3]);
+                } else {
+                    f16x2(r.x, qf[kk][0], qf[kk][1]);
+                    f16x2(r.y, qf[kk][2], qf[kk][3]);
+                }
+#pragma unroll
+                for (int e = 0; e < 4; e++) mx = g < gn ? fmaxf(mx, fabsf(qf[kk][e])) : mx;
+            }
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, o));
+            int qs = 0;
+            if (mx > 0.f && mx <= 3.4e38f) { frexpf(mx, &qs); qs = 15 - qs; }
+            sc = ldexpf(sc, -qs);
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                qb[kk][0] = g < gn ? pack2<__half>(ldexpf(qf[kk][0], qs), ldexpf(qf[kk][1], qs)) : 0u;
+                qb[kk][1] = g < gn ? pack2<__half>(ldexpf(qf[kk][2], qs), ldexpf(qf[kk][3], qs)) : 0u;
+            }
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                qb[kk][0] = g < gn ? __ldg(qp + kk * 8) : 0u;
+                qb[kk][1] = g < gn ? __ldg(qp + kk * 8 + 4) : 0u;
+            }
         }
     }
-    // acc[mt]: o^T rows 16 mt + g (0, 1) and + 8 (2, 3), columns 2t, 2t + 1.
+    // acc[mt]: o^T rows 16 mt + g (0, 1) and + 8 (2, 3), columns 2t, 2t + 1. For fp8 those
+    // rows are dims g D/8 + 2 mt and + 1 (see the V fragment).
     float acc[D / 16][4], m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
 #pragma unroll
     for (int i = 0; i < D / 16; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 
+    // Byte offset of 16-byte chunk c of tile row r: XOR-swizzled so the 8 rows of an ldmatrix
+    // hit 8 different bank groups (64-byte rows pair up in 128-byte lines).
+    auto chunk = [](int r, int c) -> unsigned { return (c ^ (CPR >= 8 ? r & 7 : (r >> 1) & 3)) << 4; };
+    auto swz = [&](int r, int c) -> unsigned { return r * ROWB + chunk(r, c); };
     const int *pt = reinterpret_cast<const int *>(p.page_table) + (int64_t)b * p.page_table_stride;
     const int pmask = (1 << p.page_shift) - 1;
     const int64_t rstride = (int64_t)p.num_kv_heads * ROWB;
     // Lane's copies: chunk c of rows r0 + j * 32 / CPR of the warp's K and V tiles.
     const int c = lane % CPR, r0 = lane / CPR;
-    const char *kb = reinterpret_cast<const char *>(p.k) + ((int64_t)hk * D + c * 8) * 2;
-    const char *vb = reinterpret_cast<const char *>(p.v) + ((int64_t)hk * D + c * 8) * 2;
+    const char *kb = reinterpret_cast<const char *>(p.k) + (int64_t)hk * ROWB + c * 16;
+    const char *vb = reinterpret_cast<const char *>(p.v) + (int64_t)hk * ROWB + c * 16;
     const unsigned ring = (unsigned)__cvta_generic_to_shared(smem) + w * STAGES * STAGEB;
     int pg[NCP];
     auto pages = [&](int step_base) {
@@ -431,7 +489,7 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
                 const int r = r0 + j * (32 / CPR);
                 const int pos = min(step_base + w * KW + r, end - 1);
                 const int64_t off = (((int64_t)pg[j] << p.page_shift) | (pos & pmask)) * rstride;
-                const unsigned d = ring + stage * STAGEB + r * ROWB + ((c ^ (r & 7)) << 4);
+                const unsigned d = ring + stage * STAGEB + swz(r, c);
                 cp16(d, kb + off);
                 cp16(d + TILEB, vb + off);
             }
@@ -440,10 +498,15 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
     };
     prime_ring(pages, issue, start, STEP);
 
-    // ldmatrix row addresses: lanes 8i..8i+7 give row (lane & 7) of matrix i. K: matrices
-    // 0, 1 are chunk 2 kk (rows 8..15 repeat 0..7), 2, 3 chunk 2 kk + 1; V: chunks 4 cg + i.
+    // ldmatrix: lanes 8i..8i+7 give row (lane & 7) of matrix i. 16-bit K: matrices 0, 1 are
+    // chunk 2 kk (rows 8..15 repeat 0..7), 2, 3 chunk 2 kk + 1; V (.trans): chunks 4 cg + i.
+    // fp8 K: matrix i is chunk 4 kq + i, k-step 4 kq + i, lane (g, t) getting its 4 bytes
+    // 4t..4t+3 of key g. fp8 V is read directly: lane (g, t) takes dims [g D/8, g D/8 + D/8)
+    // of keys 2t and 2t + 1, the pairs the A fragment of o^T wants.
     const unsigned lrow = (lane & 7) * ROWB;
-    const int sw = lane & 7, kc = lane >> 4, vc = lane >> 3;
+    const int lr = lane & 7, kc = lane >> 4, vc = lane >> 3, vdim = g * (D / 8);
+    const unsigned vx = swz(2 * t, vdim / 16) + vdim % 16 - lrow;
+    const unsigned vy = swz(2 * t + 1, vdim / 16) + vdim % 16 - lrow;
     int stage = 0;
     for (int base = start; base < end; base += STEP) {
         __syncwarp(); // every lane is done reading the stage about to be refilled
@@ -459,16 +522,30 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
 #pragma unroll
         for (int nt = 0; nt < NKT; nt++) {
             float d[4] = {0.f, 0.f, 0.f, 0.f};
+            if constexpr (FP8) {
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                uint32_t x[4];
-                ldsm4<false>(x, kt + nt * 8 * ROWB + (((2 * kk + kc) ^ sw) << 4));
-                mma16816<T>(d, x, qb[kk][0], qb[kk][1]);
+                for (int kq = 0; kq < D / 64; kq++) {
+                    uint32_t x[4];
+                    ldsm4<false>(x, kt + nt * 8 * ROWB + chunk(lr, 4 * kq + vc));
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const uint32_t lo = e4m3x2_f16x2(x[i]), hi = e4m3x2_f16x2(x[i] >> 16);
+                        const uint32_t a[4] = {lo, lo, hi, hi};
+                        mma16816<TM>(d, a, qb[4 * kq + i][0], qb[4 * kq + i][1]);
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int kk = 0; kk < D / 16; kk++) {
+                    uint32_t x[4];
+                    ldsm4<false>(x, kt + nt * 8 * ROWB + chunk(lr, 2 * kk + kc));
+                    mma16816<TM>(d, x, qb[kk][0], qb[kk][1]);
+                }
             }
             const bool out = base + w * KW + nt * 8 + g >= end;
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                float x = d[e] * p.q_scale;
+                float x = d[e] * sc;
                 if (p.cap != 0.f) x = p.cap * tanhf(x);
                 s[nt][e] = out ? NEG_INF : x;
                 mx[e] = fmaxf(mx[e], s[nt][e]);
@@ -502,19 +579,33 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
             const float p0 = exp2f(s[nt][0] - ms[0]), p1 = exp2f(s[nt][1] - ms[1]);
             l[0] += p0;
             l[1] += p1;
-            const uint32_t hi = pack2<T>(p0, p1);
+            const uint32_t hi = pack2<TM>(p0, p1);
             float h0, h1;
-            if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(hi, h0, h1);
+            if constexpr (std::is_same_v<TM, __nv_bfloat16>) bf16x2(hi, h0, h1);
             else f16x2(hi, h0, h1);
-            const uint32_t low = __shfl_xor_sync(~0u, pack2<T>(p0 - h0, p1 - h1), 2);
+            const uint32_t low = __shfl_xor_sync(~0u, pack2<TM>(p0 - h0, p1 - h1), 2);
             uint32_t pb;
             asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(pb) : "r"(t < 2 ? hi : low));
+            if constexpr (FP8) {
+                // Byte j of word i of x (key 2t) and y (key 2t + 1) is dim g D/8 + 4i + j:
+                // pairs (x_j, y_j) are the A fragments of tiles 2i (j = 0, 1) and 2i + 1.
+                uint32_t x[D / 32], y[D / 32];
+                lds(x, vt + nt * 8 * ROWB + vx);
+                lds(y, vt + nt * 8 * ROWB + vy);
 #pragma unroll
-            for (int cg = 0; cg < CPR / 4; cg++) {
-                uint32_t x[4];
-                ldsm4<true>(x, vt + nt * 8 * ROWB + (((4 * cg + vc) ^ sw) << 4));
-                mma1688<T>(acc[2 * cg], x[0], x[1], pb);
-                mma1688<T>(acc[2 * cg + 1], x[2], x[3], pb);
+                for (int i = 0; i < D / 32; i++) {
+                    const uint32_t a = __byte_perm(x[i], y[i], 0x5140), c2 = __byte_perm(x[i], y[i], 0x7362);
+                    mma1688<TM>(acc[2 * i], e4m3x2_f16x2(a), e4m3x2_f16x2(a >> 16), pb);
+                    mma1688<TM>(acc[2 * i + 1], e4m3x2_f16x2(c2), e4m3x2_f16x2(c2 >> 16), pb);
+                }
+            } else {
+#pragma unroll
+                for (int cg = 0; cg < CPR / 4; cg++) {
+                    uint32_t x[4];
+                    ldsm4<true>(x, vt + nt * 8 * ROWB + chunk(lr, 4 * cg + vc));
+                    mma1688<TM>(acc[2 * cg], x[0], x[1], pb);
+                    mma1688<TM>(acc[2 * cg + 1], x[2], x[3], pb);
+                }
             }
         }
     }
@@ -535,8 +626,8 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
         if (h < G) {
 #pragma unroll
             for (int i = 0; i < D / 16; i++) {
-                s_acc[w][h][16 * i + g] = acc[i][e];
-                s_acc[w][h][16 * i + 8 + g] = acc[i][2 + e];
+                s_acc[w][h][FP8 ? vdim + 2 * i : 16 * i + g] = acc[i][e];
+                s_acc[w][h][FP8 ? vdim + 2 * i + 1 : 16 * i + 8 + g] = acc[i][2 + e];
             }
             if (g == 0) {
                 s_m[w][h] = m[e];
@@ -545,7 +636,7 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
         }
     }
     __syncthreads();
-    if (tid < gn * CPR) finish<T, D, G, NW>(p, s_acc, s_m, s_l, tid / CPR, tid % CPR, row0);
+    if (tid < gn * (D / 8)) finish<T, D, G, NW>(p, s_acc, s_m, s_l, tid / (D / 8), tid % (D / 8), row0);
 }
 
 // n states of [rows, head_dim]: o = sum_i exp(lse_i - lse) o_i, lse = ln sum_i exp(lse_i).
@@ -600,18 +691,17 @@ __device__ __forceinline__ void merge(const talon__merge_params &p) {
     if (p.lse && c == 0) reinterpret_cast<float *>(p.lse)[r] = M == NEG_INF ? M : M + logf(L);
 }
 
-template <typename T, int D> __device__ void decode_g1(const talon__decode_params &p) { decode<T, false, D, 1>(p); }
-template <typename T, int D> __device__ void decode_g2(const talon__decode_params &p) {
-    if constexpr (D <= 128) decode_mma<T, D, 2>(p);
-    else decode<T, false, D, 2>(p);
+// Groups of 2 to 4 heads with head_dim <= 128 take the tensor cores.
+template <typename T, bool FP8, int D, int G> __device__ __forceinline__ void decode_heads(const talon__decode_params &p) {
+    if constexpr (G > 1 && D <= 128) decode_mma<T, FP8, D, G>(p);
+    else decode<T, FP8, D, G>(p);
 }
-template <typename T, int D> __device__ void decode_g4(const talon__decode_params &p) {
-    if constexpr (D <= 128) decode_mma<T, D, 4>(p);
-    else decode<T, false, D, 4>(p);
-}
-template <typename T, int D> __device__ void decode_fp8_g1(const talon__decode_params &p) { decode<T, true, D, 1>(p); }
-template <typename T, int D> __device__ void decode_fp8_g2(const talon__decode_params &p) { decode<T, true, D, 2>(p); }
-template <typename T, int D> __device__ void decode_fp8_g4(const talon__decode_params &p) { decode<T, true, D, 4>(p); }
+template <typename T, int D> __device__ void decode_g1(const talon__decode_params &p) { decode_heads<T, false, D, 1>(p); }
+template <typename T, int D> __device__ void decode_g2(const talon__decode_params &p) { decode_heads<T, false, D, 2>(p); }
+template <typename T, int D> __device__ void decode_g4(const talon__decode_params &p) { decode_heads<T, false, D, 4>(p); }
+template <typename T, int D> __device__ void decode_fp8_g1(const talon__decode_params &p) { decode_heads<T, true, D, 1>(p); }
+template <typename T, int D> __device__ void decode_fp8_g2(const talon__decode_params &p) { decode_heads<T, true, D, 2>(p); }
+template <typename T, int D> __device__ void decode_fp8_g4(const talon__decode_params &p) { decode_heads<T, true, D, 4>(p); }
 template <typename T, int V> __device__ void merge_splits(const talon__merge_params &p) { merge<float, T, TALON__DECODE_MERGE_LANES>(p); }
 template <typename T, int V> __device__ void merge_states(const talon__merge_params &p) { merge<T, T, 1>(p); }
 

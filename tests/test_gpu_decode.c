@@ -489,6 +489,28 @@ static void test_softcap_window(void **state) {
     tally_end(&t);
 }
 
+/* fp8 caches on the tensor cores take q as f16 scaled by a power of two: bf16 q far outside
+   the f16 range (1e6) or below its normals (1e-6) must lose nothing, f16 q near its maximum
+   likewise. sm_scale brings the scores back to a few units. */
+static void test_fp8_q_range(void **state) {
+    static const int full[] = {1, 17, 1000, 3000}, quick[] = {1, 17, 300};
+    static const float amps[] = {1e-6f, 1e6f, 3e4f};
+    tally t;
+    int i;
+    (void)state;
+    tally_start(&t, "fp8 KV, q amplitudes 1e-6, 3e4 and (bf16) 1e6");
+    for (i = 0; i < 12; i++) {
+        const int64_t d = i % 2 ? 64 : 128, hq = i % 4 < 2 ? 16 : 8;
+        dcase c = g_quick ? base_case(d, hq, 4, 16, quick, 3, 800 + i) : base_case(d, hq, 4, 16, full, 4, 800 + i);
+        c.fp8 = 1;
+        c.qamp = amps[i / 4];
+        c.dtype = i / 4 == 1 || i % 4 == 3 ? TALON_DTYPE_BF16 : TALON_DTYPE_F16;
+        c.sm_scale = (float)(6.0 / (c.qamp * 8.0 * sqrt((double)d)));
+        run_case(&t, &c, 0, NULL);
+    }
+    tally_end(&t);
+}
+
 static void test_empty_and_splits(void **state) {
     static const int lens[] = {0, 5, 0, 1000, 0, 4000};
     static const int64_t splits[] = {0, 1, 2, 4, 64, 256};
@@ -630,7 +652,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_lengths), cmocka_unit_test(test_page_sizes),
         cmocka_unit_test(test_group_ratios),  cmocka_unit_test(test_softcap_window),
-        cmocka_unit_test(test_empty_and_splits), cmocka_unit_test(test_graph),
+        cmocka_unit_test(test_fp8_q_range), cmocka_unit_test(test_empty_and_splits),
+        cmocka_unit_test(test_graph),
         cmocka_unit_test(test_merge),
     };
     gpu_test t;
