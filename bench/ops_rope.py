@@ -6,8 +6,9 @@ Peers: vLLM's reference formula for rope in torch (RotaryEmbedding.forward_nativ
 cos/sin rows, rotate, concatenate the pass-through part; it returns new tensors, so it is
 spared talon's in-place write-back) and index_copy_ into the cache views for kv_append
 (fp8: x / scale, clamped to +-448, cast to float8_e4m3fn), eager and torch.compile; and, for
-scale, "copy": a torch device-to-device copy moving the same number of bytes (half read, half
-written), which shows what the per-call floor leaves of the copy ceiling at this size.
+scale (both ops), "copy": a torch device-to-device copy moving the same number of bytes (half
+read, half written), which shows what the per-call floor leaves of the copy ceiling at this
+size.
 Bytes are the minimal traffic: rope reads and writes the rotated part of q and k and reads the
 positions and one cos/sin row per token; kv_append reads k, v and the slots and writes the
 cache rows. Target (the issue): >= 80% of the copy ceiling for each op.
@@ -85,6 +86,7 @@ def rope_fp32(positions, q, k, cache, neox, rot=D):
 def rope_case(h, label, neox=True, theta_mode=False, tokens=T, targets=()):
     A = rope_args(h)
     cache = cos_sin_cache(D)
+    nbytes = 2 * tokens * (HQ + HK) * D * 2 + tokens * 8 + tokens * D * 4
     compiled = torch.compile(peer_rope, dynamic=False)
 
     def make():
@@ -95,7 +97,8 @@ def rope_case(h, label, neox=True, theta_mode=False, tokens=T, targets=()):
               tokens=tokens, num_q_heads=HQ, num_kv_heads=HK, head_dim=D, rot_dim=D,
               q_stride=qkv.shape[1], k_stride=qkv.shape[1], max_pos=MAX_POS, theta=10000.0,
               dtype=BF16, positions_dtype=1, style=0 if neox else 1)
-        return {"qkv": qkv, "pos": pos, "args": a}
+        src = torch.empty(nbytes // 2, device="cuda", dtype=torch.uint8).random_()
+        return {"qkv": qkv, "pos": pos, "args": a, "src": src, "dst": torch.empty_like(src)}
 
     def talon(s, stream):
         h.call("talon_rope", s["args"], stream)
@@ -117,8 +120,9 @@ def rope_case(h, label, neox=True, theta_mode=False, tokens=T, targets=()):
     def peer(fn):
         return lambda s: fn(s["pos"], *qkv_views(s["qkv"])[:2], cache, neox)
 
-    nbytes = 2 * tokens * (HQ + HK) * D * 2 + tokens * 8 + tokens * D * 4
-    return Case("rope", label, make, talon, {"eager": peer(peer_rope), "compile": peer(compiled)},
+    return Case("rope", label, make, talon,
+                {"eager": peer(peer_rope), "compile": peer(compiled),
+                 "copy": lambda s: s["dst"].copy_(s["src"])},
                 bytes=nbytes, check=check, targets=targets)
 
 
