@@ -492,9 +492,9 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
    kv_lens <= that bound. Kernels: the attention kernel (grid batch * num_kv_heads *
    ceil(group / 4) x splits), then the merge kernel when splits > 1.
    Precision: fp32 scores, online softmax in fp32 (exp2 with log2(e) folded into the scale),
-   fp32 accumulation, o rounded once (2 to 4 heads per CTA and head_dim <= 128 use tensor
-   cores: the weights enter P V as two 16-bit parts, ~16 significant bits; with an fp8 cache
-   they are f16 and q enters as f16 scaled by a power of two, exact for bf16 q of any range
+   fp32 accumulation, o rounded once (head_dim <= 128 with 2 to 4 heads per CTA, or any with
+   an fp8 cache, uses tensor cores: the weights enter P V as two 16-bit parts, ~16 significant
+   bits; with an fp8 cache they are f16 and q enters as f16 scaled by a power of two, exact for bf16 q of any range
    except elements over 2^31 times smaller than the largest |q| of the CTA's heads).
    fp8: k_scale is folded into q and v_scale into o.
    Query groups larger than 4 heads are split over ceil(group / 4) CTAs sharing the K/V reads
@@ -824,25 +824,25 @@ typedef struct talon__merge_params {
     X(decode_g1) X(decode_g2) X(decode_g4) X(decode_fp8_g1) X(decode_fp8_g2) X(decode_fp8_g4)  \
     X(merge_splits) X(merge_states)
 
-/* One row per head_dim x heads per CTA; vec holds head_dim. smem: the K/V ring. Per-lane rows
-   (g1, d256): 3 steps x K and V x 4 keys x 128 threads x 16 bytes (8 for fp8), `lane`;
-   tensor-core rows (d64/d128, g2/g4): 3 steps x K and V x 4 warps x 2 KB, `mma` (48 KB). */
-#define TALON__DECODE_ROWS(X, name, DT, body, lane, mma)                                       \
-    X(name##_d64_g1, body##_g1, DT, 64, decode, 128, lane, talon__decode_params)               \
-    X(name##_d64_g2, body##_g2, DT, 64, decode, 128, mma, talon__decode_params)                \
-    X(name##_d64_g4, body##_g4, DT, 64, decode, 128, mma, talon__decode_params)                \
-    X(name##_d128_g1, body##_g1, DT, 128, decode, 128, lane, talon__decode_params)             \
-    X(name##_d128_g2, body##_g2, DT, 128, decode, 128, mma, talon__decode_params)              \
-    X(name##_d128_g4, body##_g4, DT, 128, decode, 128, mma, talon__decode_params)              \
-    X(name##_d256_g1, body##_g1, DT, 256, decode, 128, lane, talon__decode_params)             \
-    X(name##_d256_g2, body##_g2, DT, 256, decode, 128, lane, talon__decode_params)             \
-    X(name##_d256_g4, body##_g4, DT, 256, decode, 128, lane, talon__decode_params)
+/* One row per head_dim x heads per CTA; vec holds head_dim. smem: the K/V ring, 48 KB on the
+   d64/d128 rows (`smem`); on the d256 rows (`smem256`, per-lane) 3 steps x K and V x 4 keys x
+   128 threads x 16 bytes (8 for fp8). */
+#define TALON__DECODE_ROWS(X, name, DT, body, smem, smem256)                                   \
+    X(name##_d64_g1, body##_g1, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d64_g2, body##_g2, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d64_g4, body##_g4, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d128_g1, body##_g1, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d128_g2, body##_g2, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d128_g4, body##_g4, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d256_g1, body##_g1, DT, 256, decode, 128, smem256, talon__decode_params)          \
+    X(name##_d256_g2, body##_g2, DT, 256, decode, 128, smem256, talon__decode_params)          \
+    X(name##_d256_g4, body##_g4, DT, 256, decode, 128, smem256, talon__decode_params)
 
 #define TALON__KERNELS_decode(X)                                                               \
     TALON__DECODE_ROWS(X, talon_decode_attention_bf16, BF16, decode, 49152, 49152)             \
     TALON__DECODE_ROWS(X, talon_decode_attention_f16, F16, decode, 49152, 49152)               \
-    TALON__DECODE_ROWS(X, talon_decode_attention_bf16_kvfp8, BF16, decode_fp8, 24576, 49152)   \
-    TALON__DECODE_ROWS(X, talon_decode_attention_f16_kvfp8, F16, decode_fp8, 24576, 49152)     \
+    TALON__DECODE_ROWS(X, talon_decode_attention_bf16_kvfp8, BF16, decode_fp8, 49152, 24576)   \
+    TALON__DECODE_ROWS(X, talon_decode_attention_f16_kvfp8, F16, decode_fp8, 49152, 24576)     \
     X(talon_merge_splits_bf16,  merge_splits, BF16, 8, decode, 128, 0, talon__merge_params)    \
     X(talon_merge_splits_f16,   merge_splits, F16,  8, decode, 128, 0, talon__merge_params)    \
     X(talon_merge_states_bf16,  merge_states, BF16, 8, decode, 128, 0, talon__merge_params)    \

@@ -19,10 +19,10 @@
 // grid depends only on host values. One split writes o and lse; several write fp32 partials
 // (normalised o, natural-log lse) that merge_splits combines.
 //
-// With head_dim <= 128 and 2 to 4 heads per CTA, decode_mma (below) replaces the per-lane dot
-// products by tensor-core tiles, for 16-bit and fp8 caches alike (fp8 on the per-lane path was
-// bound by its conversions: B=64 L=4096 H200 320.2 us, on the tensor cores 134.6, where bf16
-// takes 244.0). For 16-bit caches the reason was: the shuffles, conversions and per-head FMAs
+// With head_dim <= 128 and 2 to 4 heads per CTA (fp8: 1 to 4), decode_mma (below) replaces the
+// per-lane dot products by tensor-core tiles (fp8 on the per-lane path was bound by its
+// conversions: B=64 L=4096 H200 320.2 us, on the tensor cores 134.6, where bf16 takes 244.0).
+// For 16-bit caches the reason was: the shuffles, conversions and per-head FMAs
 // were the bottleneck (B=64 L=4096: 0.72 issued warps per scheduler, DRAM at 85%). It now
 // runs at DRAM 88% of peak (ncu), 0.98x cuDNN SDPA on contiguous KV. Measured and not taken
 // (H100, B=64 L=4096, us against this design in the same run): the L2::256B prefetch-size hint
@@ -34,7 +34,11 @@
 // warp's K rows copied before its V rows 245.5, the q.K chain split over two accumulators
 // 244.8, those and the barrier together 243.5, the 8 kv-head CTAs of a request as one cluster
 // in lockstep 401.6. The gap to cuDNN is in the streaming rate (2.1-2.3% from L=2048 to
-// 16384 in one sweep), not the start-up.
+// 16384 in one sweep), not the start-up. cuDNN's kernel there (ncu, pages in order: an sm80
+// wmma kernel, 512 CTAs of 128 threads, 86 KB of shared memory, 2 per SM) reads the same DRAM
+// and L2 sectors at DRAM 92.1% against our 88.5-89.1%, executing half our instructions (38.5M
+// vs 77.0M). Twice the keys per warp step (a 96 KB ring, 2 CTAs per SM, as cuDNN) was slower,
+// 248.5 vs 246.1 us, and 245.5 with a CTA barrier every step: not taken.
 //
 // Variants (talon.h, TALON__KERNELS_decode): q type x cache type (same or fp8) x head_dim
 // (64, 128, 256) x heads per CTA (1, 2, 4: the group is cut into chunks of at most 4).
@@ -328,7 +332,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     if (kg < gn) finish<T, D, G, NKG>(p, s_acc, s_m, s_l, kg, li, row0);
 }
 
-// Tensor-core version (D <= 128, groups of 2 to 4 heads). Each warp walks its
+// Tensor-core version (D <= 128, groups of 2 to 4 heads; fp8 also 1). Each warp walks its
 // own KW keys per step through its own slice of the ring. Scores are computed transposed,
 // S^T = K q^T on mma.m16n8k16: keys are M (rows 8..15 repeat rows 0..7, so ldmatrix fills the
 // A fragment directly), the heads are N and q is the B fragment, held unscaled (exact) for the
@@ -691,9 +695,10 @@ __device__ __forceinline__ void merge(const talon__merge_params &p) {
     if (p.lse && c == 0) reinterpret_cast<float *>(p.lse)[r] = M == NEG_INF ? M : M + logf(L);
 }
 
-// Groups of 2 to 4 heads with head_dim <= 128 take the tensor cores.
+// head_dim <= 128 takes the tensor cores, but for one head per CTA over a 16-bit cache (H200,
+// MHA B=16 L=4096: per-lane 246.4 us, tensor cores 251.2; fp8 161.6 and 136.7).
 template <typename T, bool FP8, int D, int G> __device__ __forceinline__ void decode_heads(const talon__decode_params &p) {
-    if constexpr (G > 1 && D <= 128) decode_mma<T, FP8, D, G>(p);
+    if constexpr (D <= 128 && (G > 1 || FP8)) decode_mma<T, FP8, D, G>(p);
     else decode<T, FP8, D, G>(p);
 }
 template <typename T, int D> __device__ void decode_g1(const talon__decode_params &p) { decode_heads<T, false, D, 1>(p); }

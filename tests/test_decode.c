@@ -267,6 +267,7 @@ D_EDIT(l_g3_d256, a->num_qo_heads = 24; a->head_dim = 256; a->page_size = 1; a->
 D_EDIT(l_mqa_g12, a->num_qo_heads = 12; a->num_kv_heads = 1; a->num_splits = 7; a->page_size = 256)
 D_EDIT(l_g5, a->num_qo_heads = 40; a->num_kv_heads = 8; a->batch = 64)
 D_EDIT(l_bf16_fp8_g8, a->kv_dtype = TALON_DTYPE_FP8_E4M3; a->k_scale = 3.0f; a->v_scale = 0.25f; a->num_qo_heads = 64)
+D_EDIT(l_fp8_d256, a->kv_dtype = TALON_DTYPE_FP8_E4M3; a->k_scale = 1.0f; a->v_scale = 1.0f; a->head_dim = 256)
 
 static const launch_row launch_rows[] = {
     {"decode bf16 GQA 4, auto splits -> _d128_g4 + merge", l_none, "talon_decode_attention_bf16_d128_g4"},
@@ -276,6 +277,7 @@ static const launch_row launch_rows[] = {
     {"decode MQA 12 heads: 3 chunks of 4 -> _g4", l_mqa_g12, "talon_decode_attention_bf16_d128_g4"},
     {"decode GQA 5: 2 chunks of 3 -> _g4", l_g5, "talon_decode_attention_bf16_d128_g4"},
     {"decode bf16 fp8 GQA 8: 2 chunks of 4 -> _kvfp8_d128_g4", l_bf16_fp8_g8, "talon_decode_attention_bf16_kvfp8_d128_g4"},
+    {"decode bf16 fp8 GQA 4 d256 -> _kvfp8_d256_g4 (24 KB ring)", l_fp8_d256, "talon_decode_attention_bf16_kvfp8_d256_g4"},
 };
 
 static void check_kernel(const fake_launch *l, const char *symbol) {
@@ -288,10 +290,10 @@ static void check_kernel(const fake_launch *l, const char *symbol) {
     assert_int_equal(l->block[1], 1);
     assert_int_equal(l->block[2], 1);
     assert_int_equal(l->grid[2], 1);
-    /* the K/V ring, 48 KB, but 24 KB on the per-lane fp8 rows (g1, d256): 3 steps x K and V x
-       4 keys x 128 threads x 8 bytes */
-    const int lane_fp8 = strstr(symbol, "kvfp8") && (strstr(symbol, "_g1") || strstr(symbol, "_d256"));
-    assert_int_equal(l->smem, strstr(symbol, "merge") ? 0 : lane_fp8 ? 24576 : 49152);
+    /* the K/V ring, 48 KB, but 24 KB on the fp8 d256 rows: 3 steps x K and V x 4 keys x 128
+       threads x 8 bytes */
+    const int fp8_d256 = strstr(symbol, "kvfp8") && strstr(symbol, "_d256");
+    assert_int_equal(l->smem, strstr(symbol, "merge") ? 0 : fp8_d256 ? 24576 : 49152);
     assert_int_equal(l->smem, talon__kernels[k].smem);
     assert_ptr_equal(l->stream, STREAM);
     assert_null(l->extra);
