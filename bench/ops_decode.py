@@ -4,9 +4,9 @@ talon_decode_attention on pages scattered at random (a permutation of the page i
 PyTorch SDPA (cuDNN and flash backends) on the same K/V laid out contiguously [B, Hk, L, D]
 with a query of length 1 and enable_gqa=True. bf16, D=128, Hq=32, Hk=8, page 16; GB/s counts
 the K and V bytes read once. Also: fp8 e4m3 KV at the same shapes (peers on the bf16 copy of
-the same values), MHA (32 kv heads) at B=16 L=4096 in bf16 and fp8, the B=64 case with each
-request's pages in order (the cost of scattered pages), and a sweep of forced split counts
-beside the automatic choice.
+the same values); MHA (32 kv heads) at B=16 L=4096 and head_dim 256 (16 query heads over 8)
+at B=32 L=4096, each in bf16 and fp8; the B=64 case with each request's pages in order (the
+cost of scattered pages); a sweep of forced split counts beside the automatic choice.
 """
 import ctypes
 import math
@@ -40,7 +40,7 @@ def cases(h):
         a.o, a.lse, a.q = ptr(s["o"]), ptr(s["lse"]), ptr(s["q"])
         a.k_cache, a.v_cache = ptr(s["k_cache"]), ptr(s["v_cache"])
         a.page_table, a.kv_lens = ptr(s["pt"]), ptr(s["lens"])
-        a.batch, a.num_qo_heads, a.num_kv_heads, a.head_dim = s["B"], s["hq"], s["hk"], D
+        a.batch, a.num_qo_heads, a.num_kv_heads, a.head_dim = s["B"], s["hq"], s["hk"], s["d"]
         a.page_size, a.max_kv_len, a.num_splits = PS, s["L"], splits
         a.dtype = BF16
         a.kv_dtype = FP8 if s["fp8"] else BF16
@@ -50,11 +50,11 @@ def cases(h):
                  h.lib.talon_decode_attention_workspace_size(h.ctx, ctypes.byref(a), ctypes.byref(n)))
         return a, n.value
 
-    def make(B, L, fp8, splits, in_order=False, hq=HQ, hk=HK):
+    def make(B, L, fp8, splits, in_order=False, hq=HQ, hk=HK, d=D):
         pages = B * (L // PS)
         kv = {}
         for name in ("k", "v"):
-            x = torch.randn(pages, PS, hk, D, device="cuda", dtype=torch.bfloat16)
+            x = torch.randn(pages, PS, hk, d, device="cuda", dtype=torch.bfloat16)
             if fp8:
                 cache = (x.float() * 4.0).to(torch.float8_e4m3fn)  # scale 0.25: values ~N(0, 4)
                 x = (cache.float() * 0.25).to(torch.bfloat16)      # the peers' (dequantised) copy
@@ -63,16 +63,16 @@ def cases(h):
             kv[name] = (cache, x)
         pt = (torch.arange(pages, device="cuda", dtype=torch.int32) if in_order else
               torch.randperm(pages, device="cuda", dtype=torch.int32)).view(B, L // PS)
-        s = {"B": B, "L": L, "hq": hq, "hk": hk, "fp8": fp8, "scale": 0.25 if fp8 else 1.0, "pt": pt,
+        s = {"B": B, "L": L, "hq": hq, "hk": hk, "d": d, "fp8": fp8, "scale": 0.25 if fp8 else 1.0, "pt": pt,
              "k_cache": kv["k"][0], "v_cache": kv["v"][0],
-             "q": torch.randn(B, hq, D, device="cuda", dtype=torch.bfloat16),
-             "o": torch.empty(B, hq, D, device="cuda", dtype=torch.bfloat16),
+             "q": torch.randn(B, hq, d, device="cuda", dtype=torch.bfloat16),
+             "o": torch.empty(B, hq, d, device="cuda", dtype=torch.bfloat16),
              "lse": torch.empty(B, hq, device="cuda", dtype=torch.float32),
              "lens": torch.full((B,), L, device="cuda", dtype=torch.int32)}
         # contiguous [B, Hk, L, D] copies for the peers: token t of request b is in page
         # pt[b, t // PS] at offset t % PS
         for name in ("k", "v"):
-            s[name] = kv[name][1][pt.long()].reshape(B, L, hk, D).transpose(1, 2).contiguous()
+            s[name] = kv[name][1][pt.long()].reshape(B, L, hk, d).transpose(1, 2).contiguous()
         a, ws = args_for(s, splits)
         s["ws"] = torch.empty(max(ws, 16), device="cuda", dtype=torch.uint8)
         a.workspace, a.workspace_size = ptr(s["ws"]), ws
@@ -84,7 +84,7 @@ def cases(h):
 
     def sdpa(backend):
         def run(s):
-            q4 = s["q"].view(s["B"], s["hq"], 1, D)
+            q4 = s["q"].view(s["B"], s["hq"], 1, s["d"])
             with sdpa_kernel(backend):
                 if "kx" not in s:
                     try:
@@ -98,12 +98,12 @@ def cases(h):
 
     def check(s):
         torch.cuda.synchronize()
-        B, hq, hk = s["B"], s["hq"], s["hk"]
-        q = s["q"].float().view(B, hk, hq // hk, D)
+        B, hq, hk, d = s["B"], s["hq"], s["hk"], s["d"]
+        q = s["q"].float().view(B, hk, hq // hk, d)
         k, v = s["k"].float(), s["v"].float()  # [B, Hk, L, D]
-        sc = torch.einsum("bhgd,bhld->bhgl", q, k) / math.sqrt(D)
+        sc = torch.einsum("bhgd,bhld->bhgl", q, k) / math.sqrt(d)
         lse = torch.logsumexp(sc, dim=-1).reshape(B, hq)
-        o = torch.einsum("bhgl,bhld->bhgd", torch.softmax(sc, dim=-1), v).reshape(B, hq, D)
+        o = torch.einsum("bhgl,bhld->bhgd", torch.softmax(sc, dim=-1), v).reshape(B, hq, d)
         err = (s["o"].float() - o).abs().max().item()
         tol = 2e-3 + 2 ** -7 * o.abs().max().item()
         assert err <= tol, f"talon o differs from fp32 attention by {err} (tol {tol})"
@@ -130,6 +130,11 @@ def cases(h):
         out.append(Case("decode_attention", f"B=16 L=4096 MHA 32/32 {'fp8 KV' if fp8 else 'bf16'} page {PS}",
                         lambda fp8=fp8: make(16, 4096, fp8, 0, hq=32, hk=32), talon, peers,
                         bytes=2 * 16 * 4096 * 32 * D * (1 if fp8 else 2), check=check))
+    # head_dim 256 (Gemma-2 9B: 16 query heads over 8 kv heads), same bytes as B=64 D=128
+    for fp8 in (False, True):
+        out.append(Case("decode_attention", f"B=32 L=4096 D=256 16/8 {'fp8 KV' if fp8 else 'bf16'} page {PS}",
+                        lambda fp8=fp8: make(32, 4096, fp8, 0, hq=16, hk=8, d=256), talon, peers,
+                        bytes=2 * 32 * 4096 * 8 * 256 * (1 if fp8 else 2), check=check))
     # The paging's cost: each request's pages in order, so the caches are [B, L, Hk, D] and
     # cuDNN can read them in place (sdpa_cudnn_bshd: a head's rows 2 KB apart, as talon reads).
     def cudnn_bshd(s):
