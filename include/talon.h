@@ -487,7 +487,8 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
      ctas = batch * num_kv_heads * ceil(group / 4)        (group = num_qo_heads / num_kv_heads)
      slots = 528                                          (4 resident CTAs x 132 SMs)
      cost(s) = ceil(ctas * s / slots) / s                 (waves of CTAs doing 1/s of the work)
-     splits = the smallest s in [1, min(256, ceil(max_kv_len / 1024))] with the least cost(s)
+     splits = 1 when 198 < ctas <= 528                    (more than 1.5 CTAs per SM, one wave)
+     else the smallest s in [1, min(256, ceil(max_kv_len / 1024))] with the least cost(s)
    or num_splits when given. So a graph captured with a max_kv_len bound stays valid for any
    kv_lens <= that bound. Kernels: the attention kernel (grid batch * num_kv_heads *
    ceil(group / 4) x splits), then the merge kernel when splits > 1.
@@ -824,25 +825,25 @@ typedef struct talon__merge_params {
     X(decode_g1) X(decode_g2) X(decode_g4) X(decode_fp8_g1) X(decode_fp8_g2) X(decode_fp8_g4)  \
     X(merge_splits) X(merge_states)
 
-/* One row per head_dim x heads per CTA; vec holds head_dim. smem: the K/V ring, 48 KB on the
-   d64/d128 rows (`smem`); on the d256 rows (`smem256`, per-lane) 3 steps x K and V x 4 keys x
-   128 threads x 16 bytes (8 for fp8). */
-#define TALON__DECODE_ROWS(X, name, DT, body, smem, smem256)                                   \
-    X(name##_d64_g1, body##_g1, DT, 64, decode, 128, smem, talon__decode_params)               \
-    X(name##_d64_g2, body##_g2, DT, 64, decode, 128, smem, talon__decode_params)               \
-    X(name##_d64_g4, body##_g4, DT, 64, decode, 128, smem, talon__decode_params)               \
-    X(name##_d128_g1, body##_g1, DT, 128, decode, 128, smem, talon__decode_params)             \
-    X(name##_d128_g2, body##_g2, DT, 128, decode, 128, smem, talon__decode_params)             \
-    X(name##_d128_g4, body##_g4, DT, 128, decode, 128, smem, talon__decode_params)             \
-    X(name##_d256_g1, body##_g1, DT, 256, decode, 128, smem256, talon__decode_params)          \
-    X(name##_d256_g2, body##_g2, DT, 256, decode, 128, smem256, talon__decode_params)          \
-    X(name##_d256_g4, body##_g4, DT, 256, decode, 128, smem256, talon__decode_params)
+/* One row per head_dim x heads per CTA; vec holds head_dim. smem: the K/V ring, 48 KB: 3
+   steps x K and V x 4 keys x 128 threads x 16 bytes on the per-lane rows (16-bit g1, d256),
+   3 steps x K and V x 4 warps x 2 KB on the tensor-core ones. */
+#define TALON__DECODE_ROWS(X, name, DT, body)                                                  \
+    X(name##_d64_g1, body##_g1, DT, 64, decode, 128, 49152, talon__decode_params)              \
+    X(name##_d64_g2, body##_g2, DT, 64, decode, 128, 49152, talon__decode_params)              \
+    X(name##_d64_g4, body##_g4, DT, 64, decode, 128, 49152, talon__decode_params)              \
+    X(name##_d128_g1, body##_g1, DT, 128, decode, 128, 49152, talon__decode_params)            \
+    X(name##_d128_g2, body##_g2, DT, 128, decode, 128, 49152, talon__decode_params)            \
+    X(name##_d128_g4, body##_g4, DT, 128, decode, 128, 49152, talon__decode_params)            \
+    X(name##_d256_g1, body##_g1, DT, 256, decode, 128, 49152, talon__decode_params)            \
+    X(name##_d256_g2, body##_g2, DT, 256, decode, 128, 49152, talon__decode_params)            \
+    X(name##_d256_g4, body##_g4, DT, 256, decode, 128, 49152, talon__decode_params)
 
 #define TALON__KERNELS_decode(X)                                                               \
-    TALON__DECODE_ROWS(X, talon_decode_attention_bf16, BF16, decode, 49152, 49152)             \
-    TALON__DECODE_ROWS(X, talon_decode_attention_f16, F16, decode, 49152, 49152)               \
-    TALON__DECODE_ROWS(X, talon_decode_attention_bf16_kvfp8, BF16, decode_fp8, 49152, 24576)   \
-    TALON__DECODE_ROWS(X, talon_decode_attention_f16_kvfp8, F16, decode_fp8, 49152, 24576)     \
+    TALON__DECODE_ROWS(X, talon_decode_attention_bf16, BF16, decode)                           \
+    TALON__DECODE_ROWS(X, talon_decode_attention_f16, F16, decode)                             \
+    TALON__DECODE_ROWS(X, talon_decode_attention_bf16_kvfp8, BF16, decode_fp8)                 \
+    TALON__DECODE_ROWS(X, talon_decode_attention_f16_kvfp8, F16, decode_fp8)                   \
     X(talon_merge_splits_bf16,  merge_splits, BF16, 8, decode, 128, 0, talon__merge_params)    \
     X(talon_merge_splits_f16,   merge_splits, F16,  8, decode, 128, 0, talon__merge_params)    \
     X(talon_merge_states_bf16,  merge_states, BF16, 8, decode, 128, 0, talon__merge_params)    \
@@ -1872,15 +1873,22 @@ static talon_status talon__check_float(const char *op, const char *name, float v
     return TALON_SUCCESS;
 }
 
-/* The split count: with `slots` CTAs resident on the GPU, s splits take ceil(ctas * s / slots)
-   waves of CTAs that each do 1/s of the work; the smallest s with the best such estimate
-   wins, with splits of at least TALON__DECODE_MIN_CHUNK keys. No slack towards fewer splits:
-   at B=1, L=32768 a 10% slack picked 30 splits over 32, 5% slower (the merge is cheap). */
+/* The split count. More than 1.5 CTAs per SM, up to one wave, already keep the memory busy:
+   no split, which would only add the merge (H200, L=4096, the automatic choice before this
+   rule against one split: D=128 208 CTAs 119.6 -> 111.8 us, 256 CTAs 135.6 -> 130.4, 384
+   CTAs 201.0 -> 189.7; D=256 224 CTAs 246.0 -> 224.0, 256 CTAs 258.7 -> 244.2; at 192 CTAs
+   2 splits still win, 104.6 against 107.7). Otherwise, with `slots` CTAs resident on the
+   GPU, s splits take ceil(ctas * s / slots) waves of CTAs that each do 1/s of the work; the
+   smallest s with the best such estimate wins, with splits of at least
+   TALON__DECODE_MIN_CHUNK keys. No slack towards fewer splits: at B=1, L=32768 a 10% slack
+   picked 30 splits over 32, 5% slower (the merge is cheap). Past one wave the tail matters
+   (600 CTAs: 4 splits 311.9 us, one 350.3). */
 static int talon__decode_splits(int64_t ctas, int64_t max_kv_len) {
     /* 4 resident CTAs per SM: the 48 KB K/V ring and __launch_bounds__(128, 4) allow 4 */
     const int64_t slots = TALON__DECODE_SMS * 4;
     int64_t most = (max_kv_len + TALON__DECODE_MIN_CHUNK - 1) / TALON__DECODE_MIN_CHUNK;
     int64_t s, bs = 1, bw = (ctas + slots - 1) / slots; /* best: bw waves over bs splits */
+    if (2 * ctas > 3 * TALON__DECODE_SMS && ctas <= slots) return 1;
     if (most > 256) most = 256;
     for (s = 2; s <= most; s++) { /* integer comparisons of waves / splits: no float ties */
         int64_t w = (ctas * s + slots - 1) / slots;

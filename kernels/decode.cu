@@ -3,8 +3,9 @@
 //
 // Strategy: one CTA of 128 threads per (request, kv head, chunk of up to 4 query heads of its
 // group, split of the keys). The query heads of a chunk share every K/V load, which is what
-// keeps GQA bandwidth-bound. Threads form key groups of D/8 lanes; a lane owns 8 consecutive
-// elements of a key row (one 16-byte load, 8 bytes for fp8), so a key group reads a whole row
+// keeps GQA bandwidth-bound. Per-lane version (16-bit caches; below): threads form key groups
+// of D/8 lanes; a lane owns 8 consecutive elements of a key row (one 16-byte load), so a key
+// group reads a whole row
 // and the dot product is finished by xor shuffles inside the group. Each key group walks its
 // own keys, KPI at a time. K and V stream through a ring of STAGES steps in shared memory
 // filled by cp.async, two steps in flight while one is computed: each lane copies exactly the
@@ -19,8 +20,8 @@
 // grid depends only on host values. One split writes o and lse; several write fp32 partials
 // (normalised o, natural-log lse) that merge_splits combines.
 //
-// With head_dim <= 128 and 2 to 4 heads per CTA (fp8: 1 to 4), decode_mma (below) replaces the
-// per-lane dot products by tensor-core tiles (fp8 on the per-lane path was bound by its
+// With an fp8 cache, or 2 to 4 heads per CTA and head_dim <= 128, decode_mma (below) replaces
+// the per-lane dot products by tensor-core tiles (fp8 on the per-lane path was bound by its
 // conversions: B=64 L=4096 H200 320.2 us, on the tensor cores 134.6, where bf16 takes 244.0).
 // For 16-bit caches the reason was: the shuffles, conversions and per-head FMAs
 // were the bottleneck (B=64 L=4096: 0.72 issued warps per scheduler, DRAM at 85%). It now
@@ -66,37 +67,27 @@ __device__ __forceinline__ uint32_t e4m3x2_f16x2(uint32_t w) {
     const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
     return uint32_t(h.x) | uint32_t(h.y) << 16;
 }
-__device__ __forceinline__ void e4m3x2(uint32_t w, float &a, float &b) { f16x2(e4m3x2_f16x2(w), a, b); }
 
 // 16 bytes global -> shared, cached in L2 only: K/V are streamed once.
 __device__ __forceinline__ void cp16(unsigned d, const char *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 }
 
-// 8 consecutive cache elements of one key row: 16 bytes, or 8 for fp8. Copied global -> shared
-// by cp.async (L2 only: streamed once), read back by the same thread, so the ring needs no
-// barrier, only cp.async.wait_group.
-template <typename T, bool FP8> struct Row8 {
-    using raw = std::conditional_t<FP8, uint2, uint4>;
+// 8 consecutive cache elements of one key row (16 bytes). Copied global -> shared by cp.async
+// (L2 only: streamed once), read back by the same thread, so the ring needs no barrier, only
+// cp.async.wait_group.
+template <typename T> struct Row8 {
+    using raw = uint4;
     raw r;
     __device__ __forceinline__ static void copy(raw *dst, const char *src) {
-        const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-        if constexpr (FP8) asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
-        else cp16(d, src);
+        cp16((unsigned)__cvta_generic_to_shared(dst), src);
     }
     __device__ __forceinline__ void get(float (&x)[8]) const {
-        if constexpr (FP8) {
-            e4m3x2(r.x, x[0], x[1]);
-            e4m3x2(r.x >> 16, x[2], x[3]);
-            e4m3x2(r.y, x[4], x[5]);
-            e4m3x2(r.y >> 16, x[6], x[7]);
-        } else {
-            const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(w[i], x[2 * i], x[2 * i + 1]);
-                else f16x2(w[i], x[2 * i], x[2 * i + 1]);
-            }
+        for (int i = 0; i < 4; i++) {
+            if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(w[i], x[2 * i], x[2 * i + 1]);
+            else f16x2(w[i], x[2 * i], x[2 * i + 1]);
         }
     }
 };
@@ -176,10 +167,10 @@ __device__ __forceinline__ void finish(const talon__decode_params &p, const floa
     }
 }
 
-template <typename T, bool FP8, int D, int G>
+template <typename T, int D, int G>
 __device__ __forceinline__ void decode(const talon__decode_params &p) {
-    constexpr int TPK = D / 8, NKG = NT / TPK, STEP = NKG * KPI, EB = FP8 ? 1 : 2;
-    using R = Row8<T, FP8>;
+    constexpr int TPK = D / 8, NKG = NT / TPK, STEP = NKG * KPI, EB = sizeof(T);
+    using R = Row8<T>;
     using raw = typename R::raw;
     static_assert(G <= NKG, "the combine gives each head one key group's lanes");
     static_assert(NKG * G * (D + 2) * 4 <= STAGES * 2 * KPI * NT * (int)sizeof(raw), "combine fits the ring");
@@ -332,7 +323,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     if (kg < gn) finish<T, D, G, NKG>(p, s_acc, s_m, s_l, kg, li, row0);
 }
 
-// Tensor-core version (D <= 128, groups of 2 to 4 heads; fp8 also 1). Each warp walks its
+// Tensor-core version (fp8 caches; 16-bit ones with D <= 128, groups of 2 to 4 heads). Each warp walks its
 // own KW keys per step through its own slice of the ring. Scores are computed transposed,
 // S^T = K q^T on mma.m16n8k16: keys are M (rows 8..15 repeat rows 0..7, so ldmatrix fills the
 // A fragment directly), the heads are N and q is the B fragment, held unscaled (exact) for the
@@ -391,7 +382,7 @@ template <bool TRANS> __device__ __forceinline__ void ldsm4(uint32_t (&x)[4], un
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                      : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr) : "memory");
 }
-template <int N> __device__ __forceinline__ void lds(uint32_t (&x)[N], unsigned addr) {
+template <int N> __device__ __forceinline__ void lds(uint32_t *x, unsigned addr) {
     static_assert(N == 2 || N == 4, "8 or 16 bytes");
     if constexpr (N == 4)
         asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];" : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr) : "memory");
@@ -427,37 +418,36 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
     {
         const uint32_t *qp =
             reinterpret_cast<const uint32_t *>(p.q) + (row0 + min(g, gn - 1)) * (D / 2) + (FP8 ? 2 * t : t);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            qb[kk][0] = g < gn ? __ldg(qp + kk * 8) : 0u;
+            qb[kk][1] = g < gn ? __ldg(qp + kk * 8 + (FP8 ? 1 : 4)) : 0u;
+        }
         if constexpr (FP8) {
-            float qf[D / 16][4], mx = 0.f;
+            // The largest |q|: 16-bit magnitudes order as integers (NaN above inf).
+            uint32_t mb = 0;
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                const uint2 r = __ldg(reinterpret_cast<const uint2 *>(qp + kk * 8));
-                if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-                    bf16x2(r.x, qf[kk][0], qf[kk][1]);
-                    bf16x2(r.y, qf[kk][2], qf[kk][3]);
-                } else {
-                    f16x2(r.x, qf[kk][0], qf[kk][1]);
-                    f16x2(r.y, qf[kk][2], qf[kk][3]);
-                }
+            for (int kk = 0; kk < D / 16; kk++) mb = __vmaxu2(mb, __vmaxu2(qb[kk][0], qb[kk][1]) & 0x7fff7fffu);
+            mb = max(mb & 0xffffu, mb >> 16);
 #pragma unroll
-                for (int e = 0; e < 4; e++) mx = g < gn ? fmaxf(mx, fabsf(qf[kk][e])) : mx;
-            }
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, o));
+            for (int o = 1; o < 32; o <<= 1) mb = max(mb, __shfl_xor_sync(~0u, mb, o));
+            float mx, lo, hi;
+            if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(mb, mx, lo);
+            else f16x2(mb, mx, lo);
             int qs = 0;
-            if (mx > 0.f && mx <= 3.4e38f) { frexpf(mx, &qs); qs = 15 - qs; }
+            if (mx > 0.f && mx <= 3.4e38f) {
+                frexpf(mx, &qs);
+                qs = 15 - qs;
+            }
             sc = ldexpf(sc, -qs);
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                qb[kk][0] = g < gn ? pack2<__half>(ldexpf(qf[kk][0], qs), ldexpf(qf[kk][1], qs)) : 0u;
-                qb[kk][1] = g < gn ? pack2<__half>(ldexpf(qf[kk][2], qs), ldexpf(qf[kk][3], qs)) : 0u;
-            }
-        } else {
+            for (int kk = 0; kk < D / 16; kk++)
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                qb[kk][0] = g < gn ? __ldg(qp + kk * 8) : 0u;
-                qb[kk][1] = g < gn ? __ldg(qp + kk * 8 + 4) : 0u;
-            }
+                for (int j = 0; j < 2; j++) {
+                    if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(qb[kk][j], lo, hi);
+                    else f16x2(qb[kk][j], lo, hi);
+                    qb[kk][j] = pack2<__half>(ldexpf(lo, qs), ldexpf(hi, qs));
+                }
         }
     }
     // acc[mt]: o^T rows 16 mt + g (0, 1) and + 8 (2, 3), columns 2t, 2t + 1. For fp8 those
@@ -509,8 +499,15 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
     // of keys 2t and 2t + 1, the pairs the A fragment of o^T wants.
     const unsigned lrow = (lane & 7) * ROWB;
     const int lr = lane & 7, kc = lane >> 4, vc = lane >> 3, vdim = g * (D / 8);
-    const unsigned vx = swz(2 * t, vdim / 16) + vdim % 16 - lrow;
-    const unsigned vy = swz(2 * t + 1, vdim / 16) + vdim % 16 - lrow;
+    // fp8 V: a lane's D/8 bytes of a row are VP pieces of VW words (8 bytes at D = 64).
+    constexpr int VW = D / 32 < 4 ? D / 32 : 4, VP = D / 32 / VW;
+    unsigned vx[VP], vy[VP];
+#pragma unroll
+    for (int i = 0; i < VP; i++) {
+        const int b = vdim + 16 * i;
+        vx[i] = swz(2 * t, b / 16) + b % 16 - lrow;
+        vy[i] = swz(2 * t + 1, b / 16) + b % 16 - lrow;
+    }
     int stage = 0;
     for (int base = start; base < end; base += STEP) {
         __syncwarp(); // every lane is done reading the stage about to be refilled
@@ -591,16 +588,21 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
             uint32_t pb;
             asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(pb) : "r"(t < 2 ? hi : low));
             if constexpr (FP8) {
-                // Byte j of word i of x (key 2t) and y (key 2t + 1) is dim g D/8 + 4i + j:
-                // pairs (x_j, y_j) are the A fragments of tiles 2i (j = 0, 1) and 2i + 1.
-                uint32_t x[D / 32], y[D / 32];
-                lds(x, vt + nt * 8 * ROWB + vx);
-                lds(y, vt + nt * 8 * ROWB + vy);
+                // Byte j of word i of x (key 2t) and y (key 2t + 1), i counted over the pieces,
+                // is dim g D/8 + 4i + j: pairs (x_j, y_j) are the A fragments of tiles 2i
+                // (j = 0, 1) and 2i + 1.
 #pragma unroll
-                for (int i = 0; i < D / 32; i++) {
-                    const uint32_t a = __byte_perm(x[i], y[i], 0x5140), c2 = __byte_perm(x[i], y[i], 0x7362);
-                    mma1688<TM>(acc[2 * i], e4m3x2_f16x2(a), e4m3x2_f16x2(a >> 16), pb);
-                    mma1688<TM>(acc[2 * i + 1], e4m3x2_f16x2(c2), e4m3x2_f16x2(c2 >> 16), pb);
+                for (int pc = 0; pc < VP; pc++) {
+                    uint32_t x[VW], y[VW];
+                    lds<VW>(x, vt + nt * 8 * ROWB + vx[pc]);
+                    lds<VW>(y, vt + nt * 8 * ROWB + vy[pc]);
+#pragma unroll
+                    for (int j = 0; j < VW; j++) {
+                        const int i = VW * pc + j;
+                        const uint32_t a = __byte_perm(x[j], y[j], 0x5140), c2 = __byte_perm(x[j], y[j], 0x7362);
+                        mma1688<TM>(acc[2 * i], e4m3x2_f16x2(a), e4m3x2_f16x2(a >> 16), pb);
+                        mma1688<TM>(acc[2 * i + 1], e4m3x2_f16x2(c2), e4m3x2_f16x2(c2 >> 16), pb);
+                    }
                 }
             } else {
 #pragma unroll
@@ -695,11 +697,11 @@ __device__ __forceinline__ void merge(const talon__merge_params &p) {
     if (p.lse && c == 0) reinterpret_cast<float *>(p.lse)[r] = M == NEG_INF ? M : M + logf(L);
 }
 
-// head_dim <= 128 takes the tensor cores, but for one head per CTA over a 16-bit cache (H200,
+// fp8 caches take the tensor cores; 16-bit ones for 2 to 4 heads and head_dim <= 128 (H200,
 // MHA B=16 L=4096: per-lane 246.4 us, tensor cores 251.2; fp8 161.6 and 136.7).
 template <typename T, bool FP8, int D, int G> __device__ __forceinline__ void decode_heads(const talon__decode_params &p) {
-    if constexpr (D <= 128 && (G > 1 || FP8)) decode_mma<T, FP8, D, G>(p);
-    else decode<T, FP8, D, G>(p);
+    if constexpr (FP8 || (G > 1 && D <= 128)) decode_mma<T, FP8, D, G>(p);
+    else decode<T, D, G>(p);
 }
 template <typename T, int D> __device__ void decode_g1(const talon__decode_params &p) { decode_heads<T, false, D, 1>(p); }
 template <typename T, int D> __device__ void decode_g2(const talon__decode_params &p) { decode_heads<T, false, D, 2>(p); }
