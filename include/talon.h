@@ -825,25 +825,26 @@ typedef struct talon__merge_params {
     X(decode_g1) X(decode_g2) X(decode_g4) X(decode_fp8_g1) X(decode_fp8_g2) X(decode_fp8_g4)  \
     X(merge_splits) X(merge_states)
 
-/* One row per head_dim x heads per CTA; vec holds head_dim. smem: the K/V ring, 48 KB: 3
-   steps x K and V x 4 keys x 128 threads x 16 bytes on the per-lane rows (16-bit g1, d256),
-   3 steps x K and V x 4 warps x 2 KB on the tensor-core ones. */
-#define TALON__DECODE_ROWS(X, name, DT, body)                                                  \
-    X(name##_d64_g1, body##_g1, DT, 64, decode, 128, 49152, talon__decode_params)              \
-    X(name##_d64_g2, body##_g2, DT, 64, decode, 128, 49152, talon__decode_params)              \
-    X(name##_d64_g4, body##_g4, DT, 64, decode, 128, 49152, talon__decode_params)              \
-    X(name##_d128_g1, body##_g1, DT, 128, decode, 128, 49152, talon__decode_params)            \
-    X(name##_d128_g2, body##_g2, DT, 128, decode, 128, 49152, talon__decode_params)            \
-    X(name##_d128_g4, body##_g4, DT, 128, decode, 128, 49152, talon__decode_params)            \
-    X(name##_d256_g1, body##_g1, DT, 256, decode, 128, 49152, talon__decode_params)            \
-    X(name##_d256_g2, body##_g2, DT, 256, decode, 128, 49152, talon__decode_params)            \
-    X(name##_d256_g4, body##_g4, DT, 256, decode, 128, 49152, talon__decode_params)
+/* One row per head_dim x heads per CTA; vec holds head_dim. smem: the K/V ring. The
+   tensor-core kernel (fp8 caches; 16-bit ones at d64/d128 g2/g4): 2 steps x K and V x 4 warps x
+   2 KB = 32 KB; the per-lane one: 3 steps x K and V x 4 keys x 128 threads x 16 bytes = 48 KB.
+   `smem` is the d64/d128 g2/g4 rows', `other` that of the g1 and d256 rows. */
+#define TALON__DECODE_ROWS(X, name, DT, body, smem, other)                                     \
+    X(name##_d64_g1, body##_g1, DT, 64, decode, 128, other, talon__decode_params)              \
+    X(name##_d64_g2, body##_g2, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d64_g4, body##_g4, DT, 64, decode, 128, smem, talon__decode_params)               \
+    X(name##_d128_g1, body##_g1, DT, 128, decode, 128, other, talon__decode_params)            \
+    X(name##_d128_g2, body##_g2, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d128_g4, body##_g4, DT, 128, decode, 128, smem, talon__decode_params)             \
+    X(name##_d256_g1, body##_g1, DT, 256, decode, 128, other, talon__decode_params)            \
+    X(name##_d256_g2, body##_g2, DT, 256, decode, 128, other, talon__decode_params)            \
+    X(name##_d256_g4, body##_g4, DT, 256, decode, 128, other, talon__decode_params)
 
 #define TALON__KERNELS_decode(X)                                                               \
-    TALON__DECODE_ROWS(X, talon_decode_attention_bf16, BF16, decode)                           \
-    TALON__DECODE_ROWS(X, talon_decode_attention_f16, F16, decode)                             \
-    TALON__DECODE_ROWS(X, talon_decode_attention_bf16_kvfp8, BF16, decode_fp8)                 \
-    TALON__DECODE_ROWS(X, talon_decode_attention_f16_kvfp8, F16, decode_fp8)                   \
+    TALON__DECODE_ROWS(X, talon_decode_attention_bf16, BF16, decode, 32768, 49152)             \
+    TALON__DECODE_ROWS(X, talon_decode_attention_f16, F16, decode, 32768, 49152)               \
+    TALON__DECODE_ROWS(X, talon_decode_attention_bf16_kvfp8, BF16, decode_fp8, 32768, 32768)   \
+    TALON__DECODE_ROWS(X, talon_decode_attention_f16_kvfp8, F16, decode_fp8, 32768, 32768)     \
     X(talon_merge_splits_bf16,  merge_splits, BF16, 8, decode, 128, 0, talon__merge_params)    \
     X(talon_merge_splits_f16,   merge_splits, F16,  8, decode, 128, 0, talon__merge_params)    \
     X(talon_merge_states_bf16,  merge_states, BF16, 8, decode, 128, 0, talon__merge_params)    \
@@ -1884,7 +1885,8 @@ static talon_status talon__check_float(const char *op, const char *name, float v
    picked 30 splits over 32, 5% slower (the merge is cheap). Past one wave the tail matters
    (600 CTAs: 4 splits 311.9 us, one 350.3). */
 static int talon__decode_splits(int64_t ctas, int64_t max_kv_len) {
-    /* 4 resident CTAs per SM: the 48 KB K/V ring and __launch_bounds__(128, 4) allow 4 */
+    /* 4 resident CTAs per SM: __launch_bounds__(128, 4) and the 32/48 KB K/V rings allow 4
+       (d64 rows, of fewer registers, 5) */
     const int64_t slots = TALON__DECODE_SMS * 4;
     int64_t most = (max_kv_len + TALON__DECODE_MIN_CHUNK - 1) / TALON__DECODE_MIN_CHUNK;
     int64_t s, bs = 1, bw = (ctas + slots - 1) / slots; /* best: bw waves over bs splits */
