@@ -716,8 +716,14 @@ template <typename T, int D> __device__ void decode_fp8_g4(const talon__decode_p
 template <typename T, int V> __device__ void merge_splits(const talon__merge_params &p) { merge<float, T, TALON__DECODE_MERGE_LANES>(p); }
 template <typename T, int V> __device__ void merge_states(const talon__merge_params &p) { merge<T, T, 1>(p); }
 
+// Four CTAs per SM (the split rule's slots), but three for the fp8 head_dim 256 kernels, whose
+// q and o^T fragments alone take 96 registers: at 128 they spilled 32 bytes.
+constexpr bool prefix(const char *s, const char *p) { return !*p || (*s == *p && prefix(s + 1, p + 1)); }
+constexpr int min_ctas(const char *body, int vec) { return prefix(body, "decode_fp8") && vec == 256 ? 3 : 4; }
+
 #define X(sym, body, dt, vec, img, block, smem, P)                                             \
-    extern "C" __global__ void __launch_bounds__(block, 4) sym(const __grid_constant__ P p) {  \
+    extern "C" __global__ void __launch_bounds__(block, min_ctas(#body, vec))                 \
+        sym(const __grid_constant__ P p) {                                                     \
         body<talon__ct_##dt, vec>(p);                                                          \
     }
 TALON__KERNELS_decode(X)
