@@ -1886,7 +1886,7 @@ static talon_status talon__check_float(const char *op, const char *name, float v
    (600 CTAs: 4 splits 311.9 us, one 350.3). */
 static int talon__decode_splits(int64_t ctas, int64_t max_kv_len) {
     /* 4 resident CTAs per SM: __launch_bounds__(128, 4) and the 32/48 KB K/V rings allow 4
-       (d64 rows, of fewer registers, 5) */
+       (d64 rows, of fewer registers, 5; fp8 d256 rows 3) */
     const int64_t slots = TALON__DECODE_SMS * 4;
     int64_t most = (max_kv_len + TALON__DECODE_MIN_CHUNK - 1) / TALON__DECODE_MIN_CHUNK;
     int64_t s, bs = 1, bw = (ctas + slots - 1) / slots; /* best: bw waves over bs splits */
