@@ -495,8 +495,9 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
    Precision: fp32 scores, online softmax in fp32 (exp2 with log2(e) folded into the scale),
    fp32 accumulation, o rounded once (head_dim <= 128 with 2 to 4 heads per CTA, or any with
    an fp8 cache, uses tensor cores: the weights enter P V as two 16-bit parts, ~16 significant
-   bits; with an fp8 cache they are f16 and q enters as f16 scaled by a power of two, exact for bf16 q of any range
-   except elements over 2^31 times smaller than the largest |q| of the CTA's heads).
+   bits; with an fp8 cache they are f16 and q enters as f16 scaled by a power of two, exact
+   for bf16 q of any range except elements over 2^31 times smaller than the largest |q| of
+   the CTA's heads).
    fp8: k_scale is folded into q and v_scale into o.
    Query groups larger than 4 heads are split over ceil(group / 4) CTAs sharing the K/V reads
    through L2. */

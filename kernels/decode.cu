@@ -5,13 +5,12 @@
 // group, split of the keys). The query heads of a chunk share every K/V load, which is what
 // keeps GQA bandwidth-bound. Per-lane version (16-bit caches; below): threads form key groups
 // of D/8 lanes; a lane owns 8 consecutive elements of a key row (one 16-byte load), so a key
-// group reads a whole row
-// and the dot product is finished by xor shuffles inside the group. Each key group walks its
-// own keys, KPI at a time. K and V stream through a ring of STAGES steps in shared memory
-// filled by cp.async, two steps in flight while one is computed: each lane copies exactly the
-// 16-byte pieces it later reads, so the ring needs no barrier (a register-only version, with
-// loads in flight only between the steps, was latency-bound: fp8 took as long as bf16). Each
-// key group keeps its own online softmax (fp32, base 2, log2 e folded into the query scale),
+// group reads a whole row and the dot product is finished by xor shuffles inside the group.
+// Each key group walks its own keys, KPI at a time. K and V stream through a ring of STAGES
+// steps in shared memory filled by cp.async, two steps in flight while one is computed: each
+// lane copies exactly the 16-byte pieces it later reads, so the ring needs no barrier (a
+// register-only version, with loads in flight only between the steps, was latency-bound: fp8
+// took as long as bf16). Each key group keeps its own online softmax (fp32, base 2, log2 e folded into the query scale),
 // every lane of the group computing it for all (key, head) pairs of the step: the 64
 // independent butterfly shuffles beat a reduce-scatter leaving one score per lane, whose
 // dependent shuffle chain measured 1.7x slower at B=64 L=4096. No barrier is taken until the
@@ -23,8 +22,8 @@
 // With an fp8 cache, or 2 to 4 heads per CTA and head_dim <= 128, decode_mma (below) replaces
 // the per-lane dot products by tensor-core tiles (fp8 on the per-lane path was bound by its
 // conversions: B=64 L=4096 H200 320.2 us, on the tensor cores 134.6, where bf16 takes 244.0).
-// For 16-bit caches the reason was: the shuffles, conversions and per-head FMAs
-// were the bottleneck (B=64 L=4096: 0.72 issued warps per scheduler, DRAM at 85%). It now
+// For 16-bit caches the reason was that the shuffles, conversions and per-head FMAs were the
+// bottleneck (B=64 L=4096: 0.72 issued warps per scheduler, DRAM at 85%). It now
 // runs at DRAM 88% of peak (ncu), 0.98x cuDNN SDPA on contiguous KV. Measured and not taken
 // (H100, B=64 L=4096, us against this design in the same run): the L2::256B prefetch-size hint
 // on the ring copies (364.2 vs 364.2), one bulk copy (cp.async.bulk, mbarrier) per key row
@@ -327,8 +326,8 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     if (kg < gn) finish<T, D, G, NKG>(p, s_acc, s_m, s_l, kg, li, row0);
 }
 
-// Tensor-core version (fp8 caches; 16-bit ones with D <= 128, groups of 2 to 4 heads). Each warp walks its
-// own KW keys per step through its own slice of the ring. Scores are computed transposed,
+// Tensor-core version (fp8 caches; 16-bit ones with D <= 128, groups of 2 to 4 heads). Each
+// warp walks its own KW keys per step through its own slice of the ring. Scores are computed transposed,
 // S^T = K q^T on mma.m16n8k16: keys are M (rows 8..15 repeat rows 0..7, so ldmatrix fills the
 // A fragment directly), the heads are N and q is the B fragment, held unscaled (exact) for the
 // whole loop; the scale is applied to the fp32 scores. Then o^T += V^T P^T on mma.m16n8k8:

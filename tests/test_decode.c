@@ -234,7 +234,7 @@ static void test_split_rule(void **state) {
         {24, 32, 8, 128, 4096, 2},  /* 192 CTAs: 2 splits */
         {25, 32, 8, 128, 4096, 1},  /* 200 CTAs: more than 1.5 per SM, one wave */
         {66, 32, 8, 128, 4096, 1},  /* 528 CTAs: the last of one wave */
-        {75, 32, 8, 128, 4096, 4},  /* 600 CTAs: 2 waves at one split, 5 of 4 */
+        {75, 32, 8, 128, 4096, 4},  /* 600 CTAs: past one wave, 4 splits (5 waves of 1/4) */
         {1, 8, 8, 64, 100, 1},      /* one chunk of keys */
         {4, 32, 1, 256, 1 << 20, 0}, {3, 12, 4, 128, 700, 0}, {1, 64, 1, 128, 65536, 0},
         {7, 40, 5, 64, 5000, 0}, {1, 2, 1, 128, 9999, 0},
