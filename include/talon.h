@@ -1889,9 +1889,10 @@ static int talon__decode_splits(int64_t ctas, int64_t max_kv_len) {
     /* 4 resident CTAs per SM: __launch_bounds__(128, 4) and the 32/48 KB K/V rings allow 4
        (d64 rows, of fewer registers, 5; fp8 d256 rows 3) */
     const int64_t slots = TALON__DECODE_SMS * 4;
-    int64_t most = (max_kv_len + TALON__DECODE_MIN_CHUNK - 1) / TALON__DECODE_MIN_CHUNK;
-    int64_t s, bs = 1, bw = (ctas + slots - 1) / slots; /* best: bw waves over bs splits */
+    int64_t most, s, bs = 1, bw; /* best: bw waves over bs splits */
     if (2 * ctas > 3 * TALON__DECODE_SMS && ctas <= slots) return 1;
+    most = (max_kv_len + TALON__DECODE_MIN_CHUNK - 1) / TALON__DECODE_MIN_CHUNK;
+    bw = (ctas + slots - 1) / slots;
     if (most > 256) most = 256;
     for (s = 2; s <= most; s++) { /* integer comparisons of waves / splits: no float ties */
         int64_t w = (ctas * s + slots - 1) / slots;
