@@ -171,4 +171,5 @@ def cases(h):
         sum_case(h, 4096, 8, 4096, weighted=False),
         sum_case(h, 16, 8, 4096),
         sum_case(h, 4096, 2, 7168, dtype_name="f16"),
+        sum_case(h, 4096, 4, 4096),
     ]

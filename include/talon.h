@@ -364,8 +364,9 @@ talon_status talon_moe_align_block_size_capacity(int64_t tokens, int64_t k, int6
    in: [tokens, k, hidden] contiguous; out: [tokens, hidden] contiguous; weights: fp32
    [tokens, k] contiguous (as the routers produce them), 4-byte aligned. bf16/f16 in and out,
    fp32 accumulation in order j = 0 .. k-1, one rounding. tokens >= 1, k in [1, 64],
-   hidden >= 1; the grid (tokens * ceil(hidden / 2048) blocks on the 16-byte path, else
-   ceil(hidden / 256)) must stay below 2^31. */
+   hidden >= 1; the grid (tokens * ceil(hidden / (2048 r)) blocks on the 16-byte path, where
+   r = 4 for k <= 2, 2 for k <= 4, else 1; else tokens * ceil(hidden / 256)) must stay below
+   2^31. */
 typedef struct talon_moe_sum_args {
     CUdeviceptr out, in, weights;
     int64_t tokens, k, hidden;
@@ -757,7 +758,8 @@ typedef struct talon__moe_sum_params {
     int chunks; /* blocks per token */
 } talon__moe_sum_params;
 
-#define TALON__BODIES_moe(X) X(moe_align_small) X(moe_align_c8) X(moe_align_c8w) X(moe_align_x8) X(moe_sum)
+#define TALON__BODIES_moe(X) X(moe_align_small) X(moe_align_c8) X(moe_align_c8w) X(moe_align_x8) X(moe_sum) \
+    X(moe_sum_r2) X(moe_sum_r4)
 
 #define TALON__KERNELS_moe(X)                                                                  \
     X(talon_moe_align_block_size_i32_small, moe_align_small, I32, 1, moe, 512, TALON__MOE_ALIGN_REGS_SMEM(TALON__MOE_ALIGN_SMALL_MAX), talon__moe_align_params) \
@@ -767,7 +769,11 @@ typedef struct talon__moe_sum_params {
     X(talon_moe_sum_bf16,             moe_sum,      BF16, 1, moe,  256, 0, talon__moe_sum_params) \
     X(talon_moe_sum_bf16_v8,          moe_sum,      BF16, 8, moe,  256, 0, talon__moe_sum_params) \
     X(talon_moe_sum_f16,              moe_sum,      F16,  1, moe,  256, 0, talon__moe_sum_params) \
-    X(talon_moe_sum_f16_v8,           moe_sum,      F16,  8, moe,  256, 0, talon__moe_sum_params)
+    X(talon_moe_sum_f16_v8,           moe_sum,      F16,  8, moe,  256, 0, talon__moe_sum_params) \
+    X(talon_moe_sum_bf16_v8_r2,       moe_sum_r2,   BF16, 8, moe,  256, 0, talon__moe_sum_params) \
+    X(talon_moe_sum_f16_v8_r2,        moe_sum_r2,   F16,  8, moe,  256, 0, talon__moe_sum_params) \
+    X(talon_moe_sum_bf16_v8_r4,       moe_sum_r4,   BF16, 8, moe,  256, 0, talon__moe_sum_params) \
+    X(talon_moe_sum_f16_v8_r4,        moe_sum_r4,   F16,  8, moe,  256, 0, talon__moe_sum_params)
 
 typedef struct talon__router_params {
     CUdeviceptr logits, bias, weights, ids;
@@ -1682,7 +1688,7 @@ talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_
     static const char op[] = "talon_moe_sum";
     talon__moe_sum_params p;
     CUdeviceptr ptrs[2];
-    int vec, k;
+    int vec, r, k;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_ptr(op, "out", a->out, 0));
     TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
@@ -1693,11 +1699,14 @@ talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_
     TALON__TRY(talon__check_dtype(op, a->dtype));
     ptrs[0] = a->out; ptrs[1] = a->in;
     vec = talon__vec8(ptrs, 2, &a->hidden, 1) ? 8 : 1;
-    k = talon__pick(TALON__B_moe_sum, a->dtype, vec, 256);
+    /* slices per thread: 8 / k 16-byte loads each, as k = 8 has (moe.cu) */
+    r = vec == 8 && a->k <= 2 ? 4 : vec == 8 && a->k <= 4 ? 2 : 1;
+    k = talon__pick(r == 4 ? TALON__B_moe_sum_r4 : r == 2 ? TALON__B_moe_sum_r2 : TALON__B_moe_sum,
+                    a->dtype, vec, 256);
     memset(&p, 0, sizeof p);
     p.out = a->out; p.in = a->in; p.weights = a->weights; p.hidden = a->hidden;
     p.k = (int)a->k;
-    p.chunks = (int)((a->hidden + 256 * vec - 1) / (256 * vec));
+    p.chunks = (int)((a->hidden + 256 * vec * r - 1) / (256 * vec * r));
     if (p.chunks > TALON__GRID_MAX / a->tokens)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                            "%s: args->tokens = %lld with args->hidden = %lld needs %.0f blocks, "

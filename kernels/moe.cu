@@ -36,10 +36,11 @@
 //      of step 3.
 // Invalid ids (outside [0, experts)) are never counted or placed.
 //
-// moe_sum strategy: purely streaming, as act.cu: the grid is tokens x chunks, each thread one
-// VEC-wide slice of hidden for all k experts of its token, eight 16-byte loads in flight
-// before any arithmetic; weights are fp32 broadcast loads. Variants: element type x VEC
-// (8 = 16-byte path, 1 = any shape and alignment).
+// moe_sum strategy: purely streaming, as act.cu: the grid is tokens x chunks, each thread R
+// VEC-wide slices of hidden (blockDim VEC apart) for all k experts of its token, eight 16-byte
+// loads in flight before any arithmetic: R = 1 for k > 4, 2 for k 3..4, 4 for k <= 2, so a
+// small k keeps as many bytes in flight as k = 8; weights are fp32 broadcast loads. Variants:
+// element type x VEC (8 = 16-byte path, 1 = any shape and alignment) x R (16-byte path).
 #include <cooperative_groups.h>
 #include "common.cuh"
 
@@ -446,34 +447,46 @@ __device__ void moe_align_x8(const talon__moe_align_params &p) {
     moe_align_impl<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_STAGE_X8>(p);
 }
 
-template <typename T, int VEC> __device__ void moe_sum(const talon__moe_sum_params &p) {
+template <typename T, int VEC, int R> __device__ __forceinline__ void moe_sum_r(const talon__moe_sum_params &p) {
+    constexpr int J = 8 / R; // experts of a slice in flight (k <= J when R > 1)
     const unsigned chunks = unsigned(p.chunks);
-    const int64_t t = blockIdx.x / chunks;
-    const int64_t h = ((int64_t)(blockIdx.x % chunks) * blockDim.x + threadIdx.x) * VEC;
+    const int64_t t = blockIdx.x / chunks, step = (int64_t)blockDim.x * VEC;
+    const int64_t h = ((int64_t)(blockIdx.x % chunks) * R * blockDim.x + threadIdx.x) * VEC;
     if (h >= p.hidden) return;
     const T *x = reinterpret_cast<const T *>(p.in) + t * p.k * p.hidden + h;
     const float *w = reinterpret_cast<const float *>(p.weights) + t * p.k;
-    float acc[VEC] = {};
-    for (int j0 = 0; j0 < p.k; j0 += 8) {
-        vec_t<T, VEC> v[8];
-        float wj[8];
+    float acc[R][VEC] = {};
+    for (int j0 = 0; j0 < p.k; j0 += J) {
+        vec_t<T, VEC> v[R][J];
+        float wj[J];
 #pragma unroll
-        for (int u = 0; u < 8; u++)
-            if (j0 + u < p.k) {
-                v[u] = load_vec<T, VEC>(x + (j0 + u) * p.hidden);
-                wj[u] = p.weights ? __ldg(w + j0 + u) : 1.f;
-            }
+        for (int u = 0; u < J; u++) {
+            if (j0 + u >= p.k) break;
+            wj[u] = p.weights ? __ldg(w + j0 + u) : 1.f;
 #pragma unroll
-        for (int u = 0; u < 8; u++)
-            if (j0 + u < p.k) {
-                float f[VEC];
-                to_f32(v[u], f);
+            for (int r = 0; r < R; r++)
+                if (h + r * step < p.hidden) v[r][u] = load_vec<T, VEC>(x + (j0 + u) * p.hidden + r * step);
+        }
 #pragma unroll
-                for (int i = 0; i < VEC; i++) acc[i] = fmaf(wj[u], f[i], acc[i]);
-            }
+        for (int u = 0; u < J; u++) {
+            if (j0 + u >= p.k) break;
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (h + r * step < p.hidden) {
+                    float f[VEC];
+                    to_f32(v[r][u], f);
+#pragma unroll
+                    for (int i = 0; i < VEC; i++) acc[r][i] = fmaf(wj[u], f[i], acc[r][i]);
+                }
+        }
     }
-    store_f32<T, VEC>(reinterpret_cast<T *>(p.out) + t * p.hidden + h, acc);
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        if (h + r * step < p.hidden) store_f32<T, VEC>(reinterpret_cast<T *>(p.out) + t * p.hidden + h + r * step, acc[r]);
 }
+template <typename T, int VEC> __device__ void moe_sum(const talon__moe_sum_params &p) { moe_sum_r<T, VEC, 1>(p); }
+template <typename T, int VEC> __device__ void moe_sum_r2(const talon__moe_sum_params &p) { moe_sum_r<T, VEC, 2>(p); }
+template <typename T, int VEC> __device__ void moe_sum_r4(const talon__moe_sum_params &p) { moe_sum_r<T, VEC, 4>(p); }
 
 // Cluster shape per body: compile-time, so the dispatcher's plain launch forms the cluster.
 #define MOE_ATTR_moe_align_small
@@ -481,6 +494,8 @@ template <typename T, int VEC> __device__ void moe_sum(const talon__moe_sum_para
 #define MOE_ATTR_moe_align_c8w __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
 #define MOE_ATTR_moe_align_x8 __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
 #define MOE_ATTR_moe_sum
+#define MOE_ATTR_moe_sum_r2
+#define MOE_ATTR_moe_sum_r4
 #define MOE_CALL_I32(body, vec) body(p)
 #define MOE_CALL_BF16(body, vec) body<talon__ct_BF16, vec>(p)
 #define MOE_CALL_F16(body, vec) body<talon__ct_F16, vec>(p)

@@ -183,16 +183,24 @@ static void test_align_launch_cluster(void **state) {
     }
 }
 
-/* The 16-byte path needs out and in 16-byte aligned and hidden % 8 == 0; weights 0 passes. */
+/* The 16-byte path needs out and in 16-byte aligned and hidden % 8 == 0; weights 0 passes.
+   There a thread takes 4 slices of 8 elements for k <= 2, 2 for k <= 4, else 1: chunks =
+   ceil(hidden / (2048 slices)); the element-wise path always 1 (ceil(hidden / 256)). */
 static void test_sum_launch(void **state) {
     static const struct {
-        talon_dtype dtype; CUdeviceptr in, w; int64_t tokens, hidden;
+        talon_dtype dtype; CUdeviceptr in, w; int64_t tokens, k, hidden;
         const char *symbol; int chunks;
     } rows[] = {
-        {TALON_DTYPE_BF16, P_IN, P_W, 4, 4096, "talon_moe_sum_bf16_v8", 2},
-        {TALON_DTYPE_F16, P_IN, 0, 3, 4097, "talon_moe_sum_f16", 17},
-        {TALON_DTYPE_BF16, P_IN + 2, P_W + 4, 5, 4096, "talon_moe_sum_bf16", 16},
-        {TALON_DTYPE_F16, P_IN, P_W, 7, 2056, "talon_moe_sum_f16_v8", 2},
+        {TALON_DTYPE_BF16, P_IN, P_W, 4, 8, 4096, "talon_moe_sum_bf16_v8", 2},
+        {TALON_DTYPE_F16, P_IN, 0, 3, 8, 4097, "talon_moe_sum_f16", 17},
+        {TALON_DTYPE_BF16, P_IN + 2, P_W + 4, 5, 8, 4096, "talon_moe_sum_bf16", 16},
+        {TALON_DTYPE_F16, P_IN, P_W, 7, 8, 2056, "talon_moe_sum_f16_v8", 2},
+        {TALON_DTYPE_BF16, P_IN, P_W, 4, 5, 4096, "talon_moe_sum_bf16_v8", 2},
+        {TALON_DTYPE_F16, P_IN, P_W, 2, 4, 4096, "talon_moe_sum_f16_v8_r2", 1},
+        {TALON_DTYPE_BF16, P_IN, 0, 3, 3, 16384, "talon_moe_sum_bf16_v8_r2", 4},
+        {TALON_DTYPE_BF16, P_IN, P_W, 5, 2, 7168, "talon_moe_sum_bf16_v8_r4", 1},
+        {TALON_DTYPE_F16, P_IN, P_W, 1, 1, 16392, "talon_moe_sum_f16_v8_r4", 3},
+        {TALON_DTYPE_F16, P_IN + 2, P_W, 3, 2, 4096, "talon_moe_sum_f16", 16},
     };
     size_t i;
     (void)state;
@@ -202,11 +210,11 @@ static void test_sum_launch(void **state) {
         fake.launches = 0;
         valid_args(OP_SUM, &a);
         a.sum.dtype = rows[i].dtype; a.sum.in = rows[i].in; a.sum.weights = rows[i].w;
-        a.sum.tokens = rows[i].tokens; a.sum.hidden = rows[i].hidden;
+        a.sum.tokens = rows[i].tokens; a.sum.k = rows[i].k; a.sum.hidden = rows[i].hidden;
         assert_int_equal(call_op(OP_SUM, g_ctx, &a), TALON_SUCCESS);
         memset(&want, 0, sizeof want);
         want.out = P_OUT; want.in = rows[i].in; want.weights = rows[i].w;
-        want.hidden = rows[i].hidden; want.k = 8; want.chunks = rows[i].chunks;
+        want.hidden = rows[i].hidden; want.k = (int)rows[i].k; want.chunks = rows[i].chunks;
         expect_launch(rows[i].symbol, (unsigned)(rows[i].tokens * rows[i].chunks), &want,
                       sizeof want);
     }
