@@ -689,16 +689,17 @@ typedef struct talon__rope_params {
 
 /* talon_kv_append: a unit is VEC elements of k or v of one token; a thread moves
    TALON__KV_UNROLL units BLOCK apart (1: on the H200, T=4096 and 32768 tokens, Hk 8, D 128,
-   the fp8 variant took 13.97 -> 12.93 and 72.2 -> 68.9 us against 2, the plain copy the same
-   within 1%; 4 was slower for both, as 4 and 8 were for fp8 on the H100: register-bound by
-   its division). */
+   the fp8 variant then dividing with __fdiv_rn took 13.97 -> 12.93 and 72.2 -> 68.9 us
+   against 2, the plain copy the same within 1%; 4 was slower for both, as 4 and 8 were for
+   fp8 on the H100. With the reciprocal division 2 gave 11.66 and 58.0 against 11.52 and
+   59.4). */
 #define TALON__KV_UNROLL 1
 typedef struct talon__kv_params {
     CUdeviceptr k_cache, v_cache, k, v, slots;
     int64_t k_stride, v_stride, num_slots, row; /* row = Hk * D */
     uint32_t row_vecs;              /* units per token and tensor: row / VEC */
     uint32_t units;                 /* tokens * 2 * row_vecs */
-    float k_scale, v_scale;         /* fp8 */
+    float quant[2][3];              /* fp8, k then v: mul, div, rcp (talon__fp8_quant) */
 } talon__kv_params;
 
 #define TALON__KERNELS_rope(X)                                                         \
@@ -1788,6 +1789,29 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
     return talon__launch(ctx, stream, op, k, ((int64_t)p.threads + 255) / 256, &p);
 }
 
+/* The constants of rope.cu's division x / scale = (x mul) / div for one finite scale > 0:
+   mul = 2^k and div = scale 2^k in [2^-22, 4) (in [1, 2) but at the ends of the float range),
+   rcp = 1 / div rounded to nearest. Bit operations, and a division in double whose second
+   rounding is harmless (53 >= 2 * 24 + 2 bits), so no host floating-point mode (flush to zero,
+   reciprocal estimates) can change them. */
+static void talon__fp8_quant(float scale, float q[3]) {
+    uint32_t b, e;
+    int k;
+    memcpy(&b, &scale, 4);
+    e = b >> 23;
+    if (e) { /* normal: div takes scale's significand, exponent 0 (1 for the top binade) */
+        k = 127 - (int)e > -126 ? 127 - (int)e : -126;
+        b = (b & 0x7fffffu) | (uint32_t)((int)e + k) << 23;
+        memcpy(&q[1], &b, 4);
+    } else { /* subnormal: scale 2^127, exactly the integer significand times 2^-22 */
+        k = 127;
+        q[1] = (float)((double)b * 0x1p-22);
+    }
+    b = (uint32_t)(127 + k) << 23;
+    memcpy(&q[0], &b, 4);
+    q[2] = (float)(1.0 / (double)q[1]);
+}
+
 talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_append_args *a) {
     static const char op[] = "talon_kv_append";
     const int fp8 = a && a->cache_dtype == TALON_DTYPE_FP8_E4M3, cache_bytes = fp8 ? 1 : 2;
@@ -1821,14 +1845,13 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     memset(&p, 0, sizeof p);
     TALON__TRY(talon__check_stride(op, "k_stride", a->k_stride, row, &p.k_stride));
     TALON__TRY(talon__check_stride(op, "v_stride", a->v_stride, row, &p.v_stride));
-    p.k_scale = a->k_scale ? a->k_scale : 1.0f;
-    p.v_scale = a->v_scale ? a->v_scale : 1.0f;
     for (i = 0; fp8 && i < 2; i++) {
         const float s = i ? a->v_scale : a->k_scale;
         if (!(s >= 0.0f && s <= 3.4028235e38f))
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                                "%s: args->%s = %g must be finite and > 0 (0: 1.0)", op,
                                scale_names[i], (double)s);
+        talon__fp8_quant(s ? s : 1.0f, p.quant[i]);
     }
     {
         const CUdeviceptr ptrs[4] = {a->k_cache, a->v_cache, a->k, a->v};

@@ -626,9 +626,12 @@ static void test_kv_append(void **state) {
 }
 
 /* Every bf16/f16 bit pattern through the fp8 conversion (and the plain copy), with scales
-   that are exact (1, 1/16), inexact (3, 0.1, 1e-3) and large (200): exact bits required. */
+   that are exact (1, 1/16), inexact (3, 0.1, 1e-3, 1/3, 7), large (200, 1e30) and at the ends
+   of the range the kernel's reciprocal division rescales (the smallest normal and subnormal
+   floats, a subnormal, FLT_MAX, 3e38): exact bits required. */
 static void test_kv_patterns(void **state) {
-    static const float scales[] = {1.0f, 0.0625f, 3.0f, 0.1f, 1e-3f, 200.0f};
+    static const float scales[] = {1.0f, 0.0625f, 3.0f, 0.1f, 1e-3f, 200.0f, 1.0f / 3.0f, 7.0f,
+                                   0x1p-126f, 0x1p-149f, 1e-40f, 1e30f, 3.4028235e38f, 3e38f};
     tally ta = {"kv_append_every_pattern", 0, 0, 0, 0, 0};
     (void)state;
     for (int dt = 0; dt < 2; dt++)

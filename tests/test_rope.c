@@ -206,6 +206,12 @@ static const launch_row launch_rows[] = {
     LAUNCH(OP_KV, "kv_append f16 -> fp8, scales 0.25 and 3",
            ONE(KV(dtype, ENUM, TALON_DTYPE_F16), KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3),
                KV(k_scale, F32, 0.25), KV(v_scale, F32, 3)), "talon_kv_append_fp8_f16_v8"),
+    LAUNCH(OP_KV, "kv_append fp8, scales 1e-40 (subnormal) and FLT_MAX",
+           ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(k_scale, F32, 1e-40),
+               KV(v_scale, F32, 3.4028235e38)), "talon_kv_append_fp8_bf16_v8"),
+    LAUNCH(OP_KV, "kv_append fp8, scales 2^-149 and 0.1",
+           ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(k_scale, F32, 0x1p-149),
+               KV(v_scale, F32, 0.1)), "talon_kv_append_fp8_bf16_v8"),
     LAUNCH(OP_KV, "kv_append fp8 cache at an odd address -> element-wise",
            ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(v_cache, PTR, P_VC + 1)),
            "talon_kv_append_fp8_bf16"),
@@ -218,6 +224,17 @@ static const launch_row launch_rows[] = {
     LAUNCH(OP_KV, "kv_append page_size 1, 1M tokens", ONE(KV(page_size, I64, 1),
            KV(tokens, I64, 1 << 20)), "talon_kv_append_bf16_v8"),
 };
+
+/* x / s = (x mul) / div with mul = 2^k and div = s 2^k, in [1, 2) unless k is clamped to
+   [-126, 127] to keep mul a normal float; rcp = 1 / div (rope.cu's fp8 division). */
+static void want_quant(float s, float q[3]) {
+    int e, k;
+    (void)frexp(s, &e); /* s = f 2^e, f in [0.5, 1) */
+    k = 1 - e < -126 ? -126 : 1 - e > 127 ? 127 : 1 - e;
+    q[0] = (float)ldexp(1.0, k);
+    q[1] = (float)ldexp(s, k);
+    q[2] = (float)(1.0 / q[1]);
+}
 
 /* The params the op must pass, from the public contract; returns the grid size. */
 static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, void *params) {
@@ -253,8 +270,10 @@ static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, v
         p->row = row;
         p->row_vecs = (uint32_t)(row / (v8 ? 8 : 1));
         p->units = (uint32_t)(2 * p->row_vecs * k->tokens);
-        p->k_scale = k->k_scale ? k->k_scale : 1.0f;
-        p->v_scale = k->v_scale ? k->v_scale : 1.0f;
+        if (k->cache_dtype == TALON_DTYPE_FP8_E4M3) {
+            want_quant(k->k_scale ? k->k_scale : 1.0f, p->quant[0]);
+            want_quant(k->v_scale ? k->v_scale : 1.0f, p->quant[1]);
+        }
         return (p->units + 256 * TALON__KV_UNROLL - 1) / (256 * TALON__KV_UNROLL);
     }
 }
