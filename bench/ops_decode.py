@@ -125,6 +125,11 @@ def cases(h):
         out.append(Case("decode_attention", f"B={B} L={L} fp8 KV page {PS}",
                         lambda B=B, L=L: make(B, L, True, 0), talon, peers,
                         bytes=2 * B * L * HK * D, check=check))
+    # One request, short to medium context: the split rule's latency regime (<= 1.5 CTAs/SM)
+    for L in (2048, 8192, 16384):
+        out.append(Case("decode_attention", f"B=1 L={L} bf16 page {PS}",
+                        lambda L=L: make(1, L, False, 0), talon, peers,
+                        bytes=2 * L * HK * D * 2, check=check))
     # MHA (one query head per kv head: no sharing of K/V loads), same bytes as B=64 GQA
     for fp8 in (False, True):
         out.append(Case("decode_attention", f"B=16 L=4096 MHA 32/32 {'fp8 KV' if fp8 else 'bf16'} page {PS}",
@@ -145,7 +150,8 @@ def cases(h):
                     lambda: make(64, 4096, False, 0, True), talon,
                     dict(peers, sdpa_cudnn_bshd=cudnn_bshd),
                     bytes=2 * 64 * 4096 * HK * D * 2, check=check))
-    sweep = {(64, 4096): [2], (1, 32768): [16, 24, 32, 33, 48, 64, 66, 128]}
+    sweep = {(64, 4096): [2], (1, 32768): [16, 24, 32, 33, 48, 64, 66, 128],
+             (1, 8192): [8, 16, 32, 33, 64]}
     for (B, L), splits in sweep.items():
         for n in splits:
             out.append(Case("decode_attention_splits", f"B={B} L={L} splits={n}",

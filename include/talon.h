@@ -489,7 +489,9 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
      slots = 528                                          (4 resident CTAs x 132 SMs)
      cost(s) = ceil(ctas * s / slots) / s                 (waves of CTAs doing 1/s of the work)
      splits = 1 when 198 < ctas <= 528                    (more than 1.5 CTAs per SM, one wave)
-     else the smallest s in [1, min(256, ceil(max_kv_len / 1024))] with the least cost(s)
+     else s0 = the smallest s in [1, min(256, ceil(max_kv_len / 1024))] with the least
+       cost(s); when ctas * s0 <= 198 (at most 1.5 CTAs per SM) it is raised to
+       min(ceil(264 / ctas), ceil(max_kv_len / 128), 256) if that is larger (2 per SM)
    or num_splits when given. So a graph captured with a max_kv_len bound stays valid for any
    kv_lens <= that bound. Kernels: the attention kernel (grid batch * num_kv_heads *
    ceil(group / 4) x splits), then the merge kernel when splits > 1.
@@ -1916,7 +1918,15 @@ static talon_status talon__check_float(const char *op, const char *name, float v
    smallest s with the best such estimate wins, with splits of at least
    TALON__DECODE_MIN_CHUNK keys. No slack towards fewer splits: at B=1, L=32768 a 10% slack
    picked 30 splits over 32, 5% slower (the merge is cheap). Past one wave the tail matters
-   (600 CTAs: 4 splits 311.9 us, one 350.3). */
+   (600 CTAs: 4 splits 311.9 us, one 350.3). When that still leaves at most 1.5 CTAs per SM,
+   each CTA walks its keys at its own latency-bound pace, so the chunks shrink (to
+   TALON__DECODE_FILL_CHUNK keys at least) until there are 2 CTAs per SM. H200, Hq/Hk 32/8,
+   D=128 bf16, without this step against with it: B=1 L=1024 24.4 -> 10.5 us, L=8192
+   30.6 -> 19.8 (32 splits), L=16384 32.4 -> 28.8 (32; 64 took 26.8), B=2 L=8192 32.7 ->
+   26.9 (16); fp8 B=1 L=2048 21.8 -> 10.8. More than 2 per SM lost at head_dim 256 (16/8,
+   B=1 L=8192: 47.9 -> 27.7 at 32 splits, 28.0 at 64; B=2 L=8192: 48.4 -> 41.2 at 16, 44.5
+   at 32). */
+#define TALON__DECODE_FILL_CHUNK 128
 static int talon__decode_splits(int64_t ctas, int64_t max_kv_len) {
     /* 4 resident CTAs per SM: __launch_bounds__(128, 4) and the 32/48 KB K/V rings allow 4
        (d64 rows, of fewer registers, 5; fp8 d256 rows 3) */
@@ -1929,6 +1939,13 @@ static int talon__decode_splits(int64_t ctas, int64_t max_kv_len) {
     for (s = 2; s <= most; s++) { /* integer comparisons of waves / splits: no float ties */
         int64_t w = (ctas * s + slots - 1) / slots;
         if (w * bs < bw * s) { bw = w; bs = s; }
+    }
+    if (2 * ctas * bs <= 3 * TALON__DECODE_SMS) {
+        s = (2 * TALON__DECODE_SMS + ctas - 1) / ctas;
+        most = (max_kv_len + TALON__DECODE_FILL_CHUNK - 1) / TALON__DECODE_FILL_CHUNK;
+        if (s > most) s = most;
+        if (s > 256) s = 256;
+        if (s > bs) bs = s;
     }
     return (int)bs;
 }

@@ -205,7 +205,8 @@ static void test_invalid_argument(void **state) {
 
 /* ================================================================ the split rule */
 /* The rule as talon.h documents it, written out independently: one split from 199 to 528
-   CTAs, else the least cost(s) = waves / s. */
+   CTAs, else the least cost(s) = waves / s, raised towards 264 CTAs (128-key chunks at
+   least) when that leaves at most 198. */
 static int64_t doc_splits(int64_t batch, int64_t hq, int64_t hk, int64_t max_kv_len) {
     const int64_t group = hq / hk, chunks = (group + 3) / 4, slots = 528, ctas = batch * hk * chunks;
     int64_t most = (max_kv_len + 1023) / 1024, s;
@@ -217,8 +218,14 @@ static int64_t doc_splits(int64_t batch, int64_t hq, int64_t hk, int64_t max_kv_
         if (c < best) best = c;
     }
     for (s = 1; s <= most; s++)
-        if ((double)((ctas * s + slots - 1) / slots) / (double)s <= best * (1 + 1e-12)) return s;
-    return most;
+        if ((double)((ctas * s + slots - 1) / slots) / (double)s <= best * (1 + 1e-12)) break;
+    if (ctas * s <= 198) {
+        int64_t fill = (264 + ctas - 1) / ctas, by_keys = (max_kv_len + 127) / 128;
+        if (fill > by_keys) fill = by_keys;
+        if (fill > 256) fill = 256;
+        if (fill > s) s = fill;
+    }
+    return s;
 }
 
 static int64_t ws_bytes(int64_t splits, int64_t rows, int64_t d) {
@@ -236,6 +243,13 @@ static void test_split_rule(void **state) {
         {66, 32, 8, 128, 4096, 1},  /* 528 CTAs: the last of one wave */
         {75, 32, 8, 128, 4096, 4},  /* 600 CTAs: past one wave, 4 splits (5 waves of 1/4) */
         {1, 8, 8, 64, 100, 1},      /* one chunk of keys */
+        {1, 32, 8, 128, 1024, 8},   /* 8 CTAs: chunks of 128 keys */
+        {1, 32, 8, 128, 8192, 33},  /* 8 x 8 CTAs at 1024 keys: raised to 264 CTAs */
+        {1, 32, 8, 128, 16384, 33}, /* 8 x 16 CTAs: the same */
+        {2, 32, 8, 128, 8192, 17},  /* 16 x 8 CTAs: 272 */
+        {8, 32, 8, 128, 2048, 5},   /* 64 x 2 CTAs: 320 */
+        {1, 4, 1, 128, 65536, 256}, /* 1 CTA: 264 capped at 256 splits */
+        {1, 4, 1, 128, 1000, 8},    /* 1 CTA: 128-key chunks */
         {4, 32, 1, 256, 1 << 20, 0}, {3, 12, 4, 128, 700, 0}, {1, 64, 1, 128, 65536, 0},
         {7, 40, 5, 64, 5000, 0}, {1, 2, 1, 128, 9999, 0},
     };
