@@ -693,8 +693,8 @@ typedef struct talon__rope_params {
    TALON__KV_UNROLL units BLOCK apart (1: on the H200, T=4096 and 32768 tokens, Hk 8, D 128,
    the fp8 variant then dividing with __fdiv_rn took 13.97 -> 12.93 and 72.2 -> 68.9 us
    against 2, the plain copy the same within 1%; 4 was slower for both, as 4 and 8 were for
-   fp8 on the H100. With the reciprocal division 2 gave 11.66 and 58.0 against 11.52 and
-   59.4). */
+   fp8 on the H100. With a first form of the reciprocal division, 2 gave 11.66 and 58.0
+   against 11.52 and 59.4). */
 #define TALON__KV_UNROLL 1
 typedef struct talon__kv_params {
     CUdeviceptr k_cache, v_cache, k, v, slots;

@@ -447,7 +447,8 @@ __device__ void moe_align_x8(const talon__moe_align_params &p) {
     moe_align_impl<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_STAGE_X8>(p);
 }
 
-template <typename T, int VEC, int R> __device__ __forceinline__ void moe_sum_r(const talon__moe_sum_params &p) {
+template <typename T, int VEC, int R>
+__device__ __forceinline__ void moe_sum_r(const talon__moe_sum_params &p) {
     constexpr int J = 8 / R; // experts of a slice in flight (k <= J when R > 1)
     const unsigned chunks = unsigned(p.chunks);
     const int64_t t = blockIdx.x / chunks, step = (int64_t)blockDim.x * VEC;
@@ -465,7 +466,8 @@ template <typename T, int VEC, int R> __device__ __forceinline__ void moe_sum_r(
             wj[u] = p.weights ? __ldg(w + j0 + u) : 1.f;
 #pragma unroll
             for (int r = 0; r < R; r++)
-                if (h + r * step < p.hidden) v[r][u] = load_vec<T, VEC>(x + (j0 + u) * p.hidden + r * step);
+                if (h + r * step < p.hidden)
+                    v[r][u] = load_vec<T, VEC>(x + (j0 + u) * p.hidden + r * step);
         }
 #pragma unroll
         for (int u = 0; u < J; u++) {
@@ -482,7 +484,8 @@ template <typename T, int VEC, int R> __device__ __forceinline__ void moe_sum_r(
     }
 #pragma unroll
     for (int r = 0; r < R; r++)
-        if (h + r * step < p.hidden) store_f32<T, VEC>(reinterpret_cast<T *>(p.out) + t * p.hidden + h + r * step, acc[r]);
+        if (h + r * step < p.hidden)
+            store_f32<T, VEC>(reinterpret_cast<T *>(p.out) + t * p.hidden + h + r * step, acc[r]);
 }
 template <typename T, int VEC> __device__ void moe_sum(const talon__moe_sum_params &p) { moe_sum_r<T, VEC, 1>(p); }
 template <typename T, int VEC> __device__ void moe_sum_r2(const talon__moe_sum_params &p) { moe_sum_r<T, VEC, 2>(p); }
