@@ -494,7 +494,9 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
        min(ceil(264 / ctas), ceil(max_kv_len / 128), 256) if that is larger (2 per SM)
    or num_splits when given. So a graph captured with a max_kv_len bound stays valid for any
    kv_lens <= that bound. Kernels: the attention kernel (grid batch * num_kv_heads *
-   ceil(group / 4) x splits), then the merge kernel when splits > 1.
+   ceil(group / 4) x splits), then the merge kernel when splits > 1, launched as a
+   programmatic dependent of the first (cuLaunchKernelEx): it starts while the attention
+   kernel drains and waits for its partials on the GPU (captured graphs keep that edge).
    Precision: fp32 scores, online softmax in fp32 (exp2 with log2(e) folded into the scale),
    fp32 accumulation, o rounded once (head_dim <= 128 with 2 to 4 heads per CTA, or any with
    an fp8 cache, uses tensor cores: the weights enter P V as two 16-bit parts, ~16 significant
@@ -920,6 +922,8 @@ extern "C" {
     X(cuLaunchKernel, 4000, (CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, \
                              unsigned by, unsigned bz, unsigned smem, CUstream stream,         \
                              void **params, void **extra))                                     \
+    X(cuLaunchKernelEx, 11060, (const CUlaunchConfig *config, CUfunction fn, void **params,   \
+                                void **extra))                                                 \
     X(cuStreamIsCapturing, 10000, (CUstream stream, CUstreamCaptureStatus * status))           \
     X(cuGetErrorName, 6000, (CUresult error, const char **str))                                \
     X(cuGetErrorString, 6000, (CUresult error, const char **str))
@@ -1222,8 +1226,11 @@ static int talon__pick(talon__body body, talon_dtype dtype, int vec, int block) 
 }
 
 /* Launches kernel k on a grid_x x grid_y grid with the table's block and shared memory. */
-static talon_status talon__launch2d(talon_ctx *ctx, CUstream stream, const char *op, int k,
-                                    int64_t grid_x, int64_t grid_y, void *params) {
+/* `dependent`: as a programmatic dependent of the stream's previous kernel
+   (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION), so its launch overlaps that kernel's
+   end; the kernel must wait for the previous one's results itself (griddepcontrol.wait). */
+static talon_status talon__launch_ex(talon_ctx *ctx, CUstream stream, const char *op, int k,
+                                     int64_t grid_x, int64_t grid_y, void *params, int dependent) {
     const talon__driver *d = ctx->drv;
     const talon__kernel *kd = &talon__kernels[k];
     CUfunction f = __atomic_load_n(&ctx->functions[k], __ATOMIC_ACQUIRE);
@@ -1250,13 +1257,35 @@ static talon_status talon__launch2d(talon_ctx *ctx, CUstream stream, const char 
         f = __atomic_load_n(&ctx->functions[k], __ATOMIC_ACQUIRE);
     }
     argv[0] = params;
-    r = d->cuLaunchKernel(f, (unsigned)grid_x, (unsigned)grid_y, 1, (unsigned)kd->block, 1, 1,
-                          (unsigned)kd->smem, stream, argv, NULL);
+    if (dependent) {
+        CUlaunchAttribute attr;
+        CUlaunchConfig cfg;
+        memset(&attr, 0, sizeof attr);
+        memset(&cfg, 0, sizeof cfg);
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDimX = (unsigned)grid_x; cfg.gridDimY = (unsigned)grid_y; cfg.gridDimZ = 1;
+        cfg.blockDimX = (unsigned)kd->block; cfg.blockDimY = 1; cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = (unsigned)kd->smem;
+        cfg.hStream = stream;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        r = d->cuLaunchKernelEx(&cfg, f, argv, NULL);
+    } else {
+        r = d->cuLaunchKernel(f, (unsigned)grid_x, (unsigned)grid_y, 1, (unsigned)kd->block, 1,
+                              1, (unsigned)kd->smem, stream, argv, NULL);
+    }
     if (r != CUDA_SUCCESS) {
-        snprintf(what, sizeof what, "%s: cuLaunchKernel(%s)", op, kd->symbol);
+        snprintf(what, sizeof what, "%s: %s(%s)", op,
+                 dependent ? "cuLaunchKernelEx" : "cuLaunchKernel", kd->symbol);
         return talon__fail_cu(d, TALON_ERROR_DRIVER, r, what);
     }
     return TALON_SUCCESS;
+}
+
+static talon_status talon__launch2d(talon_ctx *ctx, CUstream stream, const char *op, int k,
+                                    int64_t grid_x, int64_t grid_y, void *params) {
+    return talon__launch_ex(ctx, stream, op, k, grid_x, grid_y, params, 0);
 }
 
 static talon_status talon__launch(talon_ctx *ctx, CUstream stream, const char *op, int k,
@@ -2086,8 +2115,9 @@ talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
         m.head_dim = a->head_dim;
         m.n = pl.splits;
         k = talon__pick(TALON__B_merge_splits, a->dtype, 8, 128);
-        return talon__launch(ctx, stream, op, k,
-                             (p.rows * a->head_dim / 8 * TALON__DECODE_MERGE_LANES + 127) / 128, &m);
+        return talon__launch_ex(ctx, stream, op, k,
+                                (p.rows * a->head_dim / 8 * TALON__DECODE_MERGE_LANES + 127) / 128,
+                                1, &m, 1);
     }
     return TALON_SUCCESS;
 }

@@ -28,6 +28,7 @@ typedef struct fake_launch {
     unsigned grid[3], block[3], smem;
     CUstream stream;
     void **extra;
+    int dependent; /* cuLaunchKernelEx with programmatic stream serialization */
     int param_size;
     unsigned char params[256];
 } fake_launch;
@@ -218,9 +219,9 @@ static CUresult fake_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, in
 
 /* Launching a handle the fake never gave out, or one of an unloaded module, is what a real
    driver punishes with a crash or CUDA_ERROR_INVALID_HANDLE: count it as stale. */
-static CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                    unsigned bx, unsigned by, unsigned bz, unsigned smem,
-                                    CUstream stream, void **params, void **extra) {
+static CUresult fake_launch_record(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                   unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                                   CUstream stream, void **params, void **extra, int dependent) {
     int i = FN_INDEX(f);
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&fake.lock);
@@ -238,6 +239,7 @@ static CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsi
         l->smem = smem;
         l->stream = stream;
         l->extra = extra;
+        l->dependent = dependent;
         l->param_size = talon__kernels[fake.fns[i].kernel].param_size;
         memcpy(l->params, params[0], (size_t)l->param_size);
         if (fake.launches < FAKE_LOG) fake.log[fake.launches] = *l;
@@ -245,6 +247,24 @@ static CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsi
     }
     pthread_mutex_unlock(&fake.lock);
     return r;
+}
+
+static CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                                    CUstream stream, void **params, void **extra) {
+    return fake_launch_record(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra, 0);
+}
+
+/* Only the attribute talon uses is accepted; anything else in the config is an error. */
+static CUresult fake_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
+                                      void **extra) {
+    if (!c || c->numAttrs != 1 || !c->attrs ||
+        c->attrs[0].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION ||
+        c->attrs[0].value.programmaticStreamSerializationAllowed != 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    return fake_launch_record(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX,
+                              c->blockDimY, c->blockDimZ, c->sharedMemBytes, c->hStream, params,
+                              extra, 1);
 }
 
 static CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {

@@ -313,6 +313,8 @@ static void check_kernel(const fake_launch *l, const char *symbol) {
     /* the K/V ring: 48 KB on the per-lane rows (16-bit g1 and d256), else 32 KB */
     const int lane = !strstr(symbol, "kvfp8") && (strstr(symbol, "_g1") || strstr(symbol, "_d256"));
     assert_int_equal(l->smem, strstr(symbol, "merge") ? 0 : lane ? 49152 : 32768);
+    /* the split merge is a programmatic dependent of the attention kernel; nothing else is */
+    assert_int_equal(l->dependent, strstr(symbol, "merge_splits") != NULL);
     assert_int_equal(l->smem, talon__kernels[k].smem);
     assert_ptr_equal(l->stream, STREAM);
     assert_null(l->extra);
