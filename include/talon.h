@@ -496,7 +496,10 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
    kv_lens <= that bound. Kernels: the attention kernel (grid batch * num_kv_heads *
    ceil(group / 4) x splits), then the merge kernel when splits > 1, launched as a
    programmatic dependent of the first (cuLaunchKernelEx): it starts while the attention
-   kernel drains and waits for its partials on the GPU (captured graphs keep that edge).
+   kernel drains and waits for its partials on the GPU (captured graphs keep that edge). The
+   attention kernel allows dependents to launch as it starts (griddepcontrol.launch_dependents),
+   so a kernel of yours launched right after a one-split call with programmatic stream
+   serialization must wait (griddepcontrol.wait) before it reads o or lse, as PDL requires.
    Precision: fp32 scores, online softmax in fp32 (exp2 with log2(e) folded into the scale),
    fp32 accumulation, o rounded once (head_dim <= 128 with 2 to 4 heads per CTA, or any with
    an fp8 cache, uses tensor cores: the weights enter P V as two 16-bit parts, ~16 significant
