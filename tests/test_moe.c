@@ -185,7 +185,7 @@ static void test_align_launch_cluster(void **state) {
 
 /* The 16-byte path needs out and in 16-byte aligned and hidden % 8 == 0; weights 0 passes.
    There a thread takes 4 slices of 8 elements for k <= 2, 2 for k <= 4, else 1: chunks =
-   ceil(hidden / (2048 slices)); the element-wise path always 1 (ceil(hidden / 256)). */
+   ceil(hidden / (2048 * slices)); the element-wise path always 1 (ceil(hidden / 256)). */
 static void test_sum_launch(void **state) {
     static const struct {
         talon_dtype dtype; CUdeviceptr in, w; int64_t tokens, k, hidden;
