@@ -130,9 +130,9 @@ bench: build/bin/talon-bench build/lib/libtalon_bench.so
 
 # The exhaustive CPU check behind kv_append's fp8 division (rope.cu, div_scale); not part of
 # `make test`: 8.6e9 quotients, ~20 s with hardware FMA (-march=native).
-check-fp8-div: tools/fp8-div-check.c tests/ref_rope.c
+check-fp8-div: tools/fp8-div-check.c tests/ref.c tests/ref_rope.c
 	$(call say,CC,build/bin/fp8-div-check)mkdir -p build/bin
-	$(Q)$(CC) -O3 -march=native -ffp-contract=off -std=c11 $(WARN) $^ -lm -o build/bin/fp8-div-check
+	$(Q)$(CC) -O3 -march=native -ffp-contract=off -std=c11 $(WARN) $(INC) $^ -lm -o build/bin/fp8-div-check
 	$(Q)build/bin/fp8-div-check
 
 clean:

@@ -46,3 +46,12 @@ double ref_fp8_e4m3_to_f64(uint8_t b) {
     if (e == 0) return s * m * 0x1p-9;
     return s * (1.0 + m / 8.0) * ldexp(1.0, e - 7);
 }
+
+void ref_fp8_quant(float s, float q[3]) {
+    int e, k;
+    (void)frexp(s, &e); /* s = f 2^e, f in [0.5, 1) */
+    k = 1 - e < -126 ? -126 : 1 - e > 127 ? 127 : 1 - e;
+    q[0] = (float)ldexp(1.0, k);
+    q[1] = (float)ldexp(s, k);
+    q[2] = (float)(1.0 / q[1]);
+}

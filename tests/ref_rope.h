@@ -16,4 +16,9 @@ void ref_rope_head(double *x, int64_t rot_dim, int gptj, const double *cs);
    magnitudes <= 2^-10 -> signed zero. */
 uint8_t ref_fp8_e4m3_from_f32(float x);
 double ref_fp8_e4m3_to_f64(uint8_t b); /* exact; NaN for 0x7f / 0xff */
+
+/* talon_kv_append's fp8 division x / s = (x q[0]) / q[1]: q[0] = 2^k and q[1] = s 2^k, in
+   [1, 2) unless k is clamped to [-126, 127] to keep q[0] a normal float; q[2] = 1 / q[1]
+   rounded to nearest. Written from frexp, independently of the header's bit operations. */
+void ref_fp8_quant(float s, float q[3]);
 #endif

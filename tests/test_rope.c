@@ -225,17 +225,6 @@ static const launch_row launch_rows[] = {
            KV(tokens, I64, 1 << 20)), "talon_kv_append_bf16_v8"),
 };
 
-/* x / s = (x mul) / div with mul = 2^k and div = s 2^k, in [1, 2) unless k is clamped to
-   [-126, 127] to keep mul a normal float; rcp = 1 / div (rope.cu's fp8 division). */
-static void want_quant(float s, float q[3]) {
-    int e, k;
-    (void)frexp(s, &e); /* s = f 2^e, f in [0.5, 1) */
-    k = 1 - e < -126 ? -126 : 1 - e > 127 ? 127 : 1 - e;
-    q[0] = (float)ldexp(1.0, k);
-    q[1] = (float)ldexp(s, k);
-    q[2] = (float)(1.0 / q[1]);
-}
-
 /* The params the op must pass, from the public contract; returns the grid size. */
 static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, void *params) {
     const int v8 = strstr(symbol, "_v8") != NULL;
@@ -271,8 +260,8 @@ static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, v
         p->row_vecs = (uint32_t)(row / (v8 ? 8 : 1));
         p->units = (uint32_t)(2 * p->row_vecs * k->tokens);
         if (k->cache_dtype == TALON_DTYPE_FP8_E4M3) {
-            want_quant(k->k_scale ? k->k_scale : 1.0f, p->quant[0]);
-            want_quant(k->v_scale ? k->v_scale : 1.0f, p->quant[1]);
+            ref_fp8_quant(k->k_scale ? k->k_scale : 1.0f, p->quant[0]);
+            ref_fp8_quant(k->v_scale ? k->v_scale : 1.0f, p->quant[1]);
         }
         return (p->units + 256 * TALON__KV_UNROLL - 1) / (256 * TALON__KV_UNROLL);
     }

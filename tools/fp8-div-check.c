@@ -1,9 +1,10 @@
 /* fp8-div-check: the evidence for kv_append's fp8 division (kernels/rope.cu, div_scale).
 
    The kernel computes x / scale, rounded to fp32, as y = (x mul) rcp plus one FMA correction,
-   with mul = 2^k, div = scale 2^k and rcp = RN(1 / div) from the host (talon__fp8_quant), and
-   claims the result equals RN(x / scale) wherever it can change the e4m3 byte. This program
-   checks, on the CPU with IEEE fp32 and a correctly rounded fmaf:
+   with mul = 2^k, div = scale 2^k and rcp = RN(1 / div) from the host (talon__fp8_quant; here
+   the independent ref_fp8_quant of tests/ref_rope.c), and claims the result equals
+   RN(x / scale) wherever it can change the e4m3 byte. This program checks, on the CPU with
+   IEEE fp32 and a correctly rounded fmaf:
    1. exhaustively, the scale-invariant core: every f16 significand (bf16's are a subset) over
       every fp32 divisor significand in [1, 2): the corrected quotient equals a / s;
    2. end to end, every bf16 and f16 bit pattern over special scales (1, 3, 0.1, the smallest
@@ -15,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include "../tests/ref.h"
 #include "../tests/ref_rope.h"
 
 static float from_bits(uint32_t u) {
@@ -23,39 +25,17 @@ static float from_bits(uint32_t u) {
     return f;
 }
 
-static float f16_to_f32(uint16_t h) {
-    const int e = (h >> 10) & 31, m = h & 1023;
-    const float v = e == 0 ? ldexpf((float)m, -24)
-                  : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
-    return (h >> 15) ? -v : v;
-}
-
-/* The host's constants, from frexp (as tests/test_rope.c states them). */
-static void quant(float s, float q[3]) {
-    int e, k;
-    (void)frexp(s, &e);
-    k = 1 - e < -126 ? -126 : 1 - e > 127 ? 127 : 1 - e;
-    q[0] = (float)ldexp(1.0, k);
-    q[1] = (float)ldexp(s, k);
-    q[2] = (float)(1.0 / q[1]);
-}
-
 /* rope.cu's div_scale. */
 static float div_scale(float x, const float q[3]) {
     const float a = x * q[0], y = a * q[2];
     return fabsf(y) > 0x1p-20f && fabsf(y) < 0x1p20f ? fmaf(fmaf(-y, q[1], a), q[2], y) : y;
 }
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t next32(void) {
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-    return (uint32_t)(rng >> 32);
-}
-
 int main(void) {
     static const float specials[] = {1.0f, 3.0f, 0.1f, 1.0f / 3.0f, 7.0f, 200.0f, 1e-3f,
                                      0x1p-126f, 0x1p-149f, 1e-40f, 3.4028235e38f, 3e38f,
                                      0x1p-64f, 0x1p64f, 0x1.fffffep0f};
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
     long long core_bad = 0, e2e_bad = 0, e2e_n = 0;
     for (uint32_t sx = 0; sx < 1024; sx++) {
         const float a = 1.0f + (float)sx / 1024.0f;
@@ -67,11 +47,12 @@ int main(void) {
     printf("core: 1024 x 2^23 quotients, %lld differ from a / s\n", core_bad);
     for (int i = 0; i < (int)(sizeof specials / sizeof specials[0]) + 4000; i++) {
         float s = i < (int)(sizeof specials / sizeof specials[0]) ? specials[i] : 0.0f, q[3];
-        while (!(s > 0.0f && s <= 3.4028235e38f)) s = from_bits(next32() & 0x7fffffffu);
-        quant(s, q);
+        while (!(s > 0.0f && s <= 3.4028235e38f))
+            s = from_bits((uint32_t)ref_next64(&rng) & 0x7fffffffu);
+        ref_fp8_quant(s, q);
         for (uint32_t h = 0; h < 65536; h++)
             for (int f16 = 0; f16 < 2; f16++) {
-                const float x = f16 ? f16_to_f32((uint16_t)h) : from_bits(h << 16);
+                const float x = ref_to_f32(f16 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, (uint16_t)h);
                 const uint8_t want = ref_fp8_e4m3_from_f32(x / s);
                 const uint8_t got = ref_fp8_e4m3_from_f32(div_scale(x, q));
                 if (want != got && e2e_bad++ < 5)
