@@ -1228,8 +1228,8 @@ static int talon__pick(talon__body body, talon_dtype dtype, int vec, int block) 
     return -1;
 }
 
-/* Launches kernel k on a grid_x x grid_y grid with the table's block and shared memory. */
-/* `dependent`: as a programmatic dependent of the stream's previous kernel
+/* Launches kernel k on a grid_x x grid_y grid with the table's block and shared memory; with
+   `dependent`, as a programmatic dependent of the stream's previous kernel
    (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION), so its launch overlaps that kernel's
    end; the kernel must wait for the previous one's results itself (griddepcontrol.wait). */
 static talon_status talon__launch_ex(talon_ctx *ctx, CUstream stream, const char *op, int k,

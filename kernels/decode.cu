@@ -10,8 +10,9 @@
 // steps in shared memory filled by cp.async, two steps in flight while one is computed: each
 // lane copies exactly the 16-byte pieces it later reads, so the ring needs no barrier (a
 // register-only version, with loads in flight only between the steps, was latency-bound: fp8
-// took as long as bf16). Each key group keeps its own online softmax (fp32, base 2, log2 e folded into the query scale),
-// every lane of the group computing it for all (key, head) pairs of the step: the 64
+// took as long as bf16). Each key group keeps its own online softmax (fp32, base 2, log2 e
+// folded into the query scale), every lane of the group computing it for all (key, head)
+// pairs of the step: the 64
 // independent butterfly shuffles beat a reduce-scatter leaving one score per lane, whose
 // dependent shuffle chain measured 1.7x slower at B=64 L=4096. No barrier is taken until the
 // key groups are combined through shared memory at the end. The CTA's keys are its split's share
@@ -331,8 +332,8 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
 }
 
 // Tensor-core version (fp8 caches; 16-bit ones with D <= 128, groups of 2 to 4 heads). Each
-// warp walks its own KW keys per step through its own slice of the ring. Scores are computed transposed,
-// S^T = K q^T on mma.m16n8k16: keys are M (rows 8..15 repeat rows 0..7, so ldmatrix fills the
+// warp walks its own KW keys per step through its own slice of the ring. Scores are computed
+// transposed, S^T = K q^T on mma.m16n8k16: keys are M (rows 8..15 repeat rows 0..7, so ldmatrix fills the
 // A fragment directly), the heads are N and q is the B fragment, held unscaled (exact) for the
 // whole loop; the scale is applied to the fp32 scores. Then o^T += V^T P^T on mma.m16n8k8:
 // head_dim is M (ldmatrix .trans of the V rows), keys K, and N holds P in two 16-bit parts,
