@@ -341,9 +341,10 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
    Limits: tokens in [1, 65536], k in [1, 64], experts in [1, 512], block_size a power of two
    in [1, 1024]; pointers 4-byte aligned; outputs must not overlap topk_ids or each other.
    One kernel, device-side only (no counts go through the host): tokens * k <= 2048 runs as
-   one block of 512 threads, <= 131072 on a cluster of 8 such blocks, larger problems on a
-   cluster of 8 blocks of 1024 threads; a cluster shares its counts through distributed shared
-   memory. No workspace. */
+   blocks of 512 threads, one per 2048 slots of sorted_capacity (at most 64), each ranking all
+   the ids and writing its slice of both outputs; <= 131072 on a cluster of 8 such blocks,
+   larger problems on a cluster of 8 blocks of 1024 threads; a cluster shares its counts
+   through distributed shared memory. No workspace. */
 typedef struct talon_moe_align_block_size_args {
     CUdeviceptr sorted_token_ids, expert_ids, num_tokens_post_padded; /* int32 outputs */
     CUdeviceptr topk_ids;                                             /* int32 [tokens, k] */
@@ -729,7 +730,7 @@ typedef struct talon__kv_params {
 
 /* moe: the align kernels keep per-warp expert counts in shared memory. The register kernels
    (blocks of 512 threads, a thread per expert, up to MOE_ALIGN_*_MAX ids held in registers:
-   small as one block, c8 and c8w as a cluster of 8) rank with per-warp mask rows and stage
+   small as independent blocks, each for a slice of the outputs, c8 and c8w as a cluster of 8) rank with per-warp mask rows and stage
    their block's ids; above MOE_ALIGN_C8W_MAX ids the x8 cluster (1024 threads, rows padded by
    one against bank conflicts) loops over its ids and stages up to MOE_ALIGN_STAGE_X8 per block. */
 #define TALON__MOE_MAX_EXPERTS 512
@@ -741,6 +742,9 @@ typedef struct talon__kv_params {
 #define TALON__MOE_ALIGN_CLUSTER 8
 #define TALON__MOE_ALIGN_REGS_WARPS 16
 #define TALON__MOE_ALIGN_SMALL_MAX 2048
+/* The small kernel runs a block per SLICE slots of sorted_token_ids, at most SLICES_MAX. */
+#define TALON__MOE_ALIGN_SLICE 2048
+#define TALON__MOE_ALIGN_SLICES_MAX 64
 #define TALON__MOE_ALIGN_C8_MAX 32768
 #define TALON__MOE_ALIGN_C8W_MAX 131072
 #define TALON__MOE_MAX2(a, b) ((a) > (b) ? (a) : (b))
@@ -757,6 +761,8 @@ typedef struct talon__moe_align_params {
     int64_t sorted_capacity, expert_ids_capacity;
     int numel, experts, block_size;
     int chunk; /* ids per warp, a multiple of 32 */
+    /* slots of sorted (a multiple of 4) and of expert_ids per block of the small kernel */
+    int64_t sorted_slice, expert_ids_slice;
 } talon__moe_align_params;
 
 typedef struct talon__moe_sum_params {
@@ -1684,6 +1690,7 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
     talon__moe_align_params p;
     int64_t sorted, blocks, n;
     talon__body body;
+    int64_t grid;
     int cluster, block;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
@@ -1715,7 +1722,16 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
     p.sorted_capacity = a->sorted_capacity; p.expert_ids_capacity = a->expert_ids_capacity;
     p.numel = (int)n; p.experts = (int)a->experts; p.block_size = (int)a->block_size;
     p.chunk = (int)((n + block * cluster - 1) / (block * cluster) * 32);
-    return talon__launch(ctx, stream, op, talon__pick(body, TALON_DTYPE_I32, 1, block), cluster,
+    grid = cluster;
+    p.sorted_slice = a->sorted_capacity;
+    p.expert_ids_slice = a->expert_ids_capacity;
+    if (cluster == 1) {
+        grid = (a->sorted_capacity + TALON__MOE_ALIGN_SLICE - 1) / TALON__MOE_ALIGN_SLICE;
+        if (grid > TALON__MOE_ALIGN_SLICES_MAX) grid = TALON__MOE_ALIGN_SLICES_MAX;
+        p.sorted_slice = ((a->sorted_capacity + grid - 1) / grid + 3) & ~(int64_t)3;
+        p.expert_ids_slice = (a->expert_ids_capacity + grid - 1) / grid;
+    }
+    return talon__launch(ctx, stream, op, talon__pick(body, TALON_DTYPE_I32, 1, block), grid,
                          &p);
 }
 

@@ -5,18 +5,21 @@
 // against a running count per expert, so the order inside an expert is ascending flat index
 // whatever the schedule. Variants:
 // - register kernels (<= MOE_ALIGN_C8W_MAX ids): blocks of 512 threads, a thread per expert,
-//   each lane's ids loaded once into registers. small: one block (<= 2048 ids); c8 / c8w: a
+//   each lane's ids loaded once into registers. small (<= 2048 ids): independent blocks, each
+//   ranking all the ids and storing only its slice of the outputs; c8 / c8w: a
 //   compile-time cluster of 8 (a plain launch forms it), 8 or 32 ids per lane. A step's lanes
 //   of one expert find each other by OR-ing their bits into the warp's mask word of that expert
 //   (OR commutes: deterministic); the lowest of them clears it and advances the count. Thread e
 //   then scans expert e over the warps, a cluster adds up its blocks' totals through distributed
 //   shared memory, and every block scans the padded counts over the experts itself. Ids go
 //   through a shared-memory stage (from one id per thread on) so each expert's run is stored
-//   to consecutive addresses. One block writes the sentinel everywhere first, under the
-//   loads' latency; a cluster writes only the padding and the tail at the end, so no block's
-//   fill has to be ordered before another block's ids. Latency-bound: few barriers; 16-bit
-//   counts and one shared region reused after ranking keep shared memory at 48 KB up to c8
-//   (on the H100 the same small kernel with 82 KB took ~0.8 us longer at 128 ids).
+//   to consecutive addresses. A small block writes the sentinel over its slice first, under
+//   the loads' latency (one block filling all 8192 slots of T=16 E=256 block 64 took 0.3 us
+//   longer per call on the H200; at 2048 ids 0.8 us); a cluster writes only the padding and
+//   the tail at the end, so no block's fill has to be ordered before another block's ids.
+//   Latency-bound: few barriers; 16-bit counts and one shared region reused after ranking
+//   keep shared memory at 48 KB up to c8 (on the H100 the same small kernel with 82 KB took
+//   ~0.8 us longer at 128 ids).
 // - x8 (larger): a cluster of 8 blocks of 1024 threads. Global warp g (block rank * 32 + warp)
 //   owns the contiguous flat ids [g * chunk, (g+1) * chunk).
 //   1. Each warp counts its ids per expert into its own shared-memory row (atomics).
@@ -324,6 +327,15 @@ __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p)
     // Many ids: place them in shared memory and copy each expert's run out to consecutive
     // addresses (a warp's scattered 4-byte stores cost a cache line each). Few: direct.
     const bool staged = n >= CL * SW * 32;
+    // Small (CL == 1): this block's slice of sorted and of expert_ids (the host's division).
+    int64_t s0 = 0, s1 = p.sorted_capacity, b0 = 0, b1 = p.expert_ids_capacity;
+    if constexpr (CL == 1) {
+        s0 = min(blockIdx.x * p.sorted_slice, s1);
+        s1 = min(s0 + p.sorted_slice, s1);
+        b0 = min(blockIdx.x * p.expert_ids_slice, b1);
+        b1 = min(b0 + p.expert_ids_slice, b1);
+    }
+    auto mine = [&](int64_t i) { return CL > 1 || (i >= s0 && i < s1); };
     const int *ids = reinterpret_cast<const int *>(p.topk_ids);
     int *sorted = reinterpret_cast<int *>(p.sorted);
     int *expert_ids = reinterpret_cast<int *>(p.expert_ids);
@@ -337,9 +349,9 @@ __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p)
     }
     for (int e = lane; e < EMAX / 2; e += 32) reinterpret_cast<int *>(row)[e] = 0;
     for (int e = lane; e < E; e += 32) mrow[e] = 0;
-    // One block: the sentinel everywhere now, under the loads' latency; a cluster pads at the
+    // Small: the sentinel over the slice now, under the loads' latency; a cluster pads at the
     // end instead, so no block's fill has to be ordered before another block's ids.
-    if constexpr (CL == 1) fill(sorted, p.sorted_capacity, n, threadIdx.x, blockDim.x);
+    if constexpr (CL == 1) fill(sorted + s0, s1 - s0, n, threadIdx.x, blockDim.x);
     __syncwarp();
 
     // rank in the warp (ascending flat index); invalid ids get key E and are never placed
@@ -396,13 +408,15 @@ __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p)
             gstart[e] = sc.x;
             gcount[e] = all;
         }
-        if (e % CL == rank)
-            for (int b = sc.x / B; b < (sc.x + pad) / B; b++) expert_ids[b] = e;
+        if (e % CL == rank) {
+            const int64_t hi_b = min(int64_t((sc.x + pad) / B), b1);
+            for (int64_t b = max(int64_t(sc.x / B), b0); b < hi_b; b++) expert_ids[b] = e;
+        }
     }
     const int gthread = rank * blockDim.x + threadIdx.x, nthreads = CL * blockDim.x;
-    for (int64_t b = total / B + gthread; b < p.expert_ids_capacity; b += nthreads)
+    for (int64_t b = max(int64_t(total / B), b0) + gthread; b < b1; b += nthreads)
         expert_ids[b] = -1;
-    if (gthread == 0) *reinterpret_cast<int *>(p.num_post) = total;
+    if (gthread == 0 && blockIdx.x == 0) *reinterpret_cast<int *>(p.num_post) = total;
     if constexpr (CL > 1) fill(sorted + total, p.sorted_capacity - total, n, gthread, nthreads);
     __syncthreads();
     if constexpr (CL > 1) // padding of the experts this block owns, a warp per expert
@@ -415,9 +429,11 @@ __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p)
         if (lo + u * 32 < hi && (key[u] & 1023) < E) {
             const int k = key[u] & 1023, flat = lo + u * 32 + lane;
             const int pos = first[k] + row[k] + (key[u] >> 10);
-            if (!staged) sorted[pos] = flat;
-            else if constexpr (PACK) stage[pos] = unsigned(pos + delta[k]) << SFLAT | (flat - blo);
-            else {
+            if (!staged) {
+                if (mine(pos)) sorted[pos] = flat;
+            } else if constexpr (PACK) {
+                stage[pos] = unsigned(pos + delta[k]) << SFLAT | (flat - blo);
+            } else {
                 stage[pos] = pos + delta[k];
                 sflat[pos] = (unsigned short)(flat - blo);
             }
@@ -425,10 +441,8 @@ __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p)
     if (staged) {
         __syncthreads();
         for (int i = threadIdx.x; i < placed; i += blockDim.x) {
-            if constexpr (PACK)
-                sorted[unsigned(stage[i]) >> SFLAT] = blo + (stage[i] & ((1 << SFLAT) - 1));
-            else
-                sorted[stage[i]] = blo + sflat[i];
+            const int at = PACK ? int(unsigned(stage[i]) >> SFLAT) : stage[i];
+            if (mine(at)) sorted[at] = blo + (PACK ? stage[i] & ((1 << SFLAT) - 1) : sflat[i]);
         }
     }
     if constexpr (CL > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");

@@ -124,18 +124,43 @@ static void expect_launch(const char *symbol, unsigned grid, const void *params,
     assert_memory_equal(fake.last.params, params, size);
 }
 
-/* Small problems: the small kernel, 16 warps; chunk = ceil(128 / 512) * 32 = 32 ids per warp. */
+/* Small problems: the small kernel, 16 warps; chunk = ceil(numel / 512) * 32 ids per warp; a
+   block per 2048 slots of sorted_capacity, at most 64 blocks, each taking ceil(capacity / grid)
+   slots (rounded up to 4) of sorted and ceil(128 / grid) of expert_ids. */
 static void test_align_launch_small(void **state) {
-    talon__moe_align_params want;
-    op_args a;
+    static const struct {
+        int64_t tokens, k, sorted_capacity;
+        unsigned grid;
+        int64_t sorted_slice, expert_ids_slice;
+    } rows[] = {
+        {16, 8, 8192, 4, 2048, 32},
+        {16, 8, 8193, 5, 1640, 26},
+        {1, 1, 64, 1, 64, 128},
+        {1, 1, 2047, 1, 2048, 128},
+        {1, 1, 2049, 2, 1028, 64},
+        {16, 8, 64 * 2048, 64, 2048, 2},
+        {16, 8, 64 * 2048 + 1, 64, 2052, 2},
+    };
+    size_t i;
     (void)state;
-    valid_args(OP_ALIGN, &a);
-    assert_int_equal(call_op(OP_ALIGN, g_ctx, &a), TALON_SUCCESS);
-    memset(&want, 0, sizeof want);
-    want.sorted = P_SORTED; want.expert_ids = P_EIDS; want.num_post = P_NPOST;
-    want.topk_ids = P_IDS; want.sorted_capacity = 8192; want.expert_ids_capacity = 128;
-    want.numel = 128; want.experts = 256; want.block_size = 64; want.chunk = 32;
-    expect_launch("talon_moe_align_block_size_i32_small", 1, &want, sizeof want);
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        talon__moe_align_params want;
+        op_args a;
+        fake.launches = 0;
+        valid_args(OP_ALIGN, &a);
+        a.align.tokens = rows[i].tokens;
+        a.align.k = rows[i].k;
+        a.align.sorted_capacity = rows[i].sorted_capacity;
+        assert_int_equal(call_op(OP_ALIGN, g_ctx, &a), TALON_SUCCESS);
+        memset(&want, 0, sizeof want);
+        want.sorted = P_SORTED; want.expert_ids = P_EIDS; want.num_post = P_NPOST;
+        want.topk_ids = P_IDS; want.sorted_capacity = rows[i].sorted_capacity;
+        want.expert_ids_capacity = 128; want.numel = (int)(rows[i].tokens * rows[i].k);
+        want.experts = 256; want.block_size = 64; want.chunk = 32;
+        want.sorted_slice = rows[i].sorted_slice;
+        want.expert_ids_slice = rows[i].expert_ids_slice;
+        expect_launch("talon_moe_align_block_size_i32_small", rows[i].grid, &want, sizeof want);
+    }
     assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_small")].block,
                      512);
     assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_c8")].block, 512);
@@ -150,7 +175,7 @@ static void test_align_launch_small(void **state) {
    = 16384 each. */
 static void test_align_launch_cluster(void **state) {
     static const struct { int64_t tokens, k; const char *symbol; unsigned grid; int chunk; } rows[] = {
-        {256, 8, "talon_moe_align_block_size_i32_small", 1, 128},
+        {256, 8, "talon_moe_align_block_size_i32_small", 9, 128}, /* ceil(18181 / 2048) */
         {2049, 1, "talon_moe_align_block_size_i32_c8", 8, 32},
         {512, 8, "talon_moe_align_block_size_i32_c8", 8, 32},
         {4096, 8, "talon_moe_align_block_size_i32_c8", 8, 256},
@@ -179,6 +204,10 @@ static void test_align_launch_cluster(void **state) {
         want.topk_ids = P_IDS; want.sorted_capacity = sc + 5; want.expert_ids_capacity = ec;
         want.numel = (int)(rows[i].tokens * rows[i].k); want.experts = 256;
         want.block_size = 64; want.chunk = rows[i].chunk;
+        /* a cluster's slice is the whole buffer; the small row: ceil(18181 / 9) = 2021 -> 2024
+           slots, ceil(284 / 9) = 32 blocks */
+        want.sorted_slice = rows[i].grid == 8 ? sc + 5 : 2024;
+        want.expert_ids_slice = rows[i].grid == 8 ? ec : 32;
         expect_launch(rows[i].symbol, rows[i].grid, &want, sizeof want);
     }
 }
