@@ -53,6 +53,28 @@ float ref_to_f32(talon_dtype t, uint16_t b) {
     return bits_f32(sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
 
+uint8_t ref_e4m3_from_f32(float x) {
+    const uint32_t u = f32_bits(x), m = u & 0x7fffff, rest = m & 0xfffff;
+    const uint8_t sign = (uint8_t)((u >> 24) & 0x80);
+    const float a = fabsf(x);
+    uint32_t r;
+    if (isnan(x)) return 0x7f;                      /* cvt.rn.satfinite: the canonical NaN */
+    if (a > 464.0f) return (uint8_t)(sign | 0x7e);  /* 464 itself is a tie that keeps 448 */
+    if (a < 0x1p-6f)                                /* subnormal: multiples of 2^-9, exact */
+        return (uint8_t)(sign | (uint8_t)nearbyintf(a * 512.0f)); /* ties to even; 8 = 2^-6 */
+    r = ((((u >> 23) & 0xff) - 127 + 7) << 3) | (m >> 20);
+    if (rest > 0x80000 || (rest == 0x80000 && (r & 1))) r++; /* a carry bumps the exponent */
+    return (uint8_t)(sign | r);
+}
+
+double ref_e4m3_to_f64(uint8_t b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    const double s = (b & 0x80) ? -1.0 : 1.0;
+    if (e == 15 && m == 7) return NAN;
+    if (e == 0) return s * m * 0x1p-9;
+    return s * (1.0 + m / 8.0) * ldexp(1.0, e - 7);
+}
+
 void ref_rmsnorm(const double *in, const double *w, double *out, int64_t rows, int64_t cols,
                  double eps) {
     for (int64_t r = 0; r < rows; r++) {

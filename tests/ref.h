@@ -1,4 +1,4 @@
-/* fp64 CPU references for talon's ops, and host bf16/f16 conversion (round to nearest even).
+/* fp64 CPU references for talon's ops, and host bf16/f16/e4m3 conversion (round to nearest even).
    Arrays are contiguous row-major doubles; callers handle strides and element types. */
 #ifndef TALON_TESTS_REF_H
 #define TALON_TESTS_REF_H
@@ -13,6 +13,12 @@ float ref_unit01(uint64_t *state);
 
 uint16_t ref_from_f32(talon_dtype t, float x); /* bf16 or f16 bits of x, rounded */
 float ref_to_f32(talon_dtype t, uint16_t bits);  /* exact */
+
+/* fp8 e4m3 bits of x, bit-exact with the device's cvt.rn.satfinite (__nv_cvt_float_to_fp8(x,
+   __NV_SATFINITE, __NV_E4M3)): round to nearest even, |x| > 464 (and +-inf) saturate to +-448,
+   NaN -> 0x7f, magnitudes <= 2^-10 -> signed zero. */
+uint8_t ref_e4m3_from_f32(float x);
+double ref_e4m3_to_f64(uint8_t bits); /* exact; NaN for 0x7f / 0xff */
 
 void ref_rmsnorm(const double *in, const double *w, double *out, int64_t rows, int64_t cols,
                  double eps);

@@ -2,28 +2,6 @@
 #include "ref_attn.h"
 #include <math.h>
 
-uint8_t ref_e4m3_from_f32(float x) {
-    const uint8_t sign = signbit(x) ? 0x80 : 0;
-    double a = fabs((double)x), q;
-    int e;
-    if (isnan(x)) return 0x7f;
-    if (a >= 448.0) return (uint8_t)(sign | 0x7e);
-    if (a < 0x1p-6) /* subnormal: multiples of 2^-9; 8 * 2^-9 is the smallest normal, code 8 */
-        return (uint8_t)(sign | (uint8_t)nearbyint(a * 512.0));
-    e = ilogb(a);                 /* a in [2^e, 2^(e+1)), e in [-6, 8] */
-    q = nearbyint(ldexp(a, 3 - e)); /* [8, 16]: 1.mmm in eighths, ties to even */
-    if (q == 16.0) { q = 8.0; e++; }
-    return (uint8_t)(sign | (uint8_t)((e + 7) << 3) | (uint8_t)(q - 8.0));
-}
-
-float ref_e4m3_to_f32(uint8_t b) {
-    const int e = (b >> 3) & 15, m = b & 7;
-    const float s = (b & 0x80) ? -1.0f : 1.0f;
-    if (e == 15 && m == 7) return NAN;
-    if (e == 0) return s * ldexpf((float)m, -9);
-    return s * ldexpf((float)(8 + m), e - 10);
-}
-
 double ref_attn_decode(const double *q, const float *const *k, const float *const *v, int64_t n,
                        int64_t d, double sm_scale, double cap, double k_scale, double v_scale,
                        double *o, double *mag, double *smax) {

@@ -1,11 +1,8 @@
-/* fp64 references for decode attention and the merge of attention states, and the host
-   fp8 e4m3 conversion (round to nearest even, saturating to +-448: cvt.rn.satfinite). */
+/* fp64 references for decode attention and the merge of attention states (the fp8 e4m3
+   conversion is in ref.h). */
 #ifndef TALON_TESTS_REF_ATTN_H
 #define TALON_TESTS_REF_ATTN_H
 #include <stdint.h>
-
-uint8_t ref_e4m3_from_f32(float x); /* NaN -> 0x7f; |x| >= 448 (inf too) -> +-448 */
-float ref_e4m3_to_f32(uint8_t bits); /* exact; 0x7f / 0xff -> NaN */
 
 /* One query row against n keys (the attended ones, in order): k[t], v[t] point at d floats
    (the cache element values; the real value is element * k_scale / v_scale).

@@ -1,5 +1,5 @@
-/* fp64 CPU references for talon_rope and talon_kv_append, and the host e4m3 conversion that is
-   bit-exact with the device's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3). */
+/* fp64 CPU references for talon_rope and talon_kv_append's fp8 constants (the e4m3 conversion
+   is in ref.h). */
 #ifndef TALON_TESTS_REF_ROPE_H
 #define TALON_TESTS_REF_ROPE_H
 #include <stdint.h>
@@ -11,11 +11,6 @@ void ref_rope_theta_row(double *cs, double pos, double theta, int64_t rot_dim);
 /* Rotates the first rot_dim elements of one head in place by the row cs (cos then sin of the
    rot_dim/2 pairs): NeoX pairs (i, i + rot_dim/2), GPT-J (2i, 2i + 1). */
 void ref_rope_head(double *x, int64_t rot_dim, int gptj, const double *cs);
-
-/* e4m3 bits of x: round to nearest even, |x| > 464 (and +-inf) saturate to +-448, NaN -> 0x7f,
-   magnitudes <= 2^-10 -> signed zero. */
-uint8_t ref_fp8_e4m3_from_f32(float x);
-double ref_fp8_e4m3_to_f64(uint8_t b); /* exact; NaN for 0x7f / 0xff */
 
 /* talon_kv_append's fp8 division x / s = (x q[0]) / q[1]: q[0] = 2^k and q[1] = s 2^k, in
    [1, 2) unless k is clamped to [-126, 127] to keep q[0] a normal float; q[2] = 1 / q[1]

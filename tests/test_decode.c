@@ -441,37 +441,6 @@ static void test_capture_needs_preload(void **state) {
 }
 
 /* ================================================================ references */
-static void test_ref_e4m3(void **state) {
-    static const struct { float x; uint8_t bits; } rows[] = {
-        {0.0f, 0x00}, {-0.0f, 0x80}, {1.0f, 0x38}, {-1.0f, 0xb8}, {448.0f, 0x7e},
-        {1000.0f, 0x7e}, {-INFINITY, 0xfe}, {INFINITY, 0x7e}, {0x1p-9f, 0x01},
-        {0x1p-10f, 0x00},          /* tie between 0 and the smallest subnormal: even (0) */
-        {0x1.8p-10f, 0x01},        /* above the tie */
-        {0x1.8p-9f, 0x02},         /* 1.5 * 2^-9: tie between 1 and 2: even (2) */
-        {0x1p-6f, 0x08},           /* smallest normal */
-        {0x1.1p0f, 0x38},          /* 1.0625: tie between 1 and 1.125: even (1) */
-        {0x1.3p0f, 0x3a},          /* 1.1875: tie between 1.125 and 1.25: even (1.25) */
-        {0x1.fp0f, 0x40},          /* 1.9375 rounds up into the next binade: 2.0 */
-        {464.0f, 0x7e},            /* would round to 480, which e4m3 lacks: saturates */
-        {240.0f, 0x77}, {0.1f, 0x1d}, {-3.3f, 0xc5},
-    };
-    size_t i;
-    int b;
-    (void)state;
-    for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (ref_e4m3_from_f32(rows[i].x) != rows[i].bits)
-            fail_msg("e4m3(%a) = 0x%02x, expected 0x%02x", (double)rows[i].x,
-                     ref_e4m3_from_f32(rows[i].x), rows[i].bits);
-    assert_int_equal(ref_e4m3_from_f32(NAN), 0x7f);
-    assert_true(isnan(ref_e4m3_to_f32(0x7f)) && isnan(ref_e4m3_to_f32(0xff)));
-    for (b = 0; b < 256; b++) /* every finite code round-trips */
-        if (b != 0x7f && b != 0xff && b != 0x80)
-            assert_int_equal(ref_e4m3_from_f32(ref_e4m3_to_f32((uint8_t)b)), b);
-    assert_true(ref_e4m3_to_f32(0x7e) == 448.0f);
-    assert_true(ref_e4m3_to_f32(0x01) == 0x1p-9f);
-    assert_true(ref_e4m3_to_f32(0x3a) == 1.25f);
-}
-
 static void test_ref_attn(void **state) {
     /* d = 2, q = (1, 0): scores are k[t][0] * sm_scale * k_scale */
     static const float k0[2] = {0, 5}, k1[2] = {1, 7}, k2[2] = {2, 9};
@@ -525,7 +494,6 @@ int main(void) {
     ADD(test_launch_merge);
     ADD(test_workspace_exact);
     ADD(test_capture_needs_preload);
-    ADD(test_ref_e4m3);
     ADD(test_ref_attn);
     ADD(test_ref_merge);
     return test_run("test_decode");

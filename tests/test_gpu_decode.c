@@ -127,7 +127,7 @@ static float put(const dcase *c, void *bits, size_t i, float x) {
     if (c->fp8) {
         uint8_t b = ref_e4m3_from_f32(x);
         ((uint8_t *)bits)[i] = b;
-        return ref_e4m3_to_f32(b);
+        return (float)ref_e4m3_to_f64(b);
     }
     ((uint16_t *)bits)[i] = ref_from_f32(c->dtype, x);
     return ref_to_f32(c->dtype, ((uint16_t *)bits)[i]);

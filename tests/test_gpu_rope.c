@@ -543,7 +543,7 @@ static int kv_check(kv_job *j, int64_t *elements, char *why, size_t whylen) {
             const float scale = (kv ? c->v_scale : c->k_scale) ? (kv ? c->v_scale : c->k_scale) : 1.0f;
             for (int64_t e = 0; e < j->row; e++) {
                 const uint16_t b = j->init[src + e];
-                if (c->fp8) dst[e] = ref_fp8_e4m3_from_f32(ref_to_f32(c->dtype, b) / scale);
+                if (c->fp8) dst[e] = ref_e4m3_from_f32(ref_to_f32(c->dtype, b) / scale);
                 else memcpy(dst + 2 * e, &b, 2);
             }
         }

@@ -154,6 +154,51 @@ static void test_negative_zero(void **state) {
     ASSERT_BITS(TALON_DTYPE_F16, -0x1p-30f, 0x8000); /* underflow keeps the sign */
 }
 
+/* e4m3 against hand-worked codes: ties to even (normal and subnormal), carries into the next
+   binade, saturation from 448 up to infinity, NaN; then every finite code round-trips and every
+   midpoint between neighbours goes to the even one. */
+static void test_e4m3(void **state) {
+    static const struct { float x; uint8_t bits; } rows[] = {
+        {0.0f, 0x00}, {-0.0f, 0x80}, {1.0f, 0x38}, {-1.0f, 0xb8}, {240.0f, 0x77},
+        {0.1f, 0x1d}, {-3.3f, 0xc5}, {1.0626f, 0x39},
+        {0x1.1p0f, 0x38},   /* 1.0625: tie between 1 and 1.125: even (1) */
+        {0x1.3p0f, 0x3a},   /* 1.1875: tie between 1.125 and 1.25: even (1.25) */
+        {0x1.fp0f, 0x40},   /* 1.9375 rounds up into the next binade: 2.0 */
+        {0x1p-6f, 0x08},    /* smallest normal */
+        {0x1p-9f, 0x01},    /* smallest subnormal */
+        {0x1p-10f, 0x00},   /* tie between 0 and the smallest subnormal: even (0) */
+        {-0x1p-10f, 0x80},
+        {0x1.8p-10f, 0x01}, /* above that tie */
+        {0x1.8p-9f, 0x02},  /* 1.5 * 2^-9: tie between 1 and 2: even (2) */
+        {0x1.4p-8f, 0x02},  /* 2.5 * 2^-9: tie between 2 and 3: even (2) */
+        {0x1.ep-7f, 0x08},  /* 7.5 * 2^-9: tie, rounds up into the smallest normal */
+        {0x1.fp-7f, 0x08}, {0x1.e8p-7f, 0x08}, {1e-30f, 0x00},
+        {448.0f, 0x7e}, {-448.0f, 0xfe}, {449.0f, 0x7e}, {463.99f, 0x7e},
+        {464.0f, 0x7e},     /* tie between 448 and 480, which e4m3 lacks: saturates */
+        {465.0f, 0x7e}, {1000.0f, 0x7e}, {1e30f, 0x7e}, {INFINITY, 0x7e}, {-INFINITY, 0xfe},
+    };
+    size_t i;
+    int b;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (ref_e4m3_from_f32(rows[i].x) != rows[i].bits)
+            fail_msg("e4m3(%a) = 0x%02x, expected 0x%02x", (double)rows[i].x,
+                     ref_e4m3_from_f32(rows[i].x), rows[i].bits);
+    assert_int_equal(ref_e4m3_from_f32(NAN), 0x7f);
+    assert_true(isnan(ref_e4m3_to_f64(0x7f)) && isnan(ref_e4m3_to_f64(0xff)));
+    assert_true(ref_e4m3_to_f64(0x7e) == 448.0 && ref_e4m3_to_f64(0x01) == 0x1p-9);
+    assert_true(ref_e4m3_to_f64(0x3a) == 1.25);
+    for (b = 0; b < 256; b++) {
+        const double v = ref_e4m3_to_f64((uint8_t)b);
+        double next;
+        if (isnan(v)) continue;
+        assert_int_equal(ref_e4m3_from_f32((float)v), b);
+        if ((b & 0x7f) >= 0x7e) continue;
+        next = ref_e4m3_to_f64((uint8_t)(b + 1));
+        assert_int_equal(ref_e4m3_from_f32((float)((v + next) / 2)), (b & 1) ? b + 1 : b);
+    }
+}
+
 /* ---------------------------------------------------------------- norms */
 static void test_rmsnorm_hand(void **state) {
     const double in[] = {3, 4}, w[] = {1, 2};
@@ -255,6 +300,7 @@ int main(void) {
         cmocka_unit_test(test_f16_subnormals),
         cmocka_unit_test(test_nan),
         cmocka_unit_test(test_negative_zero),
+        cmocka_unit_test(test_e4m3),
         cmocka_unit_test(test_rmsnorm_hand),
         cmocka_unit_test(test_rmsnorm_rows),
         cmocka_unit_test(test_layernorm_hand),
