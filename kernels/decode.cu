@@ -43,7 +43,10 @@
 // wmma kernel, 512 CTAs of 128 threads, 86 KB of shared memory, 2 per SM) reads the same DRAM
 // and L2 sectors at DRAM 92.1% against our 88.5-89.1%, executing half our instructions (38.5M
 // vs 77.0M). Twice the keys per warp step (a 96 KB ring, 2 CTAs per SM, as cuDNN) was slower,
-// 248.5 vs 246.1 us, and 245.5 with a CTA barrier every step: not taken.
+// 248.5 vs 246.1 us, and 245.5 with a CTA barrier every step: not taken. Nor the 2 or 4 kv
+// heads of a request in one CTA of 256 or 512 threads (one SM reads 512 B or 1 KB of each page
+// row together; H200, against this design): B=64 L=4096 247.7 / 246.3 vs 247.7 / 248.8 us
+// (cuDNN 245.4: still 0.99x), B=1 L=32768 0.99x / 0.92x, B=1 L=2048 0.96x / 0.83x.
 //
 // Variants (talon.h, TALON__KERNELS_decode): q type x cache type (same or fp8) x head_dim
 // (64, 128, 256) x heads per CTA (1, 2, 4: the group is cut into chunks of at most 4).
