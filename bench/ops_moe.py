@@ -159,6 +159,7 @@ def cases(h):
     torch = _torch
     return [
         align_case(h, 16, 8, 256, 64, [("us", "<=", 6.0, "moe_align T=16 E=256 k=8 <= 6 us")]),
+        align_case(h, 64, 8, 256, 64),    # 512 ids: the small kernel's 16 warps, one step each
         align_case(h, 256, 8, 256, 64),
         align_case(h, 512, 8, 256, 64),   # 4096 ids: c8 cluster, one id per thread
         align_case(h, 1024, 8, 256, 64),  # 8192 ids: c8
