@@ -730,7 +730,8 @@ typedef struct talon__kv_params {
 
 /* moe: the align kernels keep per-warp expert counts in shared memory. The register kernels
    (blocks of 512 threads, a thread per expert, up to MOE_ALIGN_*_MAX ids held in registers:
-   small as independent blocks, each for a slice of the outputs, c8 and c8w as a cluster of 8) rank with per-warp mask rows and stage
+   small as one block, sliced as independent blocks each writing a slice of the outputs, c8 and
+   c8w as a cluster of 8) rank with per-warp mask rows and stage
    their block's ids; above MOE_ALIGN_C8W_MAX ids the x8 cluster (1024 threads, rows padded by
    one against bank conflicts) loops over its ids and stages up to MOE_ALIGN_STAGE_X8 per block. */
 #define TALON__MOE_MAX_EXPERTS 512
@@ -742,7 +743,8 @@ typedef struct talon__kv_params {
 #define TALON__MOE_ALIGN_CLUSTER 8
 #define TALON__MOE_ALIGN_REGS_WARPS 16
 #define TALON__MOE_ALIGN_SMALL_MAX 2048
-/* The small kernel runs a block per SLICE slots of sorted_token_ids, at most SLICES_MAX. */
+/* Up to SMALL_MAX ids: a block per SLICE slots of sorted_token_ids, at most SLICES_MAX; one
+   block takes the small kernel, more the sliced one. */
 #define TALON__MOE_ALIGN_SLICE 2048
 #define TALON__MOE_ALIGN_SLICES_MAX 64
 #define TALON__MOE_ALIGN_C8_MAX 32768
@@ -761,7 +763,7 @@ typedef struct talon__moe_align_params {
     int64_t sorted_capacity, expert_ids_capacity;
     int numel, experts, block_size;
     int chunk; /* ids per warp, a multiple of 32 */
-    /* slots of sorted (a multiple of 4) and of expert_ids per block of the small kernel */
+    /* slots of sorted (a multiple of 4) and of expert_ids per block of the sliced kernel */
     int64_t sorted_slice, expert_ids_slice;
 } talon__moe_align_params;
 
@@ -772,11 +774,12 @@ typedef struct talon__moe_sum_params {
     int chunks; /* blocks per token */
 } talon__moe_sum_params;
 
-#define TALON__BODIES_moe(X) X(moe_align_small) X(moe_align_c8) X(moe_align_c8w) X(moe_align_x8) X(moe_sum) \
+#define TALON__BODIES_moe(X) X(moe_align_small) X(moe_align_sliced) X(moe_align_c8) X(moe_align_c8w) X(moe_align_x8) X(moe_sum) \
     X(moe_sum_r2) X(moe_sum_r4)
 
 #define TALON__KERNELS_moe(X)                                                                  \
     X(talon_moe_align_block_size_i32_small, moe_align_small, I32, 1, moe, 512, TALON__MOE_ALIGN_REGS_SMEM(TALON__MOE_ALIGN_SMALL_MAX), talon__moe_align_params) \
+    X(talon_moe_align_block_size_i32_sliced, moe_align_sliced, I32, 1, moe, 512, TALON__MOE_ALIGN_REGS_SMEM(TALON__MOE_ALIGN_SMALL_MAX), talon__moe_align_params) \
     X(talon_moe_align_block_size_i32_c8, moe_align_c8,  I32,  1, moe,  512, TALON__MOE_ALIGN_REGS_SMEM(TALON__MOE_ALIGN_C8_MAX / 8), talon__moe_align_params) \
     X(talon_moe_align_block_size_i32_c8w, moe_align_c8w, I32, 1, moe,  512, TALON__MOE_ALIGN_REGS_SMEM(TALON__MOE_ALIGN_C8W_MAX / 8), talon__moe_align_params) \
     X(talon_moe_align_block_size_i32_x8, moe_align_x8, I32,  1, moe, 1024, TALON__MOE_ALIGN_SMEM(TALON__MOE_ALIGN_STAGE_X8), talon__moe_align_params) \
@@ -1730,6 +1733,7 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
         if (grid > TALON__MOE_ALIGN_SLICES_MAX) grid = TALON__MOE_ALIGN_SLICES_MAX;
         p.sorted_slice = ((a->sorted_capacity + grid - 1) / grid + 3) & ~(int64_t)3;
         p.expert_ids_slice = (a->expert_ids_capacity + grid - 1) / grid;
+        if (grid > 1) body = TALON__B_moe_align_sliced;
     }
     return talon__launch(ctx, stream, op, talon__pick(body, TALON_DTYPE_I32, 1, block), grid,
                          &p);

@@ -5,8 +5,10 @@
 // against a running count per expert, so the order inside an expert is ascending flat index
 // whatever the schedule. Variants:
 // - register kernels (<= MOE_ALIGN_C8W_MAX ids): blocks of 512 threads, a thread per expert,
-//   each lane's ids loaded once into registers. small (<= 2048 ids): independent blocks, each
-//   ranking all the ids and storing only its slice of the outputs; c8 / c8w: a
+//   each lane's ids loaded once into registers. small (<= 2048 ids): one block; sliced (the
+//   same ids, a sorted_capacity over 2048): independent blocks, each ranking all the ids and
+//   storing only its slice of the outputs (its own kernel: compiled into the one-block one,
+//   the slicing cost that one 0.14-0.18 us back to back on the H200); c8 / c8w: a
 //   compile-time cluster of 8 (a plain launch forms it), 8 or 32 ids per lane. A step's lanes
 //   of one expert find each other by OR-ing their bits into the warp's mask word of that expert
 //   (OR commutes: deterministic); the lowest of them clears it and advances the count. Thread e
@@ -45,6 +47,7 @@
 // small k keeps as many bytes in flight as k = 8; weights are fp32 broadcast loads. Variants:
 // element type x VEC (8 = 16-byte path, 1 = any shape and alignment) x R (16-byte path).
 #include <cooperative_groups.h>
+#include <type_traits>
 #include "common.cuh"
 
 namespace cg = cooperative_groups;
@@ -301,7 +304,7 @@ static_assert((int64_t(TALON__MOE_ALIGN_C8_MAX) + EMAX * 1023) < (int64_t(1) << 
 // back, and the lowest lane of the group clears it and advances the running count; a few
 // instructions instead of one ballot per key bit. Shared memory: 16-bit rows (counts < 2^16),
 // then one region that holds the mask rows while ranking and everything else afterwards.
-template <int CL, int SU>
+template <int CL, int SU, bool SLICED = false>
 __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p) {
     constexpr int IDS = SW * 32 * SU; // ids of a block at most
     constexpr bool PACK = IDS <= 1 << SFLAT;
@@ -327,15 +330,16 @@ __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p)
     // Many ids: place them in shared memory and copy each expert's run out to consecutive
     // addresses (a warp's scattered 4-byte stores cost a cache line each). Few: direct.
     const bool staged = n >= CL * SW * 32;
-    // Small (CL == 1): this block's slice of sorted and of expert_ids (the host's division).
+    // Sliced (small, grid > 1): this block's part of sorted and of expert_ids (the host's
+    // division); unsliced, the code is that of one block owning everything.
     int64_t s0 = 0, s1 = p.sorted_capacity, b0 = 0, b1 = p.expert_ids_capacity;
-    if constexpr (CL == 1) {
+    if constexpr (SLICED) {
         s0 = min(blockIdx.x * p.sorted_slice, s1);
         s1 = min(s0 + p.sorted_slice, s1);
         b0 = min(blockIdx.x * p.expert_ids_slice, b1);
         b1 = min(b0 + p.expert_ids_slice, b1);
     }
-    auto mine = [&](int64_t i) { return CL > 1 || (i >= s0 && i < s1); };
+    auto mine = [&](int64_t i) { return !SLICED || (i >= s0 && i < s1); };
     const int *ids = reinterpret_cast<const int *>(p.topk_ids);
     int *sorted = reinterpret_cast<int *>(p.sorted);
     int *expert_ids = reinterpret_cast<int *>(p.expert_ids);
@@ -409,14 +413,17 @@ __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p)
             gcount[e] = all;
         }
         if (e % CL == rank) {
-            const int64_t hi_b = min(int64_t((sc.x + pad) / B), b1);
-            for (int64_t b = max(int64_t(sc.x / B), b0); b < hi_b; b++) expert_ids[b] = e;
+            using I = std::conditional_t<SLICED, int64_t, int>;
+            const I lo_b = sc.x / B, hi_b = (sc.x + pad) / B;
+            const I from = SLICED ? max(lo_b, I(b0)) : lo_b, to = SLICED ? min(hi_b, I(b1)) : hi_b;
+            for (I b = from; b < to; b++) expert_ids[b] = e;
         }
     }
     const int gthread = rank * blockDim.x + threadIdx.x, nthreads = CL * blockDim.x;
-    for (int64_t b = max(int64_t(total / B), b0) + gthread; b < b1; b += nthreads)
+    for (int64_t b = (SLICED ? max(int64_t(total / B), b0) : total / B) + gthread; b < b1;
+         b += nthreads)
         expert_ids[b] = -1;
-    if (gthread == 0 && blockIdx.x == 0) *reinterpret_cast<int *>(p.num_post) = total;
+    if (gthread == 0 && (!SLICED || blockIdx.x == 0)) *reinterpret_cast<int *>(p.num_post) = total;
     if constexpr (CL > 1) fill(sorted + total, p.sorted_capacity - total, n, gthread, nthreads);
     __syncthreads();
     if constexpr (CL > 1) // padding of the experts this block owns, a warp per expert
@@ -441,8 +448,12 @@ __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p)
     if (staged) {
         __syncthreads();
         for (int i = threadIdx.x; i < placed; i += blockDim.x) {
-            const int at = PACK ? int(unsigned(stage[i]) >> SFLAT) : stage[i];
-            if (mine(at)) sorted[at] = blo + (PACK ? stage[i] & ((1 << SFLAT) - 1) : sflat[i]);
+            if constexpr (PACK) {
+                const unsigned at = unsigned(stage[i]) >> SFLAT;
+                if (mine(at)) sorted[at] = blo + (stage[i] & ((1 << SFLAT) - 1));
+            } else if (mine(stage[i])) {
+                sorted[stage[i]] = blo + sflat[i];
+            }
         }
     }
     if constexpr (CL > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
@@ -450,6 +461,9 @@ __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p)
 
 __device__ void moe_align_small(const talon__moe_align_params &p) {
     moe_align_regs<1, TALON__MOE_ALIGN_SMALL_MAX / (SW * 32)>(p);
+}
+__device__ void moe_align_sliced(const talon__moe_align_params &p) {
+    moe_align_regs<1, TALON__MOE_ALIGN_SMALL_MAX / (SW * 32), true>(p);
 }
 __device__ void moe_align_c8(const talon__moe_align_params &p) {
     moe_align_regs<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_C8_MAX / (SW * 32 * 8)>(p);
@@ -507,6 +521,7 @@ template <typename T, int VEC> __device__ void moe_sum_r4(const talon__moe_sum_p
 
 // Cluster shape per body: compile-time, so the dispatcher's plain launch forms the cluster.
 #define MOE_ATTR_moe_align_small
+#define MOE_ATTR_moe_align_sliced
 #define MOE_ATTR_moe_align_c8 __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
 #define MOE_ATTR_moe_align_c8w __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
 #define MOE_ATTR_moe_align_x8 __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)

@@ -124,9 +124,10 @@ static void expect_launch(const char *symbol, unsigned grid, const void *params,
     assert_memory_equal(fake.last.params, params, size);
 }
 
-/* Small problems: the small kernel, 16 warps; chunk = ceil(numel / 512) * 32 ids per warp; a
-   block per 2048 slots of sorted_capacity, at most 64 blocks, each taking ceil(capacity / grid)
-   slots (rounded up to 4) of sorted and ceil(128 / grid) of expert_ids. */
+/* Small problems: 16 warps, chunk = ceil(numel / 512) * 32 ids per warp; a block per 2048
+   slots of sorted_capacity, at most 64 blocks, each taking ceil(capacity / grid) slots (rounded
+   up to 4) of sorted and ceil(128 / grid) of expert_ids: one block is the small kernel, more
+   the sliced one. */
 static void test_align_launch_small(void **state) {
     static const struct {
         int64_t tokens, k, sorted_capacity;
@@ -159,9 +160,13 @@ static void test_align_launch_small(void **state) {
         want.experts = 256; want.block_size = 64; want.chunk = 32;
         want.sorted_slice = rows[i].sorted_slice;
         want.expert_ids_slice = rows[i].expert_ids_slice;
-        expect_launch("talon_moe_align_block_size_i32_small", rows[i].grid, &want, sizeof want);
+        expect_launch(rows[i].grid == 1 ? "talon_moe_align_block_size_i32_small"
+                                        : "talon_moe_align_block_size_i32_sliced",
+                      rows[i].grid, &want, sizeof want);
     }
     assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_small")].block,
+                     512);
+    assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_sliced")].block,
                      512);
     assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_c8")].block, 512);
     assert_int_equal(talon__kernels[kernel_index("talon_moe_align_block_size_i32_c8w")].block, 512);
@@ -175,7 +180,7 @@ static void test_align_launch_small(void **state) {
    = 16384 each. */
 static void test_align_launch_cluster(void **state) {
     static const struct { int64_t tokens, k; const char *symbol; unsigned grid; int chunk; } rows[] = {
-        {256, 8, "talon_moe_align_block_size_i32_small", 9, 128}, /* ceil(18181 / 2048) */
+        {256, 8, "talon_moe_align_block_size_i32_sliced", 9, 128}, /* ceil(18181 / 2048) */
         {2049, 1, "talon_moe_align_block_size_i32_c8", 8, 32},
         {512, 8, "talon_moe_align_block_size_i32_c8", 8, 32},
         {4096, 8, "talon_moe_align_block_size_i32_c8", 8, 256},
