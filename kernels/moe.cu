@@ -8,7 +8,7 @@
 //   each lane's ids loaded once into registers. small (<= 2048 ids): one block; sliced (the
 //   same ids, a sorted_capacity over 2048): independent blocks, each ranking all the ids and
 //   storing only its slice of the outputs (its own kernel: compiled into the one-block one,
-//   the slicing cost that one 0.14-0.18 us back to back on the H200); c8 / c8w: a
+//   the slicing cost that one 0.08-0.18 us back to back on the H200); c8 / c8w: a
 //   compile-time cluster of 8 (a plain launch forms it), 8 or 32 ids per lane. A step's lanes
 //   of one expert find each other by OR-ing their bits into the warp's mask word of that expert
 //   (OR commutes: deterministic); the lowest of them clears it and advances the count. Thread e
