@@ -763,7 +763,8 @@ typedef struct talon__moe_align_params {
     int64_t sorted_capacity, expert_ids_capacity;
     int numel, experts, block_size;
     int chunk; /* ids per warp, a multiple of 32 */
-    /* slots of sorted (a multiple of 4) and of expert_ids per block of the sliced kernel */
+    /* slots of sorted (a multiple of 4) and of expert_ids per block of the sliced kernel; 0
+       for the others */
     int64_t sorted_slice, expert_ids_slice;
 } talon__moe_align_params;
 
@@ -1726,14 +1727,12 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
     p.numel = (int)n; p.experts = (int)a->experts; p.block_size = (int)a->block_size;
     p.chunk = (int)((n + block * cluster - 1) / (block * cluster) * 32);
     grid = cluster;
-    p.sorted_slice = a->sorted_capacity;
-    p.expert_ids_slice = a->expert_ids_capacity;
-    if (cluster == 1) {
+    if (cluster == 1 && a->sorted_capacity > TALON__MOE_ALIGN_SLICE) {
         grid = (a->sorted_capacity + TALON__MOE_ALIGN_SLICE - 1) / TALON__MOE_ALIGN_SLICE;
         if (grid > TALON__MOE_ALIGN_SLICES_MAX) grid = TALON__MOE_ALIGN_SLICES_MAX;
         p.sorted_slice = ((a->sorted_capacity + grid - 1) / grid + 3) & ~(int64_t)3;
         p.expert_ids_slice = (a->expert_ids_capacity + grid - 1) / grid;
-        if (grid > 1) body = TALON__B_moe_align_sliced;
+        body = TALON__B_moe_align_sliced;
     }
     return talon__launch(ctx, stream, op, talon__pick(body, TALON_DTYPE_I32, 1, block), grid,
                          &p);

@@ -125,9 +125,9 @@ static void expect_launch(const char *symbol, unsigned grid, const void *params,
 }
 
 /* Small problems: 16 warps, chunk = ceil(numel / 512) * 32 ids per warp; a block per 2048
-   slots of sorted_capacity, at most 64 blocks, each taking ceil(capacity / grid) slots (rounded
-   up to 4) of sorted and ceil(128 / grid) of expert_ids: one block is the small kernel, more
-   the sliced one. */
+   slots of sorted_capacity, at most 64 blocks: one block is the small kernel (no slices), more
+   the sliced one, each block taking ceil(capacity / grid) slots (rounded up to 4) of sorted
+   and ceil(128 / grid) of expert_ids. */
 static void test_align_launch_small(void **state) {
     static const struct {
         int64_t tokens, k, sorted_capacity;
@@ -136,8 +136,8 @@ static void test_align_launch_small(void **state) {
     } rows[] = {
         {16, 8, 8192, 4, 2048, 32},
         {16, 8, 8193, 5, 1640, 26},
-        {1, 1, 64, 1, 64, 128},
-        {1, 1, 2047, 1, 2048, 128},
+        {1, 1, 64, 1, 0, 0},
+        {1, 1, 2048, 1, 0, 0},
         {1, 1, 2049, 2, 1028, 64},
         {16, 8, 64 * 2048, 64, 2048, 2},
         {16, 8, 64 * 2048 + 1, 64, 2052, 2},
@@ -209,10 +209,10 @@ static void test_align_launch_cluster(void **state) {
         want.topk_ids = P_IDS; want.sorted_capacity = sc + 5; want.expert_ids_capacity = ec;
         want.numel = (int)(rows[i].tokens * rows[i].k); want.experts = 256;
         want.block_size = 64; want.chunk = rows[i].chunk;
-        /* a cluster's slice is the whole buffer; the small row: ceil(18181 / 9) = 2021 -> 2024
-           slots, ceil(284 / 9) = 32 blocks */
-        want.sorted_slice = rows[i].grid == 8 ? sc + 5 : 2024;
-        want.expert_ids_slice = rows[i].grid == 8 ? ec : 32;
+        /* clusters take no slices; the sliced row: ceil(18181 / 9) = 2021 -> 2024 slots,
+           ceil(284 / 9) = 32 blocks */
+        want.sorted_slice = rows[i].grid == 8 ? 0 : 2024;
+        want.expert_ids_slice = rows[i].grid == 8 ? 0 : 32;
         expect_launch(rows[i].symbol, rows[i].grid, &want, sizeof want);
     }
 }
