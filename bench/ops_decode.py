@@ -5,8 +5,9 @@ PyTorch SDPA (cuDNN and flash backends) on the same K/V laid out contiguously [B
 with a query of length 1 and enable_gqa=True. bf16, D=128, Hq=32, Hk=8, page 16; GB/s counts
 the K and V bytes read once. Also: fp8 e4m3 KV at the same shapes (peers on the bf16 copy of
 the same values); MHA (32 kv heads) at B=16 L=4096 and head_dim 256 (16 query heads over 8)
-at B=32 L=4096, each in bf16 and fp8; the B=64 case with each request's pages in order (the
-cost of scattered pages); a sweep of forced split counts beside the automatic choice.
+at B=32 L=4096, each in bf16 and fp8; the three target shapes with the caches in the HND
+layout ([pages, Hk, page, D]); the B=64 case with each request's pages in order (the cost of
+scattered pages); a sweep of forced split counts beside the automatic choice.
 """
 import ctypes
 import math
@@ -15,13 +16,14 @@ from ops import Case, PTR, I64, F32, ENUM, ptr
 
 HQ, HK, D, PS = 32, 8, 128, 16
 BF16, FP8 = 0, 4
+NHD, HND = 0, 1
 
 ARGS = [("o", PTR), ("lse", PTR), ("q", PTR), ("k_cache", PTR), ("v_cache", PTR),
         ("page_table", PTR), ("kv_lens", PTR), ("workspace", PTR), ("workspace_size", I64),
         ("batch", I64), ("num_qo_heads", I64), ("num_kv_heads", I64), ("head_dim", I64),
         ("page_size", I64), ("page_table_stride", I64), ("max_kv_len", I64), ("window", I64),
         ("num_splits", I64), ("sm_scale", F32), ("logits_soft_cap", F32), ("k_scale", F32),
-        ("v_scale", F32), ("dtype", ENUM), ("kv_dtype", ENUM)]
+        ("v_scale", F32), ("dtype", ENUM), ("kv_dtype", ENUM), ("layout", ENUM)]
 
 
 def cases(h):
@@ -45,16 +47,18 @@ def cases(h):
         a.dtype = BF16
         a.kv_dtype = FP8 if s["fp8"] else BF16
         a.k_scale = a.v_scale = s["scale"]
+        a.layout = HND if s["hnd"] else NHD
         n = ctypes.c_int64()
         h._check("talon_decode_attention_workspace_size",
                  h.lib.talon_decode_attention_workspace_size(h.ctx, ctypes.byref(a), ctypes.byref(n)))
         return a, n.value
 
-    def make(B, L, fp8, splits, in_order=False, hq=HQ, hk=HK, d=D):
+    def make(B, L, fp8, splits, in_order=False, hq=HQ, hk=HK, d=D, hnd=False):
         pages = B * (L // PS)
         kv = {}
         for name in ("k", "v"):
-            x = torch.randn(pages, PS, hk, d, device="cuda", dtype=torch.bfloat16)
+            x = torch.randn((pages, hk, PS, d) if hnd else (pages, PS, hk, d), device="cuda",
+                            dtype=torch.bfloat16)
             if fp8:
                 cache = (x.float() * 4.0).to(torch.float8_e4m3fn)  # scale 0.25: values ~N(0, 4)
                 x = (cache.float() * 0.25).to(torch.bfloat16)      # the peers' (dequantised) copy
@@ -63,7 +67,8 @@ def cases(h):
             kv[name] = (cache, x)
         pt = (torch.arange(pages, device="cuda", dtype=torch.int32) if in_order else
               torch.randperm(pages, device="cuda", dtype=torch.int32)).view(B, L // PS)
-        s = {"B": B, "L": L, "hq": hq, "hk": hk, "d": d, "fp8": fp8, "scale": 0.25 if fp8 else 1.0, "pt": pt,
+        s = {"B": B, "L": L, "hq": hq, "hk": hk, "d": d, "fp8": fp8, "hnd": hnd,
+             "scale": 0.25 if fp8 else 1.0, "pt": pt,
              "k_cache": kv["k"][0], "v_cache": kv["v"][0],
              "q": torch.randn(B, hq, d, device="cuda", dtype=torch.bfloat16),
              "o": torch.empty(B, hq, d, device="cuda", dtype=torch.bfloat16),
@@ -72,7 +77,9 @@ def cases(h):
         # contiguous [B, Hk, L, D] copies for the peers: token t of request b is in page
         # pt[b, t // PS] at offset t % PS
         for name in ("k", "v"):
-            s[name] = kv[name][1][pt.long()].reshape(B, L, hk, d).transpose(1, 2).contiguous()
+            x = kv[name][1][pt.long()]  # [B, L / PS, PS, Hk, D] (HND: [B, L / PS, Hk, PS, D])
+            x = x.transpose(1, 2) if hnd else x.reshape(B, L, hk, d).transpose(1, 2)
+            s[name] = x.reshape(B, hk, L, d).contiguous()
         a, ws = args_for(s, splits)
         s["ws"] = torch.empty(max(ws, 16), device="cuda", dtype=torch.uint8)
         a.workspace, a.workspace_size = ptr(s["ws"]), ws
@@ -125,6 +132,13 @@ def cases(h):
         out.append(Case("decode_attention", f"B={B} L={L} fp8 KV page {PS}",
                         lambda B=B, L=L: make(B, L, True, 0), talon, peers,
                         bytes=2 * B * L * HK * D, check=check))
+    # The HND layout: a kv head's rows of a page contiguous (4 KB at page 16)
+    for B, L, _ in shapes:
+        for fp8 in (False, True):
+            kind = "fp8 KV" if fp8 else "bf16"
+            out.append(Case("decode_attention", f"B={B} L={L} {kind} page {PS} HND",
+                            lambda B=B, L=L, fp8=fp8: make(B, L, fp8, 0, hnd=True), talon, peers,
+                            bytes=2 * B * L * HK * D * (1 if fp8 else 2), check=check))
     # One request, short to medium context: the split rule's latency regime (<= 1.5 CTAs/SM)
     for L in (2048, 8192, 16384):
         out.append(Case("decode_attention", f"B=1 L={L} bf16 page {PS}",

@@ -5,7 +5,8 @@ fused qkv buffer [tokens, (32 + 8 + 8) * 128], as an engine holds them after the
 Peers: vLLM's reference formula for rope in torch (RotaryEmbedding.forward_native: gather the
 cos/sin rows, rotate, concatenate the pass-through part; it returns new tensors, so it is
 spared talon's in-place write-back) and index_copy_ into the cache views for kv_append
-(fp8: x / scale, clamped to +-448, cast to float8_e4m3fn), eager and torch.compile; and, for
+(fp8: x / scale, clamped to +-448, cast to float8_e4m3fn; for the HND cache layout an
+indexed assignment), eager and torch.compile; and, for
 scale (both ops), "copy": a torch device-to-device copy moving the same number of bytes (half
 read, half written), which shows what the per-call floor leaves of the copy ceiling at this
 size.
@@ -35,7 +36,7 @@ def kv_args(h):
         ("k_cache", PTR), ("v_cache", PTR), ("k", PTR), ("v", PTR), ("slot_mapping", PTR),
         ("tokens", I64), ("num_kv_heads", I64), ("head_dim", I64), ("num_pages", I64),
         ("page_size", I64), ("k_stride", I64), ("v_stride", I64), ("k_scale", F32),
-        ("v_scale", F32), ("dtype", ENUM), ("cache_dtype", ENUM)])
+        ("v_scale", F32), ("dtype", ENUM), ("cache_dtype", ENUM), ("layout", ENUM)])
 
 
 def cos_sin_cache(rot, theta=10000.0):
@@ -127,16 +128,20 @@ def rope_case(h, label, neox=True, theta_mode=False, tokens=T, targets=()):
 
 
 # ---------------------------------------------------------------- kv_append
-def peer_kv(kc, vc, k, v, slots, fp8, ks, vs):
+def peer_kv(kc, vc, k, v, slots, fp8, ks, vs, hnd=False):
     if fp8:  # index_copy_ has no float8 kernel: move the bytes
         k = (k.float() / ks).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
         v = (v.float() / vs).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
         kc, vc = kc.view(torch.uint8), vc.view(torch.uint8)
+    if hnd:  # [pages, HK, PAGE, D]: a token's heads are PAGE rows apart
+        kc[slots // PAGE, :, slots % PAGE] = k.reshape(-1, HK, D)
+        vc[slots // PAGE, :, slots % PAGE] = v.reshape(-1, HK, D)
+        return
     kc.view(-1, HK, D).index_copy_(0, slots, k.reshape(-1, HK, D))
     vc.view(-1, HK, D).index_copy_(0, slots, v.reshape(-1, HK, D))
 
 
-def kv_case(h, label, fp8=False, tokens=T, targets=()):
+def kv_case(h, label, fp8=False, tokens=T, targets=(), hnd=False):
     A = kv_args(h)
     ks, vs = (0.5, 0.25) if fp8 else (0.0, 0.0)
     compiled = torch.compile(peer_kv, dynamic=False)
@@ -148,13 +153,14 @@ def kv_case(h, label, fp8=False, tokens=T, targets=()):
     def make():
         qkv = torch.randn(tokens, (HQ + 2 * HK) * D, device="cuda", dtype=torch.bfloat16)
         _, k, v = qkv_views(qkv)
-        kc = torch.empty(pages, PAGE, HK, D, device="cuda", dtype=cdt)
+        kc = torch.empty((pages, HK, PAGE, D) if hnd else (pages, PAGE, HK, D), device="cuda",
+                         dtype=cdt)
         vc = torch.empty_like(kc)
         slots = torch.randperm(pages * PAGE, device="cuda")[:tokens].contiguous()
         a = A(k_cache=ptr(kc), v_cache=ptr(vc), k=ptr(k), v=ptr(v), slot_mapping=ptr(slots),
               tokens=tokens, num_kv_heads=HK, head_dim=D, num_pages=pages, page_size=PAGE,
               k_stride=qkv.shape[1], v_stride=qkv.shape[1], k_scale=ks, v_scale=vs,
-              dtype=BF16, cache_dtype=FP8 if fp8 else BF16)
+              dtype=BF16, cache_dtype=FP8 if fp8 else BF16, layout=int(hnd))
         # the same traffic as a plain device copy: what any kernel of this size costs here
         src = torch.empty(nbytes // 2, device="cuda", dtype=torch.uint8).random_()
         return {"qkv": qkv, "kc": kc, "vc": vc, "slots": slots, "args": a,
@@ -165,14 +171,16 @@ def kv_case(h, label, fp8=False, tokens=T, targets=()):
 
     def args_of(s):
         _, k, v = qkv_views(s["qkv"])
-        return s["kc"], s["vc"], k, v, s["slots"], fp8, ks, vs
+        return s["kc"], s["vc"], k, v, s["slots"], fp8, ks, vs, hnd
 
     def check(s):
         _, k, v = qkv_views(s["qkv"])
         for cache, x, sc in ((s["kc"], k, ks), (s["vc"], v, vs)):
-            got = cache.view(-1, HK * D)[s["slots"]]
+            sl = s["slots"]
+            got = cache[sl // PAGE, :, sl % PAGE] if hnd else cache.view(-1, HK * D)[sl]
             want = (x.float() / sc).clamp(-448, 448).to(torch.float8_e4m3fn) if fp8 else x
-            assert torch.equal(got.view(torch.uint8), want.contiguous().view(torch.uint8)), \
+            assert torch.equal(got.reshape(-1, HK * D).view(torch.uint8),
+                               want.contiguous().view(torch.uint8)), \
                 "talon_kv_append: cache rows differ from the torch conversion"
 
     return Case("kv_append", label, make, talon,
@@ -191,6 +199,8 @@ def cases(h):
         kv_case(h, "T=4096 Hk8 D128 page16 bf16", targets=TARGET),
         kv_case(h, "T=4096 Hk8 D128 page16 bf16->fp8", fp8=True, targets=TARGET),
         kv_case(h, "T=64 Hk8 D128 page16 bf16", tokens=64),
+        kv_case(h, "T=4096 Hk8 D128 page16 bf16 HND", hnd=True),
+        kv_case(h, "T=4096 Hk8 D128 page16 bf16->fp8 HND", fp8=True, hnd=True),
         # past the per-call floor (~5 us here): the kernels' streaming rate
         rope_case(h, "T=32768 Hq32 Hk8 D128 NeoX cache", tokens=32768),
         kv_case(h, "T=32768 Hk8 D128 page16 bf16", tokens=32768),

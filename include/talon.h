@@ -427,8 +427,13 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
        k_cache[slot_mapping[t], h, d] = k[t, h, d],  v_cache[...] = v[t, h, d]
    for every token t whose slot is in [0, num_pages * page_size); a negative slot (padding) or
    one past the end skips the token, leaving its cache rows untouched.
-   Cache layout: K and V are two separate contiguous tensors [num_pages, page_size, Hk, D];
-   slot s = page * page_size + offset, so element (s, h, d) is at ((s * Hk) + h) * D + d.
+   Cache layout (layout, shared with talon_decode_attention): K and V are two separate
+   contiguous tensors, slot s = page * page_size + offset, each
+       TALON_KV_NHD (0): [num_pages, page_size, Hk, D], element (s, h, d) at
+                         ((page * page_size + offset) * Hk + h) * D + d
+       TALON_KV_HND (1): [num_pages, Hk, page_size, D], element (s, h, d) at
+                         ((page * Hk + h) * page_size + offset) * D + d
+   (HND keeps a head's rows of a page together: page_size * D contiguous elements).
    Element type of the cache (cache_dtype): the input dtype itself, or TALON_DTYPE_FP8_E4M3:
        stored = e4m3(x / k_scale) (resp. v_scale), the fp32 quotient rounded to nearest even
        and saturated to +-448 (as __nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3); NaN
@@ -439,12 +444,15 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
    k and v may be views (k_stride / v_stride elements between tokens; 0: Hk*D). The cache
    pointers are aligned to their element, k and v to 2 bytes, slot_mapping to 8. A 16-byte path
    is used when k, v and the caches are 16-byte aligned and Hk*D and the strides are multiples
-   of 8; otherwise an element-wise path. page_size is a power of two. Two slots of one call
-   that are equal race (either value may land); the inputs must not overlap the caches.
+   of 8 (and D, for HND); otherwise an element-wise path. page_size is a power of two. Two
+   slots of one call that are equal race (either value may land); the inputs must not overlap
+   the caches.
    Limit: tokens * 2 * Hk * D / v < 2^31 - 512 (v = 8 on the 16-byte path, else 1). One
    kernel. */
+typedef enum talon_kv_layout { TALON_KV_NHD = 0, TALON_KV_HND = 1 } talon_kv_layout;
+
 typedef struct talon_kv_append_args {
-    CUdeviceptr k_cache, v_cache;   /* [num_pages, page_size, Hk, D], cache_dtype */
+    CUdeviceptr k_cache, v_cache;   /* [num_pages, page_size, Hk, D] (layout), cache_dtype */
     CUdeviceptr k, v;               /* [tokens, Hk, D], dtype */
     CUdeviceptr slot_mapping;       /* int64 [tokens]; negative: skip */
     int64_t tokens, num_kv_heads, head_dim;
@@ -453,15 +461,17 @@ typedef struct talon_kv_append_args {
     float k_scale, v_scale;         /* fp8 cache only; 0: 1.0 */
     talon_dtype dtype;              /* k and v: BF16 or F16 */
     talon_dtype cache_dtype;        /* dtype, or TALON_DTYPE_FP8_E4M3 */
+    talon_kv_layout layout;         /* 0: NHD */
 } talon_kv_append_args;
 talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_append_args *args);
 
 /* ---------------------------------------------------------------- attention (decode) */
-/* Paged KV cache (shared with kv_append): K and V are two tensors, each
-   [num_pages, page_size, num_kv_heads, head_dim] row-major and contiguous. Token slot
-   s = page * page_size + offset; element (s, h, d) sits at ((s * num_kv_heads) + h) * head_dim + d.
-   The cache holds dtype (bf16/f16, as q) or TALON_DTYPE_FP8_E4M3 with per-tensor scales
-   (real value = fp8 value * scale). Request b's token t lives in page
+/* Paged KV cache (shared with kv_append): K and V are two tensors, each row-major and
+   contiguous in `layout`: [num_pages, page_size, num_kv_heads, head_dim] (TALON_KV_NHD, 0) or
+   [num_pages, num_kv_heads, page_size, head_dim] (TALON_KV_HND); token slot
+   s = page * page_size + offset (see talon_kv_append for the element addresses). The cache
+   holds dtype (bf16/f16, as q) or TALON_DTYPE_FP8_E4M3 with per-tensor scales (real value =
+   fp8 value * scale). Request b's token t lives in page
    page_table[b * page_table_stride + t / page_size] at offset t % page_size.
 
    talon_decode_attention: one query token per request (flash-decoding).
@@ -514,7 +524,7 @@ typedef struct talon_decode_attention_args {
     CUdeviceptr o;              /* out: [batch, num_qo_heads, head_dim], dtype */
     CUdeviceptr lse;            /* out, optional (0: none): fp32 [batch, num_qo_heads] */
     CUdeviceptr q;              /* [batch, num_qo_heads, head_dim], dtype */
-    CUdeviceptr k_cache, v_cache; /* [num_pages, page_size, num_kv_heads, head_dim], kv_dtype */
+    CUdeviceptr k_cache, v_cache; /* [num_pages, page_size, Hk, head_dim] (layout), kv_dtype */
     CUdeviceptr page_table;     /* int32 [batch, page_table_stride] */
     CUdeviceptr kv_lens;        /* int32 [batch] */
     CUdeviceptr workspace;      /* 16-byte aligned; may be 0 when the workspace size is 0 */
@@ -532,6 +542,7 @@ typedef struct talon_decode_attention_args {
     float k_scale, v_scale;     /* fp8 caches only: finite and > 0 (ignored otherwise) */
     talon_dtype dtype;          /* q and o: bf16 or f16 */
     talon_dtype kv_dtype;       /* the caches: dtype, or TALON_DTYPE_FP8_E4M3 */
+    talon_kv_layout layout;     /* the caches' layout; 0: NHD */
 } talon_decode_attention_args;
 
 /* Workspace bytes talon_decode_attention needs for these args (only the shape fields are
@@ -596,7 +607,7 @@ typedef struct talon__act_params {
 #define TALON__BODIES_act(X) X(silu_mul) X(gelu_erf_mul) X(gelu_tanh_mul)
 #define TALON__BODIES_topk(X) \
     X(topk_sample) X(topk_select) X(topk_chunk_hist) X(topk_chunk_select)
-#define TALON__BODIES_rope(X) X(rope_neox) X(rope_gptj) X(kv_append) X(kv_append_fp8)
+#define TALON__BODIES_rope(X) X(rope_neox) X(rope_neox1) X(rope_gptj) X(kv_append) X(kv_append_fp8)
 #define TALON__BODIES(X) \
     TALON__BODIES_norm(X) \
     TALON__BODIES_act(X) \
@@ -680,9 +691,12 @@ typedef struct talon__topk_params {
     X(talon_topk_chunk_select_f16,  topk_chunk_select, F16,  1, topk, 512, TALON__TOPK_SMEM, talon__topk_params)
 
 /* talon_rope: one thread rotates VP pairs (a "vector": 8 on the NeoX 16-byte path, 4 on the
-   GPT-J one, 1 element-wise) of up to TALON__ROPE_HEADS heads of one token; threads of a token
-   = groups * vecs, groups = ceil(heads / TALON__ROPE_HEADS), heads = Hq + Hk. 2 heads measured
-   2% faster than 8 at 4096 tokens (Llama-3-8B shapes) and 17% at 64 (fewer registers). */
+   GPT-J one, 1 element-wise) of up to G heads of one token; threads of a token = groups * vecs,
+   groups = ceil(heads / G), heads = Hq + Hk. G = TALON__ROPE_HEADS, but 1 (rope_neox1) on the
+   NeoX 16-byte path with a cos/sin cache. 2 heads measured 2% faster than 8 at 4096 tokens
+   (Llama-3-8B shapes) and 17% at 64 (fewer registers); 1 head (H200, with the streaming
+   stores, two runs): NeoX with a cache 1.02-1.03x at 4096 tokens, 1.01x at 32768, 1.03x at
+   64, but NeoX theta 0.94x (its angles evaluated per head) and GPT-J 0.97-0.98x. */
 #define TALON__ROPE_HEADS 2
 typedef struct talon__rope_params {
     CUdeviceptr q, k, positions, cos_sin;
@@ -705,6 +719,8 @@ typedef struct talon__rope_params {
 typedef struct talon__kv_params {
     CUdeviceptr k_cache, v_cache, k, v, slots;
     int64_t k_stride, v_stride, num_slots, row; /* row = Hk * D */
+    int64_t page_stride, slot_stride, head_stride; /* cache elements between pages, slots, heads */
+    uint32_t head_dim, page_shift;
     uint32_t row_vecs;              /* units per token and tensor: row / VEC */
     uint32_t units;                 /* tokens * 2 * row_vecs */
     float quant[2][3];              /* fp8, k then v: mul, div, rcp (talon__fp8_quant) */
@@ -715,6 +731,8 @@ typedef struct talon__kv_params {
     X(talon_rope_neox_bf16_v8,       rope_neox,     BF16, 8, rope, 256, 0, talon__rope_params) \
     X(talon_rope_neox_f16,           rope_neox,     F16,  1, rope, 256, 0, talon__rope_params) \
     X(talon_rope_neox_f16_v8,        rope_neox,     F16,  8, rope, 256, 0, talon__rope_params) \
+    X(talon_rope_neox1_bf16_v8,      rope_neox1,    BF16, 8, rope, 256, 0, talon__rope_params) \
+    X(talon_rope_neox1_f16_v8,       rope_neox1,    F16,  8, rope, 256, 0, talon__rope_params) \
     X(talon_rope_gptj_bf16,          rope_gptj,     BF16, 1, rope, 256, 0, talon__rope_params) \
     X(talon_rope_gptj_bf16_v8,       rope_gptj,     BF16, 8, rope, 256, 0, talon__rope_params) \
     X(talon_rope_gptj_f16,           rope_gptj,     F16,  1, rope, 256, 0, talon__rope_params) \
@@ -834,6 +852,9 @@ typedef struct talon__decode_params {
     CUdeviceptr o, lse, q, k, v, page_table, kv_lens;
     CUdeviceptr part_o, part_lse; /* 0: one split, write o and lse directly */
     int64_t page_table_stride, rows; /* rows = batch * num_qo_heads */
+    /* the cache (layout): slot o of page n of head h at ((n page_rows + o) slot_stride +
+       h head_stride) bytes; each < 2^28 */
+    int page_rows, slot_stride, head_stride;
     int num_kv_heads, group, heads_per_cta, head_chunks, page_shift, max_kv_len, window, splits;
     float q_scale;              /* sm_scale * k_scale * (cap ? 1 / cap : log2 e) */
     float cap;                  /* cap * log2 e, 0: no soft-cap */
@@ -1322,6 +1343,20 @@ static talon_status talon__check_dtype(const char *op, talon_dtype t) {
                        (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16);
 }
 
+/* The paged cache's strides for `layout` (kv_append, decode), in units of one head's row (unit:
+   D elements or D * element bytes): between pages, slots of a page and kv heads. */
+static talon_status talon__kv_strides(const char *op, talon_kv_layout layout, int64_t page_size,
+                                      int64_t heads, int64_t unit, int64_t s[3]) {
+    s[0] = page_size * heads * unit;
+    s[1] = layout == TALON_KV_NHD ? heads * unit : unit;
+    s[2] = layout == TALON_KV_NHD ? unit : page_size * unit;
+    if (layout == TALON_KV_NHD || layout == TALON_KV_HND) return TALON_SUCCESS;
+    return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                       "%s: args->layout = %d is not supported (TALON_KV_NHD = %d, "
+                       "TALON_KV_HND = %d)", op, (int)layout, (int)TALON_KV_NHD,
+                       (int)TALON_KV_HND);
+}
+
 /* The data types of the ops that also take fp32 (logits, scores); *size gets the element's
    bytes. */
 static talon_status talon__check_dtype_f32(const char *op, const char *name, talon_dtype t,
@@ -1776,7 +1811,7 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
     const int pos_bytes = a && a->positions_dtype == TALON_INDEX_I64 ? 8 : 4;
     talon__rope_params p;
     int64_t rot, heads, vp, per_token;
-    int vec, neox, k;
+    int vec, neox, one, k;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_dtype(op, a->dtype));
     if (a->style != TALON_ROPE_NEOX && a->style != TALON_ROPE_GPTJ)
@@ -1823,8 +1858,10 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
         vec = talon__vec8(ptrs, 3, lens, 4) ? 8 : 1;
     }
     vp = vec == 1 ? 1 : neox ? 8 : 4;
+    one = neox && vec == 8 && a->cos_sin_cache; /* one head per thread (TALON__ROPE_HEADS) */
     heads = a->num_q_heads + (a->k ? a->num_kv_heads : 0);
-    per_token = (heads + TALON__ROPE_HEADS - 1) / TALON__ROPE_HEADS * (rot / 2 / vp);
+    per_token = one ? heads : (heads + TALON__ROPE_HEADS - 1) / TALON__ROPE_HEADS;
+    per_token *= rot / 2 / vp;
     if (per_token > TALON__GRID_MAX / a->tokens)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                            "%s: args->tokens = %lld with %lld heads and rot_dim %lld needs %.0f "
@@ -1838,7 +1875,8 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
     p.vecs = (uint32_t)(rot / 2 / vp); p.per_token = (uint32_t)per_token;
     p.threads = (uint32_t)(per_token * a->tokens);
     p.pos64 = a->positions_dtype == TALON_INDEX_I64;
-    k = talon__pick(neox ? TALON__B_rope_neox : TALON__B_rope_gptj, a->dtype, vec, 256);
+    k = talon__pick(one ? TALON__B_rope_neox1 : neox ? TALON__B_rope_neox : TALON__B_rope_gptj,
+                    a->dtype, vec, 256);
     return talon__launch(ctx, stream, op, k, ((int64_t)p.threads + 255) / 256, &p);
 }
 
@@ -1870,7 +1908,7 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     const int fp8 = a && a->cache_dtype == TALON_DTYPE_FP8_E4M3, cache_bytes = fp8 ? 1 : 2;
     const char *const scale_names[2] = {"k_scale", "v_scale"};
     talon__kv_params p;
-    int64_t row, units, per_block;
+    int64_t row, units, per_block, strides[3];
     int vec, k, i;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_dtype(op, a->dtype));
@@ -1895,6 +1933,8 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     row = a->num_kv_heads * a->head_dim;
     TALON__TRY(talon__check_size(op, "num_pages", a->num_pages,
                                  INT64_MAX / 2 / a->page_size / row));
+    TALON__TRY(talon__kv_strides(op, a->layout, a->page_size, a->num_kv_heads, a->head_dim,
+                                 strides));
     memset(&p, 0, sizeof p);
     TALON__TRY(talon__check_stride(op, "k_stride", a->k_stride, row, &p.k_stride));
     TALON__TRY(talon__check_stride(op, "v_stride", a->v_stride, row, &p.v_stride));
@@ -1908,8 +1948,10 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     }
     {
         const CUdeviceptr ptrs[4] = {a->k_cache, a->v_cache, a->k, a->v};
-        const int64_t lens[3] = {row, p.k_stride, p.v_stride};
-        vec = talon__vec8(ptrs, 4, lens, 3) ? 8 : 1;
+        /* HND (page_size > 1) splits a token's row by head: a unit must not cross one */
+        const int64_t lens[4] = {row, p.k_stride, p.v_stride,
+                                 strides[2] == a->head_dim ? row : a->head_dim};
+        vec = talon__vec8(ptrs, 4, lens, 4) ? 8 : 1;
     }
     units = row / vec * 2;
     per_block = 256 * TALON__KV_UNROLL;
@@ -1922,6 +1964,9 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     p.slots = a->slot_mapping;
     p.num_slots = a->num_pages * a->page_size;
     p.row = row;
+    p.page_stride = strides[0]; p.slot_stride = strides[1]; p.head_stride = strides[2];
+    p.head_dim = (uint32_t)a->head_dim;
+    for (p.page_shift = 0; (1LL << p.page_shift) < a->page_size; p.page_shift++) {}
     p.row_vecs = (uint32_t)(row / vec);
     p.units = (uint32_t)(units * a->tokens);
     k = talon__pick(fp8 ? TALON__B_kv_append_fp8 : TALON__B_kv_append, a->dtype, vec, 256);
@@ -2077,6 +2122,7 @@ talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
     talon__decode_plan pl;
     talon__decode_params p;
     float sm_scale, k_scale = 1.0f, log2e = 1.4426950408889634f;
+    int64_t strides[3];
     int k;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_ptr_align(op, "o", a->o, 0, 16));
@@ -2087,6 +2133,8 @@ talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
     TALON__TRY(talon__check_ptr_align(op, "page_table", a->page_table, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "kv_lens", a->kv_lens, 0, 4));
     TALON__TRY(talon__decode_plan_make(op, a, &pl));
+    TALON__TRY(talon__kv_strides(op, a->layout, a->page_size, a->num_kv_heads,
+                                 a->head_dim * (fp8 ? 1 : 2), strides));
     if (a->workspace_size < pl.ws_bytes)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                            "%s: args->workspace_size = %lld is smaller than the %lld bytes "
@@ -2116,6 +2164,8 @@ talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
     p.heads_per_cta = pl.heads_per_cta;
     p.head_chunks = pl.head_chunks;
     for (p.page_shift = 0; (1LL << p.page_shift) < a->page_size; p.page_shift++) {}
+    p.page_rows = (int)(strides[0] / strides[1]);
+    p.slot_stride = (int)strides[1]; p.head_stride = (int)strides[2];
     p.max_kv_len = (int)a->max_kv_len;
     p.window = (int)a->window;
     p.splits = pl.splits;

@@ -41,16 +41,22 @@ __device__ __forceinline__ vec_t<T, VEC> load_ro(const T *p) {
     return v;
 }
 
-template <typename T, int VEC>
+// CS: the streaming hint (st.global.cs, evict first), for lines nothing reads again soon.
+template <typename T, int VEC, bool CS = false>
 __device__ __forceinline__ void store_vec(T *p, const vec_t<T, VEC> &v) {
     if constexpr (VEC == 1) {
         *p = v.v[0];
     } else {
         // Written in PTX: NVVM otherwise splits some of these into four 4-byte stores.
         const uint4 u = *reinterpret_cast<const uint4 *>(&v);
-        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
-                     "r"(u.z), "r"(u.w)
-                     : "memory");
+        if constexpr (CS)
+            asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x),
+                         "r"(u.y), "r"(u.z), "r"(u.w)
+                         : "memory");
+        else
+            asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u.x), "r"(u.y),
+                         "r"(u.z), "r"(u.w)
+                         : "memory");
     }
 }
 

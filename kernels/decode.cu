@@ -215,18 +215,18 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
 
     const int *pt = reinterpret_cast<const int *>(p.page_table) + (int64_t)b * p.page_table_stride;
     const int pmask = (1 << p.page_shift) - 1;
-    const int64_t rstride = (int64_t)p.num_kv_heads * D * EB; // bytes between token slots
-    const char *kb = reinterpret_cast<const char *>(p.k) + ((int64_t)hk * D + li * 8) * EB;
-    const char *vb = reinterpret_cast<const char *>(p.v) + ((int64_t)hk * D + li * 8) * EB;
+    const char *kb = reinterpret_cast<const char *>(p.k) + hk * p.head_stride + li * 8 * EB;
+    const char *vb = reinterpret_cast<const char *>(p.v) + hk * p.head_stride + li * 8 * EB;
     // Keys past the end are clamped onto the last one (a valid address) and masked later. The
     // page ids of a step are fetched one step before its copies are issued, so the issue
     // never waits on the page table.
-    int pg[KPI];
+    unsigned pg[KPI]; // first cache row of each key's page (< 2^32 rows of slot_stride bytes)
     auto pages = [&](int step_base) {
         if (step_base < end) {
 #pragma unroll
             for (int j = 0; j < KPI; j++)
-                pg[j] = __ldg(pt + (min(step_base + kg * KPI + j, end - 1) >> p.page_shift));
+                pg[j] = __ldg(pt + (min(step_base + kg * KPI + j, end - 1) >> p.page_shift)) *
+                        unsigned(p.page_rows);
         }
     };
     // The ring: steps issued STAGES - 1 ahead of the one computed; one commit group per step
@@ -236,7 +236,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
 #pragma unroll
             for (int j = 0; j < KPI; j++) {
                 const int pos = min(step_base + kg * KPI + j, end - 1);
-                const int64_t off = (((int64_t)pg[j] << p.page_shift) | (pos & pmask)) * rstride;
+                const int64_t off = (int64_t)(pg[j] + (pos & pmask)) * p.slot_stride;
                 R::copy(&ring[stage][0][j][tid], kb + off);
                 R::copy(&ring[stage][1][j][tid], vb + off);
             }
@@ -473,18 +473,18 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
     auto swz = [&](int r, int c) -> unsigned { return r * ROWB + chunk(r, c); };
     const int *pt = reinterpret_cast<const int *>(p.page_table) + (int64_t)b * p.page_table_stride;
     const int pmask = (1 << p.page_shift) - 1;
-    const int64_t rstride = (int64_t)p.num_kv_heads * ROWB;
     // Lane's copies: chunk c of rows r0 + j * 32 / CPR of the warp's K and V tiles.
     const int c = lane % CPR, r0 = lane / CPR;
-    const char *kb = reinterpret_cast<const char *>(p.k) + (int64_t)hk * ROWB + c * 16;
-    const char *vb = reinterpret_cast<const char *>(p.v) + (int64_t)hk * ROWB + c * 16;
+    const char *kb = reinterpret_cast<const char *>(p.k) + hk * p.head_stride + c * 16;
+    const char *vb = reinterpret_cast<const char *>(p.v) + hk * p.head_stride + c * 16;
     const unsigned ring = (unsigned)__cvta_generic_to_shared(smem) + w * MMA_STAGES * STAGEB;
-    int pg[NCP];
+    unsigned pg[NCP]; // as in decode
     auto pages = [&](int step_base) {
         if (step_base < end) {
 #pragma unroll
             for (int j = 0; j < NCP; j++)
-                pg[j] = __ldg(pt + (min(step_base + w * KW + r0 + j * (32 / CPR), end - 1) >> p.page_shift));
+                pg[j] = __ldg(pt + (min(step_base + w * KW + r0 + j * (32 / CPR), end - 1) >> p.page_shift)) *
+                        unsigned(p.page_rows);
         }
     };
     auto issue = [&](int step_base, int stage) {
@@ -493,7 +493,7 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
             for (int j = 0; j < NCP; j++) {
                 const int r = r0 + j * (32 / CPR);
                 const int pos = min(step_base + w * KW + r, end - 1);
-                const int64_t off = (((int64_t)pg[j] << p.page_shift) | (pos & pmask)) * rstride;
+                const int64_t off = (int64_t)(pg[j] + (pos & pmask)) * p.slot_stride;
                 const unsigned d = ring + stage * STAGEB + swz(r, c);
                 cp16(d, kb + off);
                 cp16(d + TILEB, vb + off);

@@ -2,24 +2,30 @@
 // keys and values into a paged KV cache (talon_kv_append); bf16/f16 in, fp32 math.
 //
 // rope strategy: a thread owns one pair vector (VP pairs at the same offsets of every head) of
-// one token and a group of up to TALON__ROPE_HEADS heads (q heads first, then k heads). It
+// one token and a group of up to G heads (q heads first, then k heads; G in talon.h). It
 // gets cos/sin of its VP pairs once, from the token's cache row or from theta, and reuses them
 // for every head of its group: the cache row is read from memory once per token and the
 // theta mode's fp64 angles (inv_freq, product, reduction mod 2 pi; then fp32 sin/cos) cost
 // one evaluation per pair and group, not per head. All heads of the group are loaded before
 // any arithmetic, so one round trip covers them. Consecutive threads take consecutive pair
-// vectors of a head, so a warp reads whole 128-byte lines. Elements past rot_dim are never
-// touched; a token whose position is outside the cache is skipped.
+// vectors of a head, so a warp reads whole 128-byte lines. The rotated rows are stored with
+// the streaming hint (H200, 4096 tokens, Llama-3-8B shapes, two runs: NeoX with a cache 26.0
+// -> 25.6 us, GPT-J 25.8 -> 24.8, 32768 tokens the same; the hint on the loads as well: no
+// further gain, on the loads alone 1% slower). Elements past rot_dim are never touched; a
+// token whose position is outside the cache is skipped.
 //
 // kv_append strategy: a streaming copy. A unit is VEC elements of k or of v of one token; a
 // thread loads TALON__KV_UNROLL units (BLOCK apart) and their slots before storing any, then
-// writes each to the cache row of its slot, quantised to e4m3 for the fp8 variant
-// (x / scale correctly rounded in fp32, then cvt.rn.satfinite, as __nv_cvt_float_to_fp8). The
-// division is a reciprocal and one FMA correction (div_scale): with __fdiv_rn the fp8 variant
-// was bound by its instructions (H200, T=32768: 68.9 us, where the bf16 copy, writing twice
-// the bytes, took 71.1; now 61.9).
+// writes each to the cache row of its slot (in either layout, NHD or HND), quantised to e4m3
+// for the fp8 variant (x / scale correctly rounded in fp32, then cvt.rn.satfinite, as
+// __nv_cvt_float_to_fp8). The division is a reciprocal and one FMA correction (div_scale):
+// with __fdiv_rn the fp8 variant was bound by its instructions (H200, T=32768: 68.9 us, where
+// the bf16 copy, writing twice the bytes, took 71.1; now 61.9). The streaming hint on its
+// loads and stores (as rope's) measured 1.02x at 4096 tokens bf16, 1.00x fp8, 0.98-0.99x at
+// 32768: not taken. HND and NHD cost the same (H200, 4096 tokens: bf16 13.0 and 12.9 us).
 //
-// Variants (one line each in talon.h, TALON__KERNELS_rope): style (NeoX/GPT-J), cache type
+// Variants (one line each in talon.h, TALON__KERNELS_rope): style (NeoX/GPT-J; NeoX with one
+// head per thread on the 16-byte path, for a cos/sin cache), cache type
 // (input type/fp8) x element type x VEC, where VEC = 8 is the 16-byte path and VEC = 1 takes
 // any layout. On the rope 16-byte path a thread rotates 8 pairs (NeoX: 8 elements from each
 // half) or 4 pairs (GPT-J: 8 interleaved elements).
@@ -85,10 +91,9 @@ __device__ __forceinline__ void rotate(float &x, float &y, float c, float s) {
     y = fmaf(y, c, x0 * s);
 }
 
-template <typename T, int VEC, bool NEOX>
+template <typename T, int VEC, bool NEOX, int G>
 __device__ __forceinline__ void rope(const talon__rope_params &p) {
     constexpr int VP = VEC == 1 ? 1 : (NEOX ? 8 : 4); // pairs per thread
-    constexpr int G = TALON__ROPE_HEADS;
     // Per head: the 16-byte path keeps raw 32-bit words (two elements each, so registers hold
     // packed data: NeoX 4 words of x then 4 of y, GPT-J 4 (x, y) words); element-wise: x, y.
     constexpr int NW = VEC == 1 ? 2 : (NEOX ? 8 : 4);
@@ -162,15 +167,16 @@ __device__ __forceinline__ void rope(const talon__rope_params &p) {
                     w[k][j] = pack2(xy.x, xy.y, T());
                 }
             }
-            store_vec<T, 8>(ptr[k] + off0, *reinterpret_cast<const vec_t<T, 8> *>(&w[k][0]));
+            store_vec<T, 8, true>(ptr[k] + off0, *reinterpret_cast<const vec_t<T, 8> *>(&w[k][0]));
             if constexpr (NEOX)
-                store_vec<T, 8>(ptr[k] + off1, *reinterpret_cast<const vec_t<T, 8> *>(&w[k][4]));
+                store_vec<T, 8, true>(ptr[k] + off1, *reinterpret_cast<const vec_t<T, 8> *>(&w[k][4]));
         }
     }
 }
 
-template <typename T, int VEC> __device__ void rope_neox(const talon__rope_params &p) { rope<T, VEC, true>(p); }
-template <typename T, int VEC> __device__ void rope_gptj(const talon__rope_params &p) { rope<T, VEC, false>(p); }
+template <typename T, int VEC> __device__ void rope_neox(const talon__rope_params &p) { rope<T, VEC, true, TALON__ROPE_HEADS>(p); }
+template <typename T, int VEC> __device__ void rope_neox1(const talon__rope_params &p) { rope<T, VEC, true, 1>(p); }
+template <typename T, int VEC> __device__ void rope_gptj(const talon__rope_params &p) { rope<T, VEC, false, TALON__ROPE_HEADS>(p); }
 
 
 template <typename T, int VEC, bool FP8>
@@ -195,8 +201,19 @@ __device__ __forceinline__ void kv_copy(const talon__kv_params &p) {
         x[i] = load_vec<T, VEC>(src + e);
         dst[i] = e;
     }
+    // Element e = h D + d of a token's row: NHD keeps the row whole (head_stride = D), HND
+    // (page_size > 1) puts each head's D elements page_size rows apart.
+    const int64_t pmask = (1ll << p.page_shift) - 1;
 #pragma unroll
-    for (int i = 0; i < U; i++) dst[i] = slot[i] >= 0 && slot[i] < p.num_slots ? slot[i] * p.row + dst[i] : -1;
+    for (int i = 0; i < U; i++) {
+        if (slot[i] < 0 || slot[i] >= p.num_slots) {
+            dst[i] = -1;
+            continue;
+        }
+        const uint32_t e = (uint32_t)dst[i], h = p.head_stride == p.head_dim ? 0 : e / p.head_dim;
+        dst[i] = (slot[i] >> p.page_shift) * p.page_stride + (slot[i] & pmask) * p.slot_stride +
+                 h * (p.head_stride - p.head_dim) + e;
+    }
 #pragma unroll
     for (int i = 0; i < U; i++) {
         if (dst[i] < 0) continue;

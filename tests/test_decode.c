@@ -74,6 +74,7 @@ D_EDIT(d_ps0, a->page_size = 0)
 D_EDIT(d_ps3, a->page_size = 3)
 D_EDIT(d_ps24, a->page_size = 24)
 D_EDIT(d_ps512, a->page_size = 512)
+D_EDIT(d_layout2, a->layout = (talon_kv_layout)2)
 D_EDIT(d_max0, a->max_kv_len = 0)
 D_EDIT(d_max_neg, a->max_kv_len = -5)
 D_EDIT(d_max_big, a->max_kv_len = 1073741825)
@@ -142,6 +143,7 @@ static const bad_row bad_rows[] = {
     DB("page_size 3", d_ps3, "args->page_size", "3"),
     DB("page_size 24", d_ps24, "args->page_size", "24"),
     DB("page_size 512", d_ps512, "args->page_size", "512"),
+    DB("layout 2", d_layout2, "args->layout", "2"),
     DB("max_kv_len 0", d_max0, "args->max_kv_len", "0"),
     DB("max_kv_len -5", d_max_neg, "args->max_kv_len", "-5"),
     DB("max_kv_len 2^30+1", d_max_big, "args->max_kv_len", "1073741825"),
@@ -288,6 +290,8 @@ D_EDIT(l_mqa_g12, a->num_qo_heads = 12; a->num_kv_heads = 1; a->num_splits = 7; 
 D_EDIT(l_g5, a->num_qo_heads = 40; a->num_kv_heads = 8; a->batch = 64)
 D_EDIT(l_bf16_fp8_g8, a->kv_dtype = TALON_DTYPE_FP8_E4M3; a->k_scale = 3.0f; a->v_scale = 0.25f; a->num_qo_heads = 64)
 D_EDIT(l_fp8_d256, a->kv_dtype = TALON_DTYPE_FP8_E4M3; a->k_scale = 1.0f; a->v_scale = 1.0f; a->head_dim = 256)
+D_EDIT(l_hnd, a->layout = TALON_KV_HND)
+D_EDIT(l_hnd_fp8_g1, a->layout = TALON_KV_HND; a->kv_dtype = TALON_DTYPE_FP8_E4M3; a->k_scale = 1.0f; a->v_scale = 1.0f; a->num_qo_heads = 8; a->page_size = 64; a->head_dim = 64)
 
 static const launch_row launch_rows[] = {
     {"decode bf16 GQA 4, auto splits -> _d128_g4 + merge", l_none, "talon_decode_attention_bf16_d128_g4"},
@@ -298,6 +302,8 @@ static const launch_row launch_rows[] = {
     {"decode GQA 5: 2 chunks of 3 -> _g4", l_g5, "talon_decode_attention_bf16_d128_g4"},
     {"decode bf16 fp8 GQA 8: 2 chunks of 4 -> _kvfp8_d128_g4", l_bf16_fp8_g8, "talon_decode_attention_bf16_kvfp8_d128_g4"},
     {"decode bf16 fp8 GQA 4 d256 -> _kvfp8_d256_g4", l_fp8_d256, "talon_decode_attention_bf16_kvfp8_d256_g4"},
+    {"decode HND -> _d128_g4", l_hnd, "talon_decode_attention_bf16_d128_g4"},
+    {"decode HND fp8 MHA d64 page 64 -> _kvfp8_d64_g1", l_hnd_fp8_g1, "talon_decode_attention_bf16_kvfp8_d64_g1"},
 };
 
 static void check_kernel(const fake_launch *l, const char *symbol) {
@@ -356,6 +362,13 @@ static void test_launch(void **state) {
     want.heads_per_cta = (int)per;
     want.head_chunks = (int)chunks;
     want.page_shift = (int)log2((double)a.page_size);
+    {   /* the caches' rows (head_dim elements): NHD [pages, page_size, Hk, D], HND [pages, Hk,
+           page_size, D] */
+        const int rowb = (int)a.head_dim * (fp8 ? 1 : 2), hnd = a.layout == TALON_KV_HND;
+        want.page_rows = (int)(hnd ? a.num_kv_heads * a.page_size : a.page_size);
+        want.slot_stride = hnd ? rowb : (int)a.num_kv_heads * rowb;
+        want.head_stride = hnd ? (int)a.page_size * rowb : rowb;
+    }
     want.max_kv_len = (int)a.max_kv_len;
     want.window = (int)a.window;
     want.splits = (int)splits;

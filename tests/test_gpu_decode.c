@@ -44,7 +44,7 @@ static int64_t g_cases, g_elements;
 
 typedef struct dcase {
     talon_dtype dtype;
-    int fp8, no_lse;
+    int fp8, no_lse, hnd; /* hnd: caches [pages, Hk, page_size, D] */
     int64_t hq, hk, d, ps, max_kv_len, window, splits, pt_pad;
     int batch;
     int lens[MAXB];
@@ -81,11 +81,11 @@ static void tally_end(tally *t) {
 
 static void describe(const dcase *c, char *buf, size_t n) {
     int i, k = snprintf(buf, n, "%s%s D=%lld Hq=%lld Hk=%lld page=%lld max_kv_len=%lld window=%lld "
-                        "cap=%g splits=%lld%s lens={",
+                        "cap=%g splits=%lld%s%s lens={",
                         c->dtype == TALON_DTYPE_F16 ? "f16" : "bf16", c->fp8 ? " kv fp8" : "",
                         (long long)c->d, (long long)c->hq, (long long)c->hk, (long long)c->ps,
                         (long long)c->max_kv_len, (long long)c->window, (double)c->cap,
-                        (long long)c->splits, c->no_lse ? " no-lse" : "");
+                        (long long)c->splits, c->no_lse ? " no-lse" : "", c->hnd ? " HND" : "");
     for (i = 0; i < c->batch && k > 0 && (size_t)k < n; i++)
         k += snprintf(buf + k, n - (size_t)k, "%s%d", i ? "," : "", c->lens[i]);
     if (k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, "}");
@@ -189,6 +189,11 @@ static void host_free(host *h) {
 }
 
 /* ---------------------------------------------------------------- reference */
+/* The first element of kv head hk's row at offset off of page pg (talon.h's layouts). */
+static int64_t cache_row(const dcase *c, int64_t pg, int64_t off, int64_t hk) {
+    return (c->hnd ? (pg * c->hk + hk) * c->ps + off : (pg * c->ps + off) * c->hk + hk) * c->d;
+}
+
 typedef struct refjob {
     const host *h;
     const int *lens;
@@ -210,9 +215,9 @@ static void *ref_worker(void *arg) {
         const int64_t len = r->lens[b], lo = c->window > 0 && len > c->window ? len - c->window : 0;
         int64_t t;
         for (t = lo; t < len; t++) {
-            const int64_t slot = (int64_t)h->pt[b * h->stride + t / c->ps] * c->ps + t % c->ps;
-            kp[t - lo] = h->kval + (slot * c->hk + hk) * c->d;
-            vp[t - lo] = h->vval + (slot * c->hk + hk) * c->d;
+            const int64_t row = cache_row(c, h->pt[b * h->stride + t / c->ps], t % c->ps, hk);
+            kp[t - lo] = h->kval + row;
+            vp[t - lo] = h->vval + row;
         }
         r->lse[row] = ref_attn_decode(h->q + row * c->d, kp, vp, len - lo, c->d, scale, c->cap,
                                       c->fp8 ? c->k_scale : 1.0, c->fp8 ? c->v_scale : 1.0,
@@ -295,6 +300,7 @@ static void fill_args(const dcase *c, const dev *d, talon_decode_attention_args 
     a->k_scale = c->k_scale; a->v_scale = c->v_scale;
     a->dtype = c->dtype;
     a->kv_dtype = c->fp8 ? TALON_DTYPE_FP8_E4M3 : c->dtype;
+    a->layout = c->hnd ? TALON_KV_HND : TALON_KV_NHD;
 }
 
 static void poison(const dcase *c, const dev *d) {
@@ -406,7 +412,7 @@ static void test_mixed_lengths(void **state) {
     tally t;
     int di, hi, kv;
     (void)state;
-    tally_start(&t, "mixed lengths x D x GQA x page size x fp8");
+    tally_start(&t, "mixed lengths x D x GQA x page size x fp8 x NHD/HND");
     for (di = 0; di < 3; di++)
         for (hi = 0; hi < 4; hi++)
             for (kv = 0; kv < 2; kv++) {
@@ -417,6 +423,7 @@ static void test_mixed_lengths(void **state) {
                 c.fp8 = kv;
                 c.dtype = (hi + kv) % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16;
                 c.pt_pad = hi % 2 ? 3 : 0;
+                c.hnd = (di + kv) % 2;
                 run_case(&t, &c, 0, NULL);
             }
     {   /* the benchmark's shape: 32 query heads over 8 kv heads */
@@ -434,12 +441,13 @@ static void test_page_sizes(void **state) {
     tally t;
     int i;
     (void)state;
-    tally_start(&t, "page sizes 1..256, forced splits");
+    tally_start(&t, "page sizes 1..256, forced splits, NHD/HND");
     for (i = 0; i < nps; i++) {
         dcase c = base_case(128, 8, 2, ps[i], lens, g_quick ? 5 : 6, 200 + i);
         c.splits = i % 2 ? 3 : 0;
         c.fp8 = i % 3 == 2;
         c.dtype = i % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16;
+        c.hnd = i % 4 >= 2;
         run_case(&t, &c, 0, NULL);
     }
     tally_end(&t);
@@ -458,6 +466,7 @@ static void test_group_ratios(void **state) {
         dcase c = g_quick ? base_case(hs[i][2], hs[i][0], hs[i][1], 16, quick, 3, 300 + i)
                           : base_case(hs[i][2], hs[i][0], hs[i][1], 16, full, 4, 300 + i);
         c.fp8 = i % 4 == 3;
+        c.hnd = i % 3 == 1;
         c.dtype = i % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16;
         run_case(&t, &c, 0, NULL);
     }

@@ -418,6 +418,7 @@ static void test_rope_positions(void **state) {
 typedef struct kv_case {
     talon_dtype dtype;
     int fp8, layout, patterns; /* patterns: k, v hold every 16-bit pattern in turn */
+    int hnd;                   /* caches [pages, Hk, page_size, D] */
     float k_scale, v_scale;
     int64_t tokens, hk, d, page_size;
     uint64_t seed;
@@ -436,8 +437,8 @@ typedef struct kv_job {
 } kv_job;
 
 static void kv_describe(const kv_case *c, char *buf, size_t n) {
-    snprintf(buf, n, "kv_append %s -> %s (scales %g, %g) tokens %lld Hk %lld D %lld page %lld, "
-             "%s%s", c->dtype == TALON_DTYPE_BF16 ? "bf16" : "f16",
+    snprintf(buf, n, "kv_append %s -> %s %s (scales %g, %g) tokens %lld Hk %lld D %lld page %lld, "
+             "%s%s", c->dtype == TALON_DTYPE_BF16 ? "bf16" : "f16", c->hnd ? "HND" : "NHD",
              c->fp8 ? "fp8 e4m3" : "same", (double)c->k_scale, (double)c->v_scale,
              (long long)c->tokens, (long long)c->hk, (long long)c->d, (long long)c->page_size,
              layout_name[c->layout], c->patterns ? ", every bit pattern" : "");
@@ -509,6 +510,7 @@ static kv_job *kv_prepare(const kv_case *c) {
     j->a.v_scale = c->v_scale;
     j->a.dtype = c->dtype;
     j->a.cache_dtype = c->fp8 ? TALON_DTYPE_FP8_E4M3 : c->dtype;
+    j->a.layout = c->hnd ? TALON_KV_HND : TALON_KV_NHD;
     return j;
 }
 
@@ -526,6 +528,13 @@ static void kv_free(kv_job *j) {
     free(j);
 }
 
+/* Cache element of token row element e (= h D + d) at slot s (talon.h's layouts). */
+static int64_t kv_elem(const kv_case *c, int64_t s, int64_t e) {
+    const int64_t pg = s / c->page_size, off = s % c->page_size, h = e / c->d;
+    if (!c->hnd) return s * c->hk * c->d + e;
+    return ((pg * c->hk + h) * c->page_size + off) * c->d + e % c->d;
+}
+
 static int kv_check(kv_job *j, int64_t *elements, char *why, size_t whylen) {
     const kv_case *c = &j->c;
     const int eb = c->fp8 ? 1 : 2;
@@ -538,13 +547,13 @@ static int kv_check(kv_job *j, int64_t *elements, char *why, size_t whylen) {
         if (j->slot[t] < 0 || j->slot[t] >= j->slots) continue;
         for (int kv = 0; kv < 2; kv++) {
             const int64_t src = (kv ? j->l.v : j->l.k) + t * j->l.row_k;
-            unsigned char *dst = j->cache + (size_t)kv * j->cache_bytes +
-                                 (size_t)(GUARD + j->slot[t] * j->row) * eb;
+            unsigned char *dst = j->cache + (size_t)kv * j->cache_bytes + (size_t)GUARD * eb;
             const float scale = (kv ? c->v_scale : c->k_scale) ? (kv ? c->v_scale : c->k_scale) : 1.0f;
             for (int64_t e = 0; e < j->row; e++) {
                 const uint16_t b = j->init[src + e];
-                if (c->fp8) dst[e] = ref_e4m3_from_f32(ref_to_f32(c->dtype, b) / scale);
-                else memcpy(dst + 2 * e, &b, 2);
+                const int64_t i = kv_elem(c, j->slot[t], e);
+                if (c->fp8) dst[i] = ref_e4m3_from_f32(ref_to_f32(c->dtype, b) / scale);
+                else memcpy(dst + 2 * i, &b, 2);
             }
         }
     }
@@ -555,10 +564,11 @@ static int kv_check(kv_job *j, int64_t *elements, char *why, size_t whylen) {
             const int64_t e = (i - kv * j->cache_bytes) / eb - GUARD;
             if (c->fp8 && (j->cache[i] & 0x7f) == 0x7f) nan_bad++;
             if (!bad++)
-                snprintf(why, whylen, "%s cache element %lld (slot %lld, head %lld, dim %lld): "
-                         "dev 0x%02x%02x, expected 0x%02x%02x", kv ? "v" : "k", (long long)e,
-                         (long long)(e / j->row), (long long)(e % j->row / c->d),
-                         (long long)(e % c->d), eb == 2 ? j->dev[i + 1] : 0, j->dev[i],
+                snprintf(why, whylen, "%s cache element %lld (page %lld, row %lld of %lld-element "
+                         "rows): dev 0x%02x%02x, expected 0x%02x%02x", kv ? "v" : "k",
+                         (long long)e, (long long)(e / (j->row * c->page_size)),
+                         (long long)(e % (j->row * c->page_size) / c->d), (long long)c->d,
+                         eb == 2 ? j->dev[i + 1] : 0, j->dev[i],
                          eb == 2 ? j->cache[i + 1] : 0, j->cache[i]);
         }
     }
@@ -607,6 +617,7 @@ static void test_kv_append(void **state) {
                         kv_case c;
                         memset(&c, 0, sizeof c);
                         c.dtype = dt; c.fp8 = f; c.layout = l; c.tokens = tokens[k];
+                        c.hnd = (l + k) % 2;
                         c.hk = shapes[s].hk; c.d = shapes[s].d; c.page_size = pages[p];
                         c.k_scale = scales[n % 3][0]; c.v_scale = scales[n % 3][1];
                         c.seed = ref_mix64((uint64_t)n * 7919u ^ (uint64_t)dt << 40);
@@ -619,6 +630,7 @@ static void test_kv_append(void **state) {
                 memset(&c, 0, sizeof c);
                 c.dtype = dt; c.fp8 = f; c.layout = p % 2 ? L_FUSED : L_CONTIG; c.tokens = 4096;
                 c.hk = 8; c.d = 128; c.page_size = pages[p]; c.k_scale = f ? 0.75f : 0;
+                c.hnd = (f + p) % 2;
                 c.seed = ref_mix64((uint64_t)(f * 3 + p) ^ 0xABCDu ^ (uint64_t)dt << 40);
                 kv_run(&ta, &c);
             }

@@ -125,6 +125,7 @@ static const bad_row bad_rows[] = {
     BAD(OP_KV, "kv_append: page_size 48 (not a power of two)", ONE(KV(page_size, I64, 48)),
         "args->page_size", "48"),
     BAD(OP_KV, "kv_append: num_pages 0", ONE(KV(num_pages, I64, 0)), "args->num_pages", "0"),
+    BAD(OP_KV, "kv_append: layout 2", ONE(KV(layout, ENUM, 2)), "args->layout", "2"),
     BAD(OP_KV, "kv_append: cache past 2^62 elements", ONE(KV(num_pages, I64, 0x1p50)),
         "args->num_pages", "1125899906842624"),
     BAD(OP_KV, "kv_append: k_stride shorter than Hk * D", ONE(KV(k_stride, I64, 1023)),
@@ -159,7 +160,10 @@ static void test_invalid_argument(void **state) {
 #define LAUNCH(OP, NAME, SETS, SYM) {.name = NAME, .op = OP, .set = SETS, .symbol = SYM}
 
 static const launch_row launch_rows[] = {
-    LAUNCH(OP_ROPE, "rope bf16 NeoX Llama shapes -> neox v8", NONE, "talon_rope_neox_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope bf16 NeoX Llama shapes, cache -> neox1 v8 (one head per thread)", NONE,
+           "talon_rope_neox1_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope f16 NeoX, cache -> neox1 f16 v8", ONE(R(dtype, ENUM, TALON_DTYPE_F16)),
+           "talon_rope_neox1_f16_v8"),
     LAUNCH(OP_ROPE, "rope f16 GPT-J -> gptj v8",
            ONE(R(dtype, ENUM, TALON_DTYPE_F16), R(style, ENUM, TALON_ROPE_GPTJ)),
            "talon_rope_gptj_f16_v8"),
@@ -169,10 +173,10 @@ static const launch_row launch_rows[] = {
            ONE(R(rot_dim, I64, 120), R(style, ENUM, TALON_ROPE_GPTJ)), "talon_rope_gptj_bf16_v8"),
     LAUNCH(OP_ROPE, "rope GPT-J rot_dim 36 -> element-wise",
            ONE(R(rot_dim, I64, 36), R(style, ENUM, TALON_ROPE_GPTJ)), "talon_rope_gptj_bf16"),
-    LAUNCH(OP_ROPE, "rope D 80 rot_dim 64 (partial) -> neox v8",
-           ONE(R(head_dim, I64, 80), R(rot_dim, I64, 64)), "talon_rope_neox_bf16_v8"),
-    LAUNCH(OP_ROPE, "rope D 72 rot_dim 64 -> neox v8",
-           ONE(R(head_dim, I64, 72), R(rot_dim, I64, 64)), "talon_rope_neox_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope D 80 rot_dim 64 (partial) -> neox1 v8",
+           ONE(R(head_dim, I64, 80), R(rot_dim, I64, 64)), "talon_rope_neox1_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope D 72 rot_dim 64, theta -> neox v8", ONE(R(head_dim, I64, 72),
+           R(rot_dim, I64, 64), R(cos_sin_cache, PTR, 0)), "talon_rope_neox_bf16_v8"),
     LAUNCH(OP_ROPE, "rope D 68 rot_dim 64 -> element-wise", ONE(R(head_dim, I64, 68),
            R(rot_dim, I64, 64)), "talon_rope_neox_bf16"),
     LAUNCH(OP_ROPE, "rope q misaligned by 2 -> element-wise", ONE(R(q, PTR, P_Q + 2)),
@@ -183,10 +187,13 @@ static const launch_row launch_rows[] = {
            ONE(R(cos_sin_cache, PTR, P_CS + 8)), "talon_rope_neox_bf16"),
     LAUNCH(OP_ROPE, "rope fused qkv strides 6144 -> v8",
            ONE(R(q_stride, I64, 6144), R(k_stride, I64, 6144), R(k, PTR, P_Q + 8192)),
-           "talon_rope_neox_bf16_v8"),
+           "talon_rope_neox1_bf16_v8"),
     LAUNCH(OP_ROPE, "rope q_stride 6146 -> element-wise", ONE(R(q_stride, I64, 6146)),
            "talon_rope_neox_bf16"),
     LAUNCH(OP_ROPE, "rope q only (k NULL, Hk 0)", ONE(R(k, PTR, 0), R(num_kv_heads, I64, 0)),
+           "talon_rope_neox1_bf16_v8"),
+    LAUNCH(OP_ROPE, "rope q only, 7 heads, theta -> neox v8 (4 groups)", ONE(R(k, PTR, 0),
+           R(num_kv_heads, I64, 0), R(num_q_heads, I64, 7), R(cos_sin_cache, PTR, 0)),
            "talon_rope_neox_bf16_v8"),
     LAUNCH(OP_ROPE, "rope theta mode, theta 0 -> 10000", ONE(R(cos_sin_cache, PTR, 0)),
            "talon_rope_neox_bf16_v8"),
@@ -223,6 +230,15 @@ static const launch_row launch_rows[] = {
            "talon_kv_append_bf16"),
     LAUNCH(OP_KV, "kv_append page_size 1, 1M tokens", ONE(KV(page_size, I64, 1),
            KV(tokens, I64, 1 << 20)), "talon_kv_append_bf16_v8"),
+    LAUNCH(OP_KV, "kv_append HND -> v8", ONE(KV(layout, ENUM, TALON_KV_HND)),
+           "talon_kv_append_bf16_v8"),
+    LAUNCH(OP_KV, "kv_append HND fp8, page 256", ONE(KV(layout, ENUM, TALON_KV_HND),
+           KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(page_size, I64, 256)),
+           "talon_kv_append_fp8_bf16_v8"),
+    LAUNCH(OP_KV, "kv_append HND, D 100 (Hk*D 800) -> element-wise: a unit would span heads",
+           ONE(KV(layout, ENUM, TALON_KV_HND), KV(head_dim, I64, 100)), "talon_kv_append_bf16"),
+    LAUNCH(OP_KV, "kv_append NHD, D 100 (Hk*D 800) -> v8", ONE(KV(head_dim, I64, 100)),
+           "talon_kv_append_bf16_v8"),
 };
 
 /* The params the op must pass, from the public contract; returns the grid size. */
@@ -243,7 +259,8 @@ static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, v
         p->num_q_heads = (int32_t)r->num_q_heads; p->heads = (int32_t)heads;
         p->head_dim = (int32_t)r->head_dim; p->rot_dim = (int32_t)rot;
         p->vecs = (uint32_t)(rot / 2 / vp);
-        p->per_token = (uint32_t)((heads + TALON__ROPE_HEADS - 1) / TALON__ROPE_HEADS * p->vecs);
+        const int64_t g = strstr(symbol, "neox1") ? 1 : TALON__ROPE_HEADS; /* heads per thread */
+        p->per_token = (uint32_t)((heads + g - 1) / g * p->vecs);
         p->threads = (uint32_t)(p->per_token * r->tokens);
         p->pos64 = r->positions_dtype == TALON_INDEX_I64;
         return (p->threads + 255) / 256;
@@ -257,6 +274,12 @@ static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, v
         p->v_stride = k->v_stride ? k->v_stride : row;
         p->num_slots = k->num_pages * k->page_size;
         p->row = row;
+        /* NHD: [pages, page_size, Hk, D]; HND: [pages, Hk, page_size, D] (elements) */
+        p->page_stride = k->page_size * row;
+        p->slot_stride = k->layout == TALON_KV_HND ? k->head_dim : row;
+        p->head_stride = k->layout == TALON_KV_HND ? k->page_size * k->head_dim : k->head_dim;
+        p->head_dim = (uint32_t)k->head_dim;
+        p->page_shift = (uint32_t)log2((double)k->page_size);
         p->row_vecs = (uint32_t)(row / (v8 ? 8 : 1));
         p->units = (uint32_t)(2 * p->row_vecs * k->tokens);
         if (k->cache_dtype == TALON_DTYPE_FP8_E4M3) {
