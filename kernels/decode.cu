@@ -12,11 +12,10 @@
 // register-only version, with loads in flight only between the steps, was latency-bound: fp8
 // took as long as bf16). Each key group keeps its own online softmax (fp32, base 2, log2 e
 // folded into the query scale), every lane of the group computing it for all (key, head)
-// pairs of the step: the 64
-// independent butterfly shuffles beat a reduce-scatter leaving one score per lane, whose
-// dependent shuffle chain measured 1.7x slower at B=64 L=4096. No barrier is taken until the
-// key groups are combined through shared memory at the end. The CTA's keys are its split's share
-// of the request's attended range (the window), computed from the device kv_lens, so the
+// pairs of the step: the 64 independent butterfly shuffles beat a reduce-scatter leaving one
+// score per lane, whose dependent shuffle chain measured 1.7x slower at B=64 L=4096. No
+// barrier is taken until the key groups are combined through shared memory at the end. The
+// CTA's keys are its split's share of the request's attended range (the window), computed from the device kv_lens, so the
 // grid depends only on host values. One split writes o and lse; several write fp32 partials
 // (normalised o, natural-log lse) that merge_splits combines. The merge is launched as a
 // programmatic dependent: every attention CTA lets it launch as it starts, and it waits for
@@ -334,17 +333,17 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     if (kg < gn) finish<T, D, G, NKG>(p, s_acc, s_m, s_l, kg, li, row0);
 }
 
-// Tensor-core version (fp8 caches; 16-bit ones with D <= 128, groups of 2 to 4 heads). Each
-// warp walks its own KW keys per step through its own slice of the ring. Scores are computed
-// transposed, S^T = K q^T on mma.m16n8k16: keys are M (rows 8..15 repeat rows 0..7, so ldmatrix fills the
-// A fragment directly), the heads are N and q is the B fragment, held unscaled (exact) for the
-// whole loop; the scale is applied to the fp32 scores. Then o^T += V^T P^T on mma.m16n8k8:
-// head_dim is M (ldmatrix .trans of the V rows), keys K, and N holds P in two 16-bit parts,
-// columns 0..3 its rounding and 4..7 the rounding of the rest for the same heads, so P V is
-// as exact as in fp32 and no column is wasted; movmatrix turns the score layout into the B
-// layout. The accumulators keep the two parts apart until the end. K/V rows sit in the ring
-// with their 16-byte chunks XOR-swizzled by row, so ldmatrix reads them without bank
-// conflicts. The online softmax runs per head on the column lanes (t < 2).
+// Tensor-core version (fp8 caches; 16-bit ones with D <= 128, groups of 2 to 4 heads). Each warp
+// walks its own KW keys per step through its own slice of the ring. Scores are computed transposed,
+// S^T = K q^T on mma.m16n8k16: keys are M (rows 8..15 repeat rows 0..7, so ldmatrix fills the A
+// fragment directly), the heads are N and q is the B fragment, held unscaled (exact) for the whole
+// loop; the scale is applied to the fp32 scores. Then o^T += V^T P^T on mma.m16n8k8: head_dim is M
+// (ldmatrix .trans of the V rows), keys K, and N holds P in two 16-bit parts, columns 0..3 its
+// rounding and 4..7 the rounding of the rest for the same heads, so P V is as exact as in fp32 and
+// no column is wasted; movmatrix turns the score layout into the B layout. The accumulators keep
+// the two parts apart until the end. K/V rows sit in the ring with their 16-byte chunks
+// XOR-swizzled by row, so ldmatrix reads them without bank conflicts. The online softmax runs per
+// head on the column lanes (t < 2).
 // fp8 caches: the ring holds the raw e4m3 bytes (a warp's step is still 2 KB of K, now 2048 /
 // head_dim keys) and the MMAs run in f16, every e4m3 value converting exactly
 // (cvt.rn.f16x2.e4m3x2) right after its shared-memory load. Since e4m3 pairs cannot be
