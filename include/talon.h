@@ -490,7 +490,9 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
    Caller guarantees (device data cannot be checked on the host): 0 <= kv_lens[b] <= max_kv_len
    (the kernel clamps to [0, max_kv_len], so a violation gives wrong results but no read past
    the page table row); page ids of the first ceil(kv_lens[b] / page_size) entries of each row
-   are valid pages of the caches. Later entries are never read.
+   are valid pages of the caches. Later entries are never read. Each cache holds fewer than
+   2^32 rows of head_dim elements (pages * page_size * num_kv_heads; at the smallest row, 64
+   bytes, that is 256 GiB, so any cache that fits in a GPU's memory).
    Split-KV: each (request, kv head) is split over `splits` CTAs, each taking an equal share
    of that request's attended keys; the partial (o, lse) go to the workspace and a merge kernel
    writes o and lse (one kernel, no workspace, when splits = 1). The split count depends only
