@@ -723,6 +723,9 @@ typedef struct talon__kv_params {
     int64_t k_stride, v_stride, num_slots, row; /* row = Hk * D */
     int64_t page_stride, slot_stride, head_stride; /* cache elements between pages, slots, heads */
     uint32_t head_dim, page_shift;
+    /* token of a unit without a division: unit / (2 row_vecs) = (umulhi(unit, div_m) + unit)
+       >> div_l, for units < 2^31 (the round-up method: div_l = ceil(log2(2 row_vecs))) */
+    uint32_t div_m, div_l;
     uint32_t row_vecs;              /* units per token and tensor: row / VEC */
     uint32_t units;                 /* tokens * 2 * row_vecs */
     float quant[2][3];              /* fp8, k then v: mul, div, rcp (talon__fp8_quant) */
@@ -1970,6 +1973,8 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     p.head_dim = (uint32_t)a->head_dim;
     for (p.page_shift = 0; (1LL << p.page_shift) < a->page_size; p.page_shift++) {}
     p.row_vecs = (uint32_t)(row / vec);
+    for (p.div_l = 0; (1ull << p.div_l) < 2ull * p.row_vecs; p.div_l++) {}
+    p.div_m = (uint32_t)((((1ull << p.div_l) - 2ull * p.row_vecs) << 32) / (2ull * p.row_vecs) + 1);
     p.units = (uint32_t)(units * a->tokens);
     k = talon__pick(fp8 ? TALON__B_kv_append_fp8 : TALON__B_kv_append, a->dtype, vec, 256);
     return talon__launch(ctx, stream, op, k, ((int64_t)p.units + per_block - 1) / per_block, &p);

@@ -14,15 +14,17 @@
 // further gain, on the loads alone 1% slower). Elements past rot_dim are never touched; a
 // token whose position is outside the cache is skipped.
 //
-// kv_append strategy: a streaming copy. A unit is VEC elements of k or of v of one token; a
-// thread loads TALON__KV_UNROLL units (BLOCK apart) and their slots before storing any, then
-// writes each to the cache row of its slot (in either layout, NHD or HND), quantised to e4m3
-// for the fp8 variant (x / scale correctly rounded in fp32, then cvt.rn.satfinite, as
-// __nv_cvt_float_to_fp8). The division is a reciprocal and one FMA correction (div_scale):
-// with __fdiv_rn the fp8 variant was bound by its instructions (H200, T=32768: 68.9 us, where
-// the bf16 copy, writing twice the bytes, took 71.1; now 61.9). The streaming hint on its
-// loads and stores (as rope's) measured 1.02x at 4096 tokens bf16, 1.00x fp8, 0.98-0.99x at
-// 32768: not taken. HND and NHD cost the same (H200, 4096 tokens: bf16 13.0 and 12.9 us).
+// kv_append strategy: a streaming copy. A unit is VEC elements of k or of v of one token; a thread
+// loads TALON__KV_UNROLL units (BLOCK apart) and their slots before storing any, then writes each
+// to the cache row of its slot (in either layout, NHD or HND), quantised to e4m3 for the fp8
+// variant (x / scale correctly rounded in fp32, then cvt.rn.satfinite, as __nv_cvt_float_to_fp8).
+// The division is a reciprocal and one FMA correction (div_scale): with __fdiv_rn the fp8 variant
+// was bound by its instructions (H200, T=32768: 68.9 us, where the bf16 copy, writing twice the
+// bytes, took 71.1; now 61.9), and a unit's token comes from a multiply-high by a host constant
+// instead of a division (fp8 1.02-1.03x at 4096 and 32768 tokens, bf16 1.00-1.01x; two units per
+// thread instead: fp8 0.91-0.94x). The streaming hint on its loads and stores (as rope's) measured
+// 1.02x at 4096 tokens bf16, 1.00x fp8, 0.98-0.99x at 32768: not taken. HND and NHD cost the same
+// (H200, 4096 tokens: bf16 13.0 and 12.9 us).
 //
 // Variants (one line each in talon.h, TALON__KERNELS_rope): style (NeoX/GPT-J; NeoX with one
 // head per thread on the 16-byte path, for a cos/sin cache), cache type
@@ -192,7 +194,8 @@ __device__ __forceinline__ void kv_copy(const talon__kv_params &p) {
         const uint32_t unit = (blockIdx.x * U + i) * blockDim.x + threadIdx.x;
         slot[i] = -1;
         if (unit >= p.units) continue;
-        const uint32_t t = unit / units_per_token, r = unit % units_per_token;
+        const uint32_t t = (__umulhi(unit, p.div_m) + unit) >> p.div_l; // unit / units_per_token
+        const uint32_t r = unit - t * units_per_token;
         which[i] = r >= p.row_vecs;
         const int64_t e = (int64_t)(which[i] ? r - p.row_vecs : r) * VEC;
         const T *src = which[i] ? reinterpret_cast<const T *>(p.v) + t * p.v_stride

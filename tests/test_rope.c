@@ -281,6 +281,11 @@ static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, v
         p->head_dim = (uint32_t)k->head_dim;
         p->page_shift = (uint32_t)log2((double)k->page_size);
         p->row_vecs = (uint32_t)(row / (v8 ? 8 : 1));
+        {   /* d = units per token; l = ceil(log2 d), m = floor(2^32 (2^l - d) / d) + 1 */
+            const uint64_t d = 2ull * p->row_vecs;
+            p->div_l = d > 1 ? 64u - (uint32_t)__builtin_clzll(d - 1) : 0u;
+            p->div_m = (uint32_t)(((1ull << p->div_l) - d) * (1ull << 32) / d + 1);
+        }
         p->units = (uint32_t)(2 * p->row_vecs * k->tokens);
         if (k->cache_dtype == TALON_DTYPE_FP8_E4M3) {
             ref_fp8_quant(k->k_scale ? k->k_scale : 1.0f, p->quant[0]);
@@ -316,6 +321,14 @@ static void test_launch(void **state) {
     assert_int_equal(fake.last.param_size, row->op == OP_ROPE ? sizeof(talon__rope_params)
                                                               : sizeof(talon__kv_params));
     assert_memory_equal(fake.last.params, want, fake.last.param_size);
+    if (row->op == OP_KV) { /* the kernel's division by the units of a token */
+        const talon__kv_params *p = (const talon__kv_params *)fake.last.params;
+        const uint32_t d = 2 * p->row_vecs, ns[] = {0, 1, d - 1, d, d + 1, 3 * d + 7,
+                                                    p->units - 1, 0x7ffffdffu};
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+            assert_int_equal((uint32_t)((((uint64_t)ns[i] * p->div_m >> 32) + ns[i]) >> p->div_l),
+                             ns[i] / d);
+    }
 }
 
 /* ================================================================ references */
