@@ -694,11 +694,15 @@ typedef struct talon__topk_params {
 
 /* talon_rope: one thread rotates VP pairs (a "vector": 8 on the NeoX 16-byte path, 4 on the
    GPT-J one, 1 element-wise) of up to G heads of one token; threads of a token = groups * vecs,
-   groups = ceil(heads / G), heads = Hq + Hk. G = TALON__ROPE_HEADS, but 1 (rope_neox1) on the
-   NeoX 16-byte path with a cos/sin cache. 2 heads measured 2% faster than 8 at 4096 tokens
-   (Llama-3-8B shapes) and 17% at 64 (fewer registers); 1 head (H200, with the streaming
-   stores, two runs): NeoX with a cache 1.02-1.03x at 4096 tokens, 1.01x at 32768, 1.03x at
-   64, but NeoX theta 0.94x (its angles evaluated per head) and GPT-J 0.97-0.98x. */
+   groups = ceil(heads / G), heads = Hq + Hk. G = TALON__ROPE_HEADS, but 1 (rope_neox1, blocks of
+   128 threads) on the NeoX 16-byte path with a cos/sin cache. 2 heads measured 2% faster than
+   8 at 4096 tokens (Llama-3-8B shapes) and 17% at 64 (fewer registers); 1 head (H200, with the
+   streaming stores, two runs): NeoX with a cache 1.02-1.03x at 4096 tokens, 1.01x at 32768,
+   1.03x at 64, but NeoX theta 0.94x (its angles evaluated per head) and GPT-J 0.97-0.98x.
+   rope_neox1 against blocks of 256 (its 40 registers: 6 blocks per SM), two runs each: blocks
+   of 128 1.00x at 4096 tokens, 1.02x at 32768; of 512 0.98x and 0.94-0.95x; 8 blocks of 256
+   per SM (32 registers, the theta code compiled out) 0.99x; 5 or 4 (shared memory reserved)
+   0.94x and 0.92x. */
 #define TALON__ROPE_HEADS 2
 typedef struct talon__rope_params {
     CUdeviceptr q, k, positions, cos_sin;
@@ -736,8 +740,8 @@ typedef struct talon__kv_params {
     X(talon_rope_neox_bf16_v8,       rope_neox,     BF16, 8, rope, 256, 0, talon__rope_params) \
     X(talon_rope_neox_f16,           rope_neox,     F16,  1, rope, 256, 0, talon__rope_params) \
     X(talon_rope_neox_f16_v8,        rope_neox,     F16,  8, rope, 256, 0, talon__rope_params) \
-    X(talon_rope_neox1_bf16_v8,      rope_neox1,    BF16, 8, rope, 256, 0, talon__rope_params) \
-    X(talon_rope_neox1_f16_v8,       rope_neox1,    F16,  8, rope, 256, 0, talon__rope_params) \
+    X(talon_rope_neox1_bf16_v8,      rope_neox1,    BF16, 8, rope, 128, 0, talon__rope_params) \
+    X(talon_rope_neox1_f16_v8,       rope_neox1,    F16,  8, rope, 128, 0, talon__rope_params) \
     X(talon_rope_gptj_bf16,          rope_gptj,     BF16, 1, rope, 256, 0, talon__rope_params) \
     X(talon_rope_gptj_bf16_v8,       rope_gptj,     BF16, 8, rope, 256, 0, talon__rope_params) \
     X(talon_rope_gptj_f16,           rope_gptj,     F16,  1, rope, 256, 0, talon__rope_params) \
@@ -1816,7 +1820,7 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
     const int pos_bytes = a && a->positions_dtype == TALON_INDEX_I64 ? 8 : 4;
     talon__rope_params p;
     int64_t rot, heads, vp, per_token;
-    int vec, neox, one, k;
+    int vec, neox, one, block, k;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_dtype(op, a->dtype));
     if (a->style != TALON_ROPE_NEOX && a->style != TALON_ROPE_GPTJ)
@@ -1880,9 +1884,10 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
     p.vecs = (uint32_t)(rot / 2 / vp); p.per_token = (uint32_t)per_token;
     p.threads = (uint32_t)(per_token * a->tokens);
     p.pos64 = a->positions_dtype == TALON_INDEX_I64;
+    block = one ? 128 : 256;
     k = talon__pick(one ? TALON__B_rope_neox1 : neox ? TALON__B_rope_neox : TALON__B_rope_gptj,
-                    a->dtype, vec, 256);
-    return talon__launch(ctx, stream, op, k, ((int64_t)p.threads + 255) / 256, &p);
+                    a->dtype, vec, block);
+    return talon__launch(ctx, stream, op, k, ((int64_t)p.threads + block - 1) / block, &p);
 }
 
 /* The constants of rope.cu's division x / scale = (x mul) / div for one finite scale > 0:

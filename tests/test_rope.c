@@ -241,6 +241,9 @@ static const launch_row launch_rows[] = {
            "talon_kv_append_bf16_v8"),
 };
 
+/* Threads per block: 128 for the one-head NeoX kernels, else 256. */
+static int64_t rope_block(const char *symbol) { return strstr(symbol, "neox1") ? 128 : 256; }
+
 /* The params the op must pass, from the public contract; returns the grid size. */
 static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, void *params) {
     const int v8 = strstr(symbol, "_v8") != NULL;
@@ -263,7 +266,7 @@ static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, v
         p->per_token = (uint32_t)((heads + g - 1) / g * p->vecs);
         p->threads = (uint32_t)(p->per_token * r->tokens);
         p->pos64 = r->positions_dtype == TALON_INDEX_I64;
-        return (p->threads + 255) / 256;
+        return (p->threads + rope_block(symbol) - 1) / rope_block(symbol);
     } else {
         const talon_kv_append_args *k = &a->kv;
         talon__kv_params *p = (talon__kv_params *)params;
@@ -314,7 +317,7 @@ static void test_launch(void **state) {
     assert_int_equal(fake.last.grid[0], grid);
     assert_int_equal(fake.last.grid[1], 1);
     assert_int_equal(fake.last.grid[2], 1);
-    assert_int_equal(fake.last.block[0], 256);
+    assert_int_equal(fake.last.block[0], row->op == OP_ROPE ? rope_block(row->symbol) : 256);
     assert_int_equal(fake.last.block[1], 1);
     assert_int_equal(fake.last.smem, 0);
     assert_ptr_equal(fake.last.stream, STREAM);
