@@ -2,26 +2,25 @@
 // attention states; q/o bf16 or f16, cache of the same type or fp8 e4m3 with per-tensor scales.
 //
 // Strategy: one CTA of 128 threads per (request, kv head, chunk of up to 4 query heads of its
-// group, split of the keys). The query heads of a chunk share every K/V load, which is what
-// keeps GQA bandwidth-bound. Per-lane version (16-bit caches; below): threads form key groups
-// of D/8 lanes; a lane owns 8 consecutive elements of a key row (one 16-byte load), so a key
-// group reads a whole row and the dot product is finished by xor shuffles inside the group.
-// Each key group walks its own keys, KPI at a time. K and V stream through a ring of STAGES
-// steps in shared memory filled by cp.async, two steps in flight while one is computed: each
-// lane copies exactly the 16-byte pieces it later reads, so the ring needs no barrier (a
-// register-only version, with loads in flight only between the steps, was latency-bound: fp8
-// took as long as bf16). Each key group keeps its own online softmax (fp32, base 2, log2 e
-// folded into the query scale), every lane of the group computing it for all (key, head)
-// pairs of the step: the 64 independent butterfly shuffles beat a reduce-scatter leaving one
-// score per lane, whose dependent shuffle chain measured 1.7x slower at B=64 L=4096. No
-// barrier is taken until the key groups are combined through shared memory at the end. The
-// CTA's keys are its split's share of the request's attended range (the window), computed from the device kv_lens, so the
-// grid depends only on host values. One split writes o and lse; several write fp32 partials
-// (normalised o, natural-log lse) that merge_splits combines. The merge is launched as a
-// programmatic dependent: every attention CTA lets it launch as it starts, and it waits for
-// the whole grid in griddepcontrol.wait, so its launch hides under the attention kernel's end
-// (H200, B=1 Hq/Hk 32/8 D=128: L=2048 13.71 -> 12.10 us, L=32768 43.10 -> 42.03, fp8 31.30
-// -> 29.02).
+// group, split of the keys). The query heads of a chunk share every K/V load, which is what keeps
+// GQA bandwidth-bound. Per-lane version (16-bit caches; below): threads form key groups of D/8
+// lanes; a lane owns 8 consecutive elements of a key row (one 16-byte load), so a key group reads a
+// whole row and the dot product is finished by xor shuffles inside the group. Each key group walks
+// its own keys, KPI at a time. K and V stream through a ring of STAGES steps in shared memory
+// filled by cp.async, two steps in flight while one is computed: each lane copies exactly the
+// 16-byte pieces it later reads, so the ring needs no barrier (a register-only version, with loads
+// in flight only between the steps, was latency-bound: fp8 took as long as bf16). Each key group
+// keeps its own online softmax (fp32, base 2, log2 e folded into the query scale), every lane of
+// the group computing it for all (key, head) pairs of the step: the 64 independent butterfly
+// shuffles beat a reduce-scatter leaving one score per lane, whose dependent shuffle chain measured
+// 1.7x slower at B=64 L=4096. No barrier is taken until the key groups are combined through shared
+// memory at the end. The CTA's keys are its split's share of the request's attended range (the
+// window), computed from the device kv_lens, so the grid depends only on host values. One split
+// writes o and lse; several write fp32 partials (normalised o, natural-log lse) that merge_splits
+// combines. The merge is launched as a programmatic dependent: every attention CTA lets it launch
+// as it starts, and it waits for the whole grid in griddepcontrol.wait, so its launch hides under
+// the attention kernel's end (H200, B=1 Hq/Hk 32/8 D=128: L=2048 13.71 -> 12.10 us, L=32768 43.10
+// -> 42.03, fp8 31.30 -> 29.02).
 //
 // With an fp8 cache, or 2 to 4 heads per CTA and head_dim <= 128, decode_mma (below) replaces
 // the per-lane dot products by tensor-core tiles (fp8 on the per-lane path was bound by its
@@ -46,6 +45,11 @@
 // heads of a request in one CTA of 256 or 512 threads (one SM reads 512 B or 1 KB of each page
 // row together; H200, against this design): B=64 L=4096 247.7 / 246.3 vs 247.7 / 248.8 us
 // (cuDNN 245.4: still 0.99x), B=1 L=32768 0.99x / 0.92x, B=1 L=2048 0.96x / 0.83x.
+//
+// Both cache layouts run the same code: a key row's address comes from strides the host derives
+// from the layout (page rows, slot and head strides). HND (a head's rows of a page contiguous, 4
+// KB at page 16) reads at NHD's rate: H200, B=64 L=4096 bf16 within 1% either way over five runs,
+// fp8 0.5-3.5% faster.
 //
 // Variants (talon.h, TALON__KERNELS_decode): q type x cache type (same or fp8) x head_dim
 // (64, 128, 256) x heads per CTA (1, 2, 4: the group is cut into chunks of at most 4).
