@@ -725,7 +725,9 @@ typedef struct talon__rope_params {
 typedef struct talon__kv_params {
     CUdeviceptr k_cache, v_cache, k, v, slots;
     int64_t k_stride, v_stride, num_slots, row; /* row = Hk * D */
-    int64_t page_stride, slot_stride, head_stride; /* cache elements between pages, slots, heads */
+    /* the cache (layout): element d of head h at slot o of page n at ((n page_rows + o)
+       slot_stride + h head_stride + d), as decode's params (in elements here) */
+    int64_t page_rows, slot_stride, head_stride;
     uint32_t head_dim, page_shift;
     /* token of a unit without a division: unit / (2 row_vecs) = (umulhi(unit, div_m) + unit)
        >> div_l, for units < 2^31 (the round-up method: div_l = ceil(log2(2 row_vecs))) */
@@ -1352,11 +1354,19 @@ static talon_status talon__check_dtype(const char *op, talon_dtype t) {
                        (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16);
 }
 
-/* The paged cache's strides for `layout` (kv_append, decode), in units of one head's row (unit:
-   D elements or D * element bytes): between pages, slots of a page and kv heads. */
+/* The smallest l with 2^l >= v (log2 of a power of two). */
+static uint32_t talon__ceil_log2(uint64_t v) {
+    uint32_t l = 0;
+    while ((1ull << l) < v) l++;
+    return l;
+}
+
+/* The paged cache's geometry for `layout` (kv_append, decode): s[0] rows of s[1] per page (a
+   slot's row in NHD, a head's in HND), s[1] the stride between slots of a page and s[2] between
+   kv heads, in units of one head's row (unit: D elements or D * element bytes). */
 static talon_status talon__kv_strides(const char *op, talon_kv_layout layout, int64_t page_size,
                                       int64_t heads, int64_t unit, int64_t s[3]) {
-    s[0] = page_size * heads * unit;
+    s[0] = layout == TALON_KV_NHD ? page_size : page_size * heads;
     s[1] = layout == TALON_KV_NHD ? heads * unit : unit;
     s[2] = layout == TALON_KV_NHD ? unit : page_size * unit;
     if (layout == TALON_KV_NHD || layout == TALON_KV_HND) return TALON_SUCCESS;
@@ -1867,7 +1877,7 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
         vec = talon__vec8(ptrs, 3, lens, 4) ? 8 : 1;
     }
     vp = vec == 1 ? 1 : neox ? 8 : 4;
-    one = neox && vec == 8 && a->cos_sin_cache; /* one head per thread (TALON__ROPE_HEADS) */
+    one = neox && vec == 8 && a->cos_sin_cache; /* one head per thread, not TALON__ROPE_HEADS */
     heads = a->num_q_heads + (a->k ? a->num_kv_heads : 0);
     per_token = one ? heads : (heads + TALON__ROPE_HEADS - 1) / TALON__ROPE_HEADS;
     per_token *= rot / 2 / vp;
@@ -1974,11 +1984,11 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     p.slots = a->slot_mapping;
     p.num_slots = a->num_pages * a->page_size;
     p.row = row;
-    p.page_stride = strides[0]; p.slot_stride = strides[1]; p.head_stride = strides[2];
+    p.page_rows = strides[0]; p.slot_stride = strides[1]; p.head_stride = strides[2];
     p.head_dim = (uint32_t)a->head_dim;
-    for (p.page_shift = 0; (1LL << p.page_shift) < a->page_size; p.page_shift++) {}
+    p.page_shift = talon__ceil_log2((uint64_t)a->page_size);
     p.row_vecs = (uint32_t)(row / vec);
-    for (p.div_l = 0; (1ull << p.div_l) < 2ull * p.row_vecs; p.div_l++) {}
+    p.div_l = talon__ceil_log2(2ull * p.row_vecs);
     p.div_m = (uint32_t)((((1ull << p.div_l) - 2ull * p.row_vecs) << 32) / (2ull * p.row_vecs) + 1);
     p.units = (uint32_t)(units * a->tokens);
     k = talon__pick(fp8 ? TALON__B_kv_append_fp8 : TALON__B_kv_append, a->dtype, vec, 256);
@@ -2175,8 +2185,8 @@ talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
     p.group = (int)(a->num_qo_heads / a->num_kv_heads);
     p.heads_per_cta = pl.heads_per_cta;
     p.head_chunks = pl.head_chunks;
-    for (p.page_shift = 0; (1LL << p.page_shift) < a->page_size; p.page_shift++) {}
-    p.page_rows = (int)(strides[0] / strides[1]);
+    p.page_shift = (int)talon__ceil_log2((uint64_t)a->page_size);
+    p.page_rows = (int)strides[0];
     p.slot_stride = (int)strides[1]; p.head_stride = (int)strides[2];
     p.max_kv_len = (int)a->max_kv_len;
     p.window = (int)a->window;

@@ -214,7 +214,7 @@ __device__ __forceinline__ void kv_copy(const talon__kv_params &p) {
             continue;
         }
         const uint32_t e = (uint32_t)dst[i], h = p.head_stride == p.head_dim ? 0 : e / p.head_dim;
-        dst[i] = (slot[i] >> p.page_shift) * p.page_stride + (slot[i] & pmask) * p.slot_stride +
+        dst[i] = ((slot[i] >> p.page_shift) * p.page_rows + (slot[i] & pmask)) * p.slot_stride +
                  h * (p.head_stride - p.head_dim) + e;
     }
 #pragma unroll

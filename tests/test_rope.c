@@ -278,7 +278,7 @@ static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, v
         p->num_slots = k->num_pages * k->page_size;
         p->row = row;
         /* NHD: [pages, page_size, Hk, D]; HND: [pages, Hk, page_size, D] (elements) */
-        p->page_stride = k->page_size * row;
+        p->page_rows = k->layout == TALON_KV_HND ? k->page_size * k->num_kv_heads : k->page_size;
         p->slot_stride = k->layout == TALON_KV_HND ? k->head_dim : row;
         p->head_stride = k->layout == TALON_KV_HND ? k->page_size * k->head_dim : k->head_dim;
         p->head_dim = (uint32_t)k->head_dim;
