@@ -292,7 +292,10 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
    Launches a fixed sequence of two kernels chosen from rows and cols alone: for small problems
    (rows x ceil(cols / 4096) <= 2048: B <= 64 at cols 128256, B <= 32 at 262144) chunk
    histograms, then select (the row read twice); else a threshold from a sample of each row
-   (8192 elements), then select (the row read once). A row whose sample misleads (fewer than k
+   (8192 elements), then select (the row read once), launched as a programmatic dependent of
+   the sample kernel (cuLaunchKernelEx; captured graphs keep the edge): its first blocks
+   prefetch their part of the row into L2 while the sample runs and wait for its threshold on
+   the GPU. A row whose sample misleads (fewer than k
    keys reach the threshold, or more than 4096 do: sorted rows, many equal values) is still
    answered exactly, by one block re-reading that row a few times: slower, same result.
    Errors (INVALID_ARGUMENT, nothing launched): any size out of range, k > cols, in_stride
@@ -672,6 +675,7 @@ typedef struct talon__act_params {
 #define TALON__TOPK_SMEM 53504
 #define TALON__TOPK_SMALL 2048
 #define TALON__TOPK_SAMPLE 8192
+#define TALON__TOPK_PREFETCH 65536 /* bytes of its chunk a sampled-path select block prefetches */
 typedef struct talon__topk_params {
     CUdeviceptr out_values, out_indices, in, workspace;
     int64_t in_stride, row_ints; /* row_ints: 4-byte words of workspace per row */
@@ -1699,7 +1703,7 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
     k = talon__pick(TALON__B_topk_sample, a->dtype, 1, 512);
     TALON__TRY(talon__launch2d(ctx, stream, op, k, a->rows, 1, &p));
     k = talon__pick(TALON__B_topk_select, a->dtype, 1, 512);
-    return talon__launch2d(ctx, stream, op, k, p.chunks, a->rows, &p);
+    return talon__launch_ex(ctx, stream, op, k, p.chunks, a->rows, &p, 1);
 }
 
 /* ---------------------------------------------------------------- mixture of experts */

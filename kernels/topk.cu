@@ -47,6 +47,13 @@
 // spaced by one integer stride (121.2 -> 119.6; k=50 59.4 -> 56.8). The sample kernel took
 // about 12 us before that last change (ncu), the select kernel runs at about 2.2 TB/s: neither
 // is at the memory's limit yet.
+// H100, against the same build without it, two passes in one run: select as a programmatic
+// dependent of sample, its blocks prefetching 64 KB of their chunk into L2 while the sample
+// runs: B=256 V=262144 k=1024 135.5 -> 134.4 and 136.4 -> 134.6 us, the other sampled shapes
+// 1.00-1.03x; without the prefetch 1.00x, prefetching the whole chunk (128 KB) 0.92-0.96x (the
+// first wave's prefetch outgrows L2). Also on the H100 and not taken: skipping a 16-byte group
+// of keys when their NaN-propagating max is below the threshold (one compare per group instead
+// of per key) was 0.98-0.99x: the select loop there waits on memory, not issue slots.
 // Measured on the H100 before the sampled path (kept as leads): a one-read variant holding each
 // chunk in registers and merging per-chunk lists in one block per row was exact but slower at
 // large k (B=256 V=262144 k=1024 335 vs 245 us); a cluster of 8 blocks per row summing
@@ -275,6 +282,7 @@ template <typename T, int BLOCK> __device__ void topk_sample(const talon__topk_p
     constexpr int PER = TALON__TOPK_SAMPLE / BLOCK, RUN = 128, RUNS = TALON__TOPK_SAMPLE / RUN;
     constexpr int SHIFT = 10; // key bits below the threshold's
     __shared__ int hist[BINS], res[2], warp_sums[32];
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); // select (topk_select)
     const int row = blockIdx.x, n = min(p.cols, TALON__TOPK_SAMPLE);
     const T *in = row_in<T>(p, row);
     // Element of sample s = j * BLOCK + threadIdx.x: run s / RUN starts `spacing` elements
@@ -570,7 +578,22 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     }
 }
 
+// The sampled path's select is launched as a programmatic dependent of sample (talon.h), which
+// lets it launch as it starts: the sample blocks wait on latency and leave DRAM idle, so the
+// select blocks that find room meanwhile pull the head of their chunk into L2, then wait for the
+// threshold (griddepcontrol.wait: sample's grid complete and its writes visible).
 template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_params &p) {
+    constexpr int PIECE = 4096; // bytes per prefetch instruction, one per thread
+    const int begin = (gridDim.x - 1 - blockIdx.x) * p.chunk_len; // select_rows' chunk
+    const int n = min(p.cols - begin, p.chunk_len);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(row_in<T>(p, gridDim.y - 1 - blockIdx.y) + begin);
+    const uintptr_t lo = (a + 15) & ~uintptr_t(15); // bulk prefetches take 16-byte bounds
+    const uintptr_t hi = min(a + uintptr_t(n) * sizeof(T), lo + TALON__TOPK_PREFETCH) & ~uintptr_t(15);
+    const uintptr_t s = lo + uintptr_t(threadIdx.x) * PIECE;
+    if (s < hi)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
+                     ::"l"(s), "r"(unsigned(min(uintptr_t(PIECE), hi - s))) : "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     select_rows<T, BLOCK, false>(p);
 }
 template <typename T, int BLOCK> __device__ void topk_chunk_select(const talon__topk_params &p) {
