@@ -46,6 +46,11 @@
 // row together; H200, against this design): B=64 L=4096 247.7 / 246.3 vs 247.7 / 248.8 us
 // (cuDNN 245.4: still 0.99x), B=1 L=32768 0.99x / 0.92x, B=1 L=2048 0.96x / 0.83x.
 //
+// Nor an L2 prefetch of a page a few steps ahead (one lane per warp, K and V; to take address
+// translation off the copies' path): H200, two passes each, B=64 L=4096 244.1-245.1 (2 steps
+// ahead) and 244.9-245.6 us (4 steps) against 242.1-243.2; pages in order were only 0.5% faster
+// than scattered ones in that run.
+//
 // Both cache layouts run the same code: a key row's address comes from strides the host derives
 // from the layout (page rows, slot and head strides). HND (a head's rows of a page contiguous, 4
 // KB at page 16) reads at NHD's rate: H200, B=64 L=4096 bf16 within 1% either way over five runs,
