@@ -1,6 +1,7 @@
 """talon_topk beside torch.topk (sorted, on the same tensors): the issue's targets at fp32
 V=128256 k=50 and V=262144 k=1024, plus k=1024 at V=128256, a bf16 case and two small shapes of
-the two-kernel path (B=4 V=128256, B=2 V=262144; it reaches up to B=64 at V=128256)."""
+the two-kernel path (B=4 V=128256, B=2 V=262144; it reaches up to B=64 at V=128256) and two
+sampled shapes whose chunking differs from the targets' (B=65 V=128256, B=100 V=262144)."""
 from ops import Case, ENUM, I64, PTR, ptr
 
 DTYPES = {"fp32": 2, "bf16": 0, "fp16": 1}  # talon_dtype
@@ -58,4 +59,6 @@ def cases(h):
         case(64, 128256, 50, "bf16"),
         case(4, 128256, 50),
         case(2, 262144, 1024),
+        case(65, 128256, 50),
+        case(100, 262144, 1024),
     ]

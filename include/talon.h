@@ -676,6 +676,7 @@ typedef struct talon__act_params {
 #define TALON__TOPK_SMALL 2048
 #define TALON__TOPK_SAMPLE 8192
 #define TALON__TOPK_PREFETCH 65536 /* bytes of its chunk a sampled-path select block prefetches */
+#define TALON__TOPK_SLOTS 396 /* select blocks resident at once: 3 per SM (topk.cu) x 132 SMs */
 typedef struct talon__topk_params {
     CUdeviceptr out_values, out_indices, in, workspace;
     int64_t in_stride, row_ints; /* row_ints: 4-byte words of workspace per row */
@@ -1633,11 +1634,29 @@ static int talon__topk_small(int64_t rows, int64_t cols) {
    3 blocks per SM on 132 SMs): long chunks amortise each block's fixed work, short ones spread
    a small batch over many SMs. The chunk path keeps one histogram slot per 4096 elements
    whatever the chunk (at most 16384, within its 16-bit counts). */
+/* Elements per block. Chunk path: 16384, 8192 or 4096, the longest giving at least 512
+   blocks. Sampled path: c = ceil(cols / 32768) chunks per row when that gives at least 1024
+   blocks; fewer blocks make few waves of TALON__TOPK_SLOTS, and then the c in 1 .. cols / 4096
+   (the fewest on a tie) with the least
+     cost(c) = ceil(rows c / TALON__TOPK_SLOTS) x (ceil(cols / c) + 8192),
+   waves of resident blocks times a block's elements plus a fixed cost worth 8192 of them: a
+   block streams at a latency-bound rate, so with few waves a last wave of few blocks leaves
+   DRAM idle. chunk_len = ceil(cols / c) rounded up to 64 elements, so every chunk starts
+   16-byte aligned in an aligned row. (kernels/topk.cu has the measurements behind it.) */
+static int64_t talon__topk_cost(int64_t rows, int64_t cols, int64_t c) {
+    return (rows * c + TALON__TOPK_SLOTS - 1) / TALON__TOPK_SLOTS * ((cols + c - 1) / c + 8192);
+}
 static int64_t talon__topk_chunk_len(int64_t rows, int64_t cols, int small) {
-    int64_t chunk_len;
-    for (chunk_len = small ? 16384 : 32768; chunk_len > 4096; chunk_len /= 2)
-        if (rows * ((cols + chunk_len - 1) / chunk_len) >= (small ? 512 : 1024)) break;
-    return chunk_len;
+    int64_t chunk_len, c = (cols + 32767) / 32768, i;
+    if (small) {
+        for (chunk_len = 16384; chunk_len > 4096; chunk_len /= 2)
+            if (rows * ((cols + chunk_len - 1) / chunk_len) >= 512) break;
+        return chunk_len;
+    }
+    if (rows * c < 1024)
+        for (c = 1, i = 2; i <= cols / 4096; i++)
+            if (talon__topk_cost(rows, cols, i) < talon__topk_cost(rows, cols, c)) c = i;
+    return ((cols + c - 1) / c + 63) / 64 * 64;
 }
 
 /* 4-byte words of workspace per row: on the chunk path one histogram per chunk of 4096 (two

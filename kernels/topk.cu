@@ -54,6 +54,13 @@
 // first wave's prefetch outgrows L2). Also on the H100 and not taken: skipping a 16-byte group
 // of keys when their NaN-propagating max is below the threshold (one compare per group instead
 // of per key) was 0.98-0.99x: the select loop there waits on memory, not issue slots.
+// Chunks per row on the sampled path (talon.h, talon__topk_chunk_len), H100 against chunks of
+// 32768 halved until 1024 blocks, same runs: where that halving happened, the wave cost's count
+// of chunks is 1.08-1.10x (B=100 V=262144 k=1024: 7 chunks of 37504 against 16 of 16384; B=65
+// V=128256 k=50: 6 of 21376, one wave, against 16 of 8192), and 1.03-1.04x with 8 of 32768 at
+// B=100 (800 blocks: a third wave of 8). With 1024 blocks or more the wave cost would pick
+// fewer, longer chunks, and those measured slower: B=256 V=262144 3 chunks 0.96x, V=128256
+// 3 chunks 0.98x; so there the chunks stay at about 32768 (16384 was slower on the H200).
 // Measured on the H100 before the sampled path (kept as leads): a one-read variant holding each
 // chunk in registers and merging per-chunk lists in one block per row was exact but slower at
 // large k (B=256 V=262144 k=1024 335 vs 245 us); a cluster of 8 blocks per row summing

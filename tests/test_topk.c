@@ -132,24 +132,28 @@ typedef struct launch_row {
 } launch_row;
 
 /* The chunk path when rows x ceil(cols / 4096) <= 2048, with chunks of 16384, 8192 or 4096
-   elements, the longest that gives at least 512 blocks; else the sampled path, with chunks of
-   up to 32768, the longest that gives at least 1024 blocks. */
+   elements, the longest that gives at least 512 blocks; else the sampled path: ceil(cols /
+   32768) chunks a row when that gives at least 1024 blocks, else the count the wave cost of
+   talon.h picks (worked out by hand for each row below), chunks rounded up to 64 elements. */
 static const launch_row launch_rows[] = {
     {"topk launch B=1 V=128256 k=50 f32", 1, 128256, 50, 0, TALON_DTYPE_F32, 0, 32, 4096, "f32"},
     {"topk launch B=4 V=128256 k=50 f32", 4, 128256, 50, 0, TALON_DTYPE_F32, 1, 32, 4096, "f32"},
     {"topk launch B=65 V=128256 k=50 f32 (2080 chunks of 4096: sampled)", 65, 128256, 50, 0,
-     TALON_DTYPE_F32, 0, 16, 8192, "f32"},
+     TALON_DTYPE_F32, 0, 6, 21376, "f32"},
     {"topk launch B=1024 V=8192 k=1024 bf16 (2048 chunks of 4096: chunk path)", 1024, 8192,
      1024, 0, TALON_DTYPE_BF16, 0, 1, 16384, "bf16"},
     {"topk launch B=1024 V=8193 k=1024 bf16 (3072 chunks of 4096: sampled)", 1024, 8193,
-     1024, 0, TALON_DTYPE_BF16, 0, 1, 32768, "bf16"},
+     1024, 0, TALON_DTYPE_BF16, 0, 1, 8256, "bf16"},
     {"topk launch B=1 V=262144 k=1024 f16", 1, 262144, 1024, 0, TALON_DTYPE_F16, 1, 64, 4096, "f16"},
     {"topk launch B=64 V=128256 k=50 f32 sorted (2048 chunks of 4096: chunk path)", 64, 128256,
      50, 0, TALON_DTYPE_F32, 1, 8, 16384, "f32"},
     {"topk launch B=16 V=262144 k=50 f32", 16, 262144, 50, 0, TALON_DTYPE_F32, 0, 32, 8192, "f32"},
-    {"topk launch B=256 V=128256 k=50 f32", 256, 128256, 50, 0, TALON_DTYPE_F32, 0, 4, 32768, "f32"},
+    {"topk launch B=256 V=128256 k=50 f32", 256, 128256, 50, 0, TALON_DTYPE_F32, 0, 4, 32064, "f32"},
     {"topk launch B=256 V=262144 k=1024 f32", 256, 262144, 1024, 0, TALON_DTYPE_F32, 0, 8, 32768, "f32"},
-    {"topk launch B=100 V=262144 k=50 f32", 100, 262144, 50, 0, TALON_DTYPE_F32, 0, 16, 16384, "f32"},
+    {"topk launch B=100 V=262144 k=50 f32 (800 blocks of 32768: 7 chunks)", 100, 262144, 50, 0,
+     TALON_DTYPE_F32, 0, 7, 37504, "f32"},
+    {"topk launch B=33 V=262144 k=1024 f32 (one wave: 12 chunks)", 33, 262144, 1024, 0,
+     TALON_DTYPE_F32, 0, 12, 21888, "f32"},
     {"topk launch B=1024 V=7 k=7 bf16 strided", 1024, 7, 7, 9, TALON_DTYPE_BF16, 1, 1, 16384, "bf16"},
     {"topk launch B=3 V=100003 k=1 f16", 3, 100003, 1, 0, TALON_DTYPE_F16, 0, 25, 4096, "f16"},
 };
