@@ -295,9 +295,9 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
    (8192 elements), then select (the row read once), launched as a programmatic dependent of
    the sample kernel (cuLaunchKernelEx; captured graphs keep the edge): its first blocks
    prefetch their part of the row into L2 while the sample runs and wait for its threshold on
-   the GPU. A row whose sample misleads (fewer than k
-   keys reach the threshold, or more than 4096 do: sorted rows, many equal values) is still
-   answered exactly, by one block re-reading that row a few times: slower, same result.
+   the GPU. A row whose sample misleads (fewer than k keys reach the threshold, or more than
+   4096 do: sorted rows, many equal values) is still answered exactly, by one block re-reading
+   that row a few times: slower, same result.
    Errors (INVALID_ARGUMENT, nothing launched): any size out of range, k > cols, in_stride
    < cols, a NULL or misaligned pointer, workspace_bytes smaller than needed, sorted not 0/1,
    an unsupported dtype. */
@@ -1629,20 +1629,17 @@ static int talon__topk_small(int64_t rows, int64_t cols) {
     return rows * ((cols + 4095) / 4096) <= TALON__TOPK_SMALL;
 }
 
-/* The longest chunk (of 4096 up to 16384 elements on the chunk path, up to 32768 on the
-   sampled path) that still makes 512 blocks (chunk path) or 1024 (sampled path, 2.6 waves of
-   3 blocks per SM on 132 SMs): long chunks amortise each block's fixed work, short ones spread
-   a small batch over many SMs. The chunk path keeps one histogram slot per 4096 elements
-   whatever the chunk (at most 16384, within its 16-bit counts). */
-/* Elements per block. Chunk path: 16384, 8192 or 4096, the longest giving at least 512
-   blocks. Sampled path: c = ceil(cols / 32768) chunks per row when that gives at least 1024
-   blocks; fewer blocks make few waves of TALON__TOPK_SLOTS, and then the c in 1 .. cols / 4096
-   (the fewest on a tie) with the least
+/* Elements per block. Chunk path: 16384, 8192 or 4096, the longest that still makes 512
+   blocks (long chunks amortise a block's fixed work, short ones spread a small batch over
+   many SMs; one histogram slot per 4096 elements whatever the chunk, within its 16-bit
+   counts). Sampled path: c = ceil(cols / 32768) chunks per row when that makes at least 1024
+   blocks (2.6 waves of TALON__TOPK_SLOTS); with fewer, the c in 1 .. cols / 4096 (the fewest
+   on a tie) with the least
      cost(c) = ceil(rows c / TALON__TOPK_SLOTS) x (ceil(cols / c) + 8192),
    waves of resident blocks times a block's elements plus a fixed cost worth 8192 of them: a
    block streams at a latency-bound rate, so with few waves a last wave of few blocks leaves
    DRAM idle. chunk_len = ceil(cols / c) rounded up to 64 elements, so every chunk starts
-   16-byte aligned in an aligned row. (kernels/topk.cu has the measurements behind it.) */
+   16-byte aligned in an aligned row. kernels/topk.cu has the measurements behind both. */
 static int64_t talon__topk_cost(int64_t rows, int64_t cols, int64_t c) {
     return (rows * c + TALON__TOPK_SLOTS - 1) / TALON__TOPK_SLOTS * ((cols + c - 1) / c + 8192);
 }

@@ -134,7 +134,8 @@ typedef struct launch_row {
 /* The chunk path when rows x ceil(cols / 4096) <= 2048, with chunks of 16384, 8192 or 4096
    elements, the longest that gives at least 512 blocks; else the sampled path: ceil(cols /
    32768) chunks a row when that gives at least 1024 blocks, else the count the wave cost of
-   talon.h picks (worked out by hand for each row below), chunks rounded up to 64 elements. */
+   talon.h picks (worked out outside the header for each row below), chunks rounded up to 64
+   elements. */
 static const launch_row launch_rows[] = {
     {"topk launch B=1 V=128256 k=50 f32", 1, 128256, 50, 0, TALON_DTYPE_F32, 0, 32, 4096, "f32"},
     {"topk launch B=4 V=128256 k=50 f32", 4, 128256, 50, 0, TALON_DTYPE_F32, 1, 32, 4096, "f32"},
@@ -150,7 +151,7 @@ static const launch_row launch_rows[] = {
     {"topk launch B=16 V=262144 k=50 f32", 16, 262144, 50, 0, TALON_DTYPE_F32, 0, 32, 8192, "f32"},
     {"topk launch B=256 V=128256 k=50 f32", 256, 128256, 50, 0, TALON_DTYPE_F32, 0, 4, 32064, "f32"},
     {"topk launch B=256 V=262144 k=1024 f32", 256, 262144, 1024, 0, TALON_DTYPE_F32, 0, 8, 32768, "f32"},
-    {"topk launch B=100 V=262144 k=50 f32 (800 blocks of 32768: 7 chunks)", 100, 262144, 50, 0,
+    {"topk launch B=100 V=262144 k=50 f32 (8 chunks make 800 blocks: wave cost, 7)", 100, 262144, 50, 0,
      TALON_DTYPE_F32, 0, 7, 37504, "f32"},
     {"topk launch B=33 V=262144 k=1024 f32 (one wave: 12 chunks)", 33, 262144, 1024, 0,
      TALON_DTYPE_F32, 0, 12, 21888, "f32"},
