@@ -676,7 +676,8 @@ typedef struct talon__act_params {
 #define TALON__TOPK_SMALL 2048
 #define TALON__TOPK_SAMPLE 8192
 #define TALON__TOPK_PREFETCH 65536 /* bytes of its chunk a sampled-path select block prefetches */
-#define TALON__TOPK_SLOTS 396 /* select blocks resident at once: 3 per SM (topk.cu) x 132 SMs */
+#define TALON__TOPK_BLOCKS_PER_SM 3 /* the top-k kernels' launch bounds (kernels/topk.cu) */
+#define TALON__TOPK_SLOTS (132 * TALON__TOPK_BLOCKS_PER_SM) /* select blocks resident at once */
 typedef struct talon__topk_params {
     CUdeviceptr out_values, out_indices, in, workspace;
     int64_t in_stride, row_ints; /* row_ints: 4-byte words of workspace per row */
@@ -1644,15 +1645,15 @@ static int64_t talon__topk_cost(int64_t rows, int64_t cols, int64_t c) {
     return (rows * c + TALON__TOPK_SLOTS - 1) / TALON__TOPK_SLOTS * ((cols + c - 1) / c + 8192);
 }
 static int64_t talon__topk_chunk_len(int64_t rows, int64_t cols, int small) {
-    int64_t chunk_len, c = (cols + 32767) / 32768, i;
+    int64_t chunk_len, c = (cols + 32767) / 32768, i, cost, best;
     if (small) {
         for (chunk_len = 16384; chunk_len > 4096; chunk_len /= 2)
             if (rows * ((cols + chunk_len - 1) / chunk_len) >= 512) break;
         return chunk_len;
     }
     if (rows * c < 1024)
-        for (c = 1, i = 2; i <= cols / 4096; i++)
-            if (talon__topk_cost(rows, cols, i) < talon__topk_cost(rows, cols, c)) c = i;
+        for (c = 1, best = talon__topk_cost(rows, cols, 1), i = 2; i <= cols / 4096; i++)
+            if ((cost = talon__topk_cost(rows, cols, i)) < best) c = i, best = cost;
     return ((cols + c - 1) / c + 63) / 64 * 64;
 }
 

@@ -81,7 +81,8 @@ constexpr uint32_t IDX_TOP = (1u << IDX_BITS) - 1;
 constexpr int UNROLL = 8;
 // Three blocks of 512 per SM (at most 42 registers): select at 64 registers, two blocks per
 // SM, was 8-16% slower (H200: B=256 V=262144 k=1024 161 -> 139 us, B=64 V=128256 k=1024 74 -> 63).
-constexpr int BLOCKS_PER_SM = 3;
+// talon.h sizes the sampled path's chunks by it (TALON__TOPK_SLOTS).
+constexpr int BLOCKS_PER_SM = TALON__TOPK_BLOCKS_PER_SM;
 
 // An element's bits as a 32-bit word and back: candidates carry them, so the values written at
 // the end need no second read of the input.
@@ -397,13 +398,21 @@ struct SelectSmem {
 
 static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in talon.h is too small");
 
+// A select block's row and chunk [begin, end). Blocks run in the reverse order of chunk_hist's:
+// the chunks it read last are the likeliest to be still in L2 (the sampled path reads its rows
+// once; order does not matter).
+struct Chunk {
+    int row, begin, end;
+};
+__device__ __forceinline__ Chunk select_chunk(const talon__topk_params &p) {
+    const int begin = (gridDim.x - 1 - blockIdx.x) * p.chunk_len;
+    return {(int)(gridDim.y - 1 - blockIdx.y), begin, min(p.cols, begin + p.chunk_len)};
+}
+
 template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const talon__topk_params &p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     SelectSmem &sm = *reinterpret_cast<SelectSmem *>(smem_raw);
-    // Blocks run in the reverse order of chunk_hist's: the chunks it read last are the
-    // likeliest to be still in L2 (the sampled path reads its rows once; order does not matter).
-    const int row = gridDim.y - 1 - blockIdx.y, begin = (gridDim.x - 1 - blockIdx.x) * p.chunk_len;
-    const int end = min(p.cols, begin + p.chunk_len);
+    const auto [row, begin, end] = select_chunk(p);
     const Row r = row_ws<SLOTS>(p, row);
     const T *in = row_in<T>(p, row);
     int *out_idx = reinterpret_cast<int *>(p.out_indices) + (int64_t)row * p.k;
@@ -591,11 +600,10 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
 // threshold (griddepcontrol.wait: sample's grid complete and its writes visible).
 template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_params &p) {
     constexpr int PIECE = 4096; // bytes per prefetch instruction, one per thread
-    const int begin = (gridDim.x - 1 - blockIdx.x) * p.chunk_len; // select_rows' chunk
-    const int n = min(p.cols - begin, p.chunk_len);
-    const uintptr_t a = reinterpret_cast<uintptr_t>(row_in<T>(p, gridDim.y - 1 - blockIdx.y) + begin);
+    const Chunk c = select_chunk(p);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(row_in<T>(p, c.row) + c.begin);
     const uintptr_t lo = (a + 15) & ~uintptr_t(15); // bulk prefetches take 16-byte bounds
-    const uintptr_t hi = min(a + uintptr_t(n) * sizeof(T), lo + TALON__TOPK_PREFETCH) & ~uintptr_t(15);
+    const uintptr_t hi = min(a + uintptr_t(c.end - c.begin) * sizeof(T), lo + TALON__TOPK_PREFETCH) & ~uintptr_t(15);
     const uintptr_t s = lo + uintptr_t(threadIdx.x) * PIECE;
     if (s < hi)
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
