@@ -50,6 +50,14 @@
 // translation off the copies' path): H200, two passes each, B=64 L=4096 244.1-245.1 (2 steps
 // ahead) and 244.9-245.6 us (4 steps) against 242.1-243.2; pages in order were only 0.5% faster
 // than scattered ones in that run.
+// H100, B=64 L=4096 bf16 against this design in one process (358.0-358.6 us; cuDNN 352.4-352.7,
+// pages in order 352.9-355.0), not taken: the tensor-core kernel's warps bulk-prefetching
+// (cp.async.bulk.prefetch.L2) their rows' share of a page 2 or 4 steps ahead, 1.30x and 1.43x
+// slower (the prefetches compete with the ring's copies); the CTAs launched as clusters along
+// the kv heads (a request's CTAs on one GPC): of 4 or 8, 1.10-1.14x slower, of 2 (one pass)
+// 356.2 against 358.3 us but B=1 L=32768 55.5 against 55.0; the requests rather than the kv
+// heads in consecutive CTAs 1.00x. Pages shuffled only within 2 MB groups took
+// 356.8-358.2 us: what scattered pages cost is not the reach of 2 MB translations.
 //
 // Both cache layouts run the same code: a key row's address comes from strides the host derives
 // from the layout (page rows, slot and head strides). HND (a head's rows of a page contiguous, 4
