@@ -54,9 +54,9 @@
 // pages in order 352.9-355.0), not taken: the tensor-core kernel's warps bulk-prefetching
 // (cp.async.bulk.prefetch.L2) their rows' share of a page 2 or 4 steps ahead, 1.30x and 1.43x
 // slower (the prefetches compete with the ring's copies); the CTAs launched as clusters along
-// the kv heads (a request's CTAs on one GPC): of 4 or 8, 1.10-1.14x slower, of 2 (one pass)
-// 356.2 against 358.3 us but B=1 L=32768 55.5 against 55.0; the requests rather than the kv
-// heads in consecutive CTAs 1.00x. Pages shuffled only within 2 MB groups took
+// the kv heads (a request's CTAs on one GPC): of 4 or 8, 1.10-1.14x slower, of 2 1.00x over
+// three passes (356.2-357.4 against 356.3-358.3 us); the requests rather than the kv heads in
+// consecutive CTAs 1.00x. Pages shuffled only within 2 MB groups took
 // 356.8-358.2 us: what scattered pages cost is not the reach of 2 MB translations.
 //
 // Both cache layouts run the same code: a key row's address comes from strides the host derives
