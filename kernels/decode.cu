@@ -56,8 +56,8 @@
 // slower (the prefetches compete with the ring's copies); the CTAs launched as clusters along
 // the kv heads (a request's CTAs on one GPC): of 4 or 8, 1.10-1.14x slower, of 2 1.00x over
 // three passes (356.2-357.4 against 356.3-358.3 us); the requests rather than the kv heads in
-// consecutive CTAs 1.00x. Pages shuffled only within 2 MB groups took
-// 356.8-358.2 us: what scattered pages cost is not the reach of 2 MB translations.
+// consecutive CTAs 1.00x. Pages shuffled only within 2 MB groups took 356.8-358.2 us: what
+// scattered pages cost is not the reach of 2 MB translations.
 //
 // Both cache layouts run the same code: a key row's address comes from strides the host derives
 // from the layout (page rows, slot and head strides). HND (a head's rows of a page contiguous, 4
