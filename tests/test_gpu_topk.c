@@ -291,8 +291,9 @@ static void run_case(tally *t, const tcase *c) {
 typedef struct shape { int64_t rows, cols, k, stride; } shape;
 /* Odd and round lengths, k = 1, k = V, V = 1, the benchmark shapes, the limits. Both kernel
    sequences: the chunk path up to rows x ceil(cols / 4096) = 2048 (64 x 128256 is the last),
-   the sampled path beyond (65 x 128256, 1024 x 8193, 48 x 262144). Strides that are not a
-   multiple of 4 elements mix rows with 16-byte and 4-byte loads. */
+   the sampled path beyond (65 x 128256, 1024 x 8193, 48 x 262144), whose chunks can exceed
+   32768 elements (100 x 262144: 7 of 37504; 396 x 40000: the whole row). Strides that are not
+   a multiple of 4 elements mix rows with 16-byte and 4-byte loads. */
 static const shape shapes_full[] = {
     {1, 1, 1, 0},         {3, 7, 1, 0},        {3, 7, 7, 9},          {5, 111, 50, 0},
     {4, 500, 500, 503},   {2, 500, 1, 0},      {7, 4096, 1024, 0},    {2, 4097, 3, 4100},
@@ -301,6 +302,7 @@ static const shape shapes_full[] = {
     {1, 1024, 1024, 0},   {4, 128256, 50, 0},  {5, 128256, 50, 0},   {3, 262144, 1024, 0},
     {128, 4096, 1024, 0}, {129, 4096, 100, 4099}, {64, 128256, 1024, 0}, {65, 128256, 50, 0},
     {1024, 8193, 100, 8197}, {48, 262144, 1024, 0}, {48, 262144, 1, 262147},
+    {100, 262144, 1024, 0}, {396, 40000, 64, 0},
 };
 static const shape shapes_quick[] = {
     {1, 1, 1, 0},   {3, 7, 7, 9},       {5, 111, 50, 0},  {2, 500, 500, 503},

@@ -155,6 +155,8 @@ static const launch_row launch_rows[] = {
      TALON_DTYPE_F32, 0, 7, 37504, "f32"},
     {"topk launch B=33 V=262144 k=1024 f32 (one wave: 12 chunks)", 33, 262144, 1024, 0,
      TALON_DTYPE_F32, 0, 12, 21888, "f32"},
+    {"topk launch B=396 V=40000 k=64 f32 (one wave of whole rows: 1 chunk)", 396, 40000, 64, 0,
+     TALON_DTYPE_F32, 0, 1, 40000, "f32"},
     {"topk launch B=1024 V=7 k=7 bf16 strided", 1024, 7, 7, 9, TALON_DTYPE_BF16, 1, 1, 16384, "bf16"},
     {"topk launch B=3 V=100003 k=1 f16", 3, 100003, 1, 0, TALON_DTYPE_F16, 0, 25, 4096, "f16"},
 };
