@@ -25,14 +25,17 @@ CXX ?= c++
 Q := $(if $(V),,@)
 say = $(if $(V),,@printf '  %-8s %s\n' $(1) $(2);)
 
-NVCCFLAGS := -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Iinclude -Xptxas -warn-spills
+NVCCFLAGS := -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Iinclude -Ikernels -Xptxas -warn-spills
 CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Werror
 INC := -Iinclude -Ibuild/include -isystem $(CUDA_INC)
 LIBS := -ldl -lpthread
 
-KERNELS := $(wildcard kernels/*.cu)
-CUBINS := $(patsubst kernels/%.cu,cubins/%.cubin,$(KERNELS))
+# One cubin per image: kernels/<family>/<image>.cu (kernels/dev/ holds the shared device library).
+KERNELS := $(filter-out kernels/dev/%,$(wildcard kernels/*/*.cu))
+CUBINS := $(addprefix cubins/,$(notdir $(KERNELS:.cu=.cubin)))
+vpath %.cu $(sort $(dir $(KERNELS)))
+HEADERS := include/talon.h $(wildcard include/talon/*/*)
 EMBED := build/include/talon_cubins.h
 LIB := build/lib/libtalon.a
 REF_SRCS := $(wildcard tests/ref*.c)
@@ -42,7 +45,9 @@ GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 all: $(LIB) build/bin/talon-info
 .PHONY: all test test-gpu sanitize bench clean check-fp8-div dist verify-dist install uninstall
 
-cubins/%.cubin: kernels/%.cu include/talon.h
+# A kernel depends on its sources, its table (include/talon/kernels/) and kernels/dev/ (the
+# -MMD dependency files), never on talon.h: editing the manual rebuilds no cubin.
+cubins/%.cubin: %.cu
 	$(call say,NVCC,$@)mkdir -p cubins build/dep
 	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -MF build/dep/$*.d -MT $@ -cubin $< -o $@
 
@@ -50,7 +55,7 @@ $(EMBED): $(CUBINS) tools/embed.sh
 	$(call say,EMBED,$@)mkdir -p $(@D)
 	$(Q)sh tools/embed.sh $(NVCC_FULL_VERSION) $(ARCH) $(GIT_COMMIT) $(CUBINS) > $@.tmp && mv $@.tmp $@
 
-build/obj/talon.o: include/talon.h $(EMBED)
+build/obj/talon.o: $(HEADERS) $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic $(INC) -ffile-prefix-map=$(CURDIR)=. -DTALON_IMPLEMENTATION -x c -c include/talon.h -o $@
 
@@ -114,7 +119,7 @@ build/bin/talon-bench: bench/bench.c $(GPU_HELPERS) $(LIB)
 
 # The Python benchmarks (bench/ops.py) call talon through ctypes on a shared build of the
 # dispatcher; bench/shim.c adds the struct sizes they check their mirrors against.
-build/lib/libtalon_bench.so: bench/shim.c include/talon.h $(EMBED)
+build/lib/libtalon_bench.so: bench/shim.c $(HEADERS) $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -fPIC -shared $(INC) $< $(LIBS) -o $@
 

@@ -38,7 +38,7 @@ typedef struct fake_launch {
 static struct fake {
     pthread_mutex_t lock;
     /* configuration */
-    int major, minor, driver_version;
+    int major, minor, sms, driver_version;
     const char *name;
     CUcontext current;
     CUresult load_result;     /* cuModuleLoadData fails with this ... */
@@ -68,6 +68,7 @@ static void fake_reset(void) {
     memset(&fake, 0, sizeof fake);
     pthread_mutex_init(&fake.lock, NULL);
     fake.major = 9;
+    fake.sms = 132; /* H100 SXM / H200 */
     fake.minor = 0;
     fake.driver_version = 12040;
     fake.name = "NVIDIA H100 80GB HBM3";
@@ -144,6 +145,8 @@ static CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice
     (void)d;
     if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = fake.major;
     else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = fake.minor;
+    else if (a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *v = fake.sms;
+    else if (a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) *v = 233472;
     else return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }

@@ -30,7 +30,7 @@ DIST_STEM := talon-$(DIST_VERSION)-linux-x86_64-cuda$(NVCC_VERSION)-$(subst _,,$
 DIST_STAGE := build/dist/$(DIST_STEM)
 DIST_TGZ := $(DIST_DIR)/$(DIST_STEM).tar.gz
 # source:destination-in-the-tarball (the pkg-config/CMake files and MANIFEST.json are generated)
-DIST_FILES := include/talon.h:include/talon.h $(EMBED):include/talon_cubins.h \
+DIST_FILES := $(foreach h,$(HEADERS),$(h):$(h)) $(EMBED):include/talon_cubins.h \
     $(LIB):lib/libtalon.a $(foreach c,$(CUBINS),$(c):$(c)) LICENSE:LICENSE VERSION:VERSION \
     README.md:share/doc/talon/README.md CHANGELOG.md:share/doc/talon/CHANGELOG.md
 DIST_PY := python3 $(CURDIR)/tools/talon_dist.py
@@ -82,4 +82,4 @@ install: dist-stage
 uninstall:
 	$(Q)set -e; cd "$(DESTDIR)$(PREFIX)" 2>/dev/null && test -f MANIFEST.json || { echo "make uninstall: no $(DESTDIR)$(PREFIX)/MANIFEST.json: talon is not installed there" >&2; exit 1; }; \
 	list=$$($(DIST_PY) files MANIFEST.json); rm -f $$list; \
-	for d in share/doc/talon lib/cmake/talon cubins; do test ! -d $$d || rmdir --ignore-fail-on-non-empty $$d; done
+	for d in share/doc/talon lib/cmake/talon cubins include/talon/impl include/talon/kernels include/talon; do test ! -d $$d || rmdir --ignore-fail-on-non-empty $$d; done

@@ -39,17 +39,19 @@ def tree_files(tree):
 
 
 def header_kernels(include_dir, cc="cc", cuda_include=None):
-    """(symbol, image) for every kernel of the TALON__KERNELS X-macro, read by the C
-    preprocessor so the list is exactly what the header compiles to."""
-    src = ('#include "talon.h"\n'
-           "#define TALON_DIST_K(sym, body, dt, vec, img, ...) TALON_DIST_KERNEL sym img ;\n"
-           "TALON__KERNELS(TALON_DIST_K)\n")
+    """(symbol, image) for every kernel row of the families' tables (talon/kernels/*.def, in
+    TALON__IMAGES order), read by the C preprocessor so the list is exactly what the
+    dispatcher compiles to."""
+    src = ('#include "talon/kernels/all.def"\n'
+           "#define TALON_DIST_K(sym, img, ...) TALON_DIST_KERNEL sym img ;\n"
+           "#define TALON_DIST_I(img) TALON__KERNELS_##img(TALON_DIST_K)\n"
+           "TALON__IMAGES(TALON_DIST_I)\n")
     cmd = cc.split() + ["-E", "-P", "-x", "c", "-I", include_dir]
     if cuda_include:
         cmd += ["-isystem", cuda_include]
     r = subprocess.run(cmd + ["-"], input=src, capture_output=True, text=True)
     if r.returncode:
-        raise RuntimeError(f"preprocessing {include_dir}/talon.h failed: {r.stderr.strip()}")
+        raise RuntimeError(f"preprocessing {include_dir}/talon/kernels/all.def failed: {r.stderr.strip()}")
     return re.findall(r"TALON_DIST_KERNEL (\w+) (\w+) ;", r.stdout)
 
 
@@ -64,7 +66,7 @@ def write_manifest(tree, a):
             sys.exit(f"talon_dist: kernel {sym} needs {image}, which is not in {tree}")
         kernels.append({"symbol": sym, "image": image, **info[image]})
     if not kernels:
-        sys.exit("talon_dist: no kernels found in the header's TALON__KERNELS list")
+        sys.exit("talon_dist: no kernels found in the tables of talon/kernels/all.def")
     m = {"version": a.version, "git_commit": a.commit, "source_date_epoch": a.epoch,
          "nvcc_version": a.nvcc, "archs": a.archs.split(), "name": a.name,
          "kernels": kernels, "files": info}

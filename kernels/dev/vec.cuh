@@ -1,14 +1,19 @@
-// Device helpers shared by the kernel files: element types, fp32 conversion, vector access.
+// Element types, fp32 conversion, vector access, packed pairs.
 #pragma once
+#include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include "talon.h"
+#include "talon/kernels/common.def"
 
-// Element type of a kernel-table dtype column: talon__ct_<dtype>.
-typedef __nv_bfloat16 talon__ct_BF16;
-typedef __half talon__ct_F16;
-typedef float talon__ct_F32;
-typedef int32_t talon__ct_I32;
+namespace talon::dev {
+
+// The element type of a table's type value (TALON__BF16, ...): elem<DT>.
+template <int DT> struct elem_of;
+template <> struct elem_of<TALON__BF16> { using type = __nv_bfloat16; };
+template <> struct elem_of<TALON__F16> { using type = __half; };
+template <> struct elem_of<TALON__F32> { using type = float; };
+template <> struct elem_of<TALON__I32> { using type = int32_t; };
+template <int DT> using elem = typename elem_of<DT>::type;
 
 // bf16 is the top half of an fp32: a shift (ptxas allocates registers better for it than for cvt).
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __uint_as_float(uint32_t(__bfloat16_as_ushort(x)) << 16); }
@@ -83,3 +88,5 @@ template <typename T, int VEC>
 __device__ __forceinline__ void store_f32(T *p, const float (&x)[VEC]) {
     store_vec(p, to_vec<T, VEC>(x));
 }
+
+} // namespace talon::dev

@@ -71,7 +71,11 @@
 // starts 16-byte aligned, two 16-byte loads per thread in flight, with L2 hints (chunk_hist
 // evict_last, since chunk_select re-reads the row right after; select evict_first): B=64
 // V=128256 k=50 40.9 -> 39.4 us on the H100.
-#include "common.cuh"
+#include "dev/kernel.cuh"
+#include "talon/kernels/topk.def"
+
+namespace talon::topk {
+using namespace talon::dev;
 
 constexpr int BINS = 1 << TALON__TOPK_DIGIT; // 2048 bins of the 11-bit digit
 constexpr int LOW = 32 - TALON__TOPK_DIGIT;  // key bits below the top digit
@@ -79,10 +83,6 @@ constexpr uint32_t LOW_MASK = (1u << LOW) - 1;
 constexpr int IDX_BITS = 18;                 // cols <= 2^18
 constexpr uint32_t IDX_TOP = (1u << IDX_BITS) - 1;
 constexpr int UNROLL = 8;
-// Three blocks of 512 per SM (at most 42 registers): select at 64 registers, two blocks per
-// SM, was 8-16% slower (H200: B=256 V=262144 k=1024 161 -> 139 us, B=64 V=128256 k=1024 74 -> 63).
-// talon.h sizes the sampled path's chunks by it (TALON__TOPK_SLOTS).
-constexpr int BLOCKS_PER_SM = TALON__TOPK_BLOCKS_PER_SM;
 
 // An element's bits as a 32-bit word and back: candidates carry them, so the values written at
 // the end need no second read of the input.
@@ -286,7 +286,8 @@ template <typename T> __device__ __forceinline__ const T *row_in(const talon__to
 // sample is unrepresentative: m = k x sample / cols keys of the sample are expected above the
 // k-th key of the row, r = m + 5 sqrt(m) + 8 (at least 4.4 standard deviations above it
 // for k = 1024 at 262144 columns, and about 2200 expected keys of 4096 places).
-template <typename T, int BLOCK> __device__ void topk_sample(const talon__topk_params &p) {
+template <int DT, int BLOCK> __device__ void topk_sample(const talon__topk_params &p) {
+    using T = elem<DT>;
     constexpr int PER = TALON__TOPK_SAMPLE / BLOCK, RUN = 128, RUNS = TALON__TOPK_SAMPLE / RUN;
     constexpr int SHIFT = 10; // key bits below the threshold's
     __shared__ int hist[BINS], res[2], warp_sums[32];
@@ -318,7 +319,8 @@ template <typename T, int BLOCK> __device__ void topk_sample(const talon__topk_p
     if (threadIdx.x < TALON__TOPK_CTRS) r.ctr[threadIdx.x] = threadIdx.x == 4 ? (int)(t << SHIFT) : 0;
 }
 
-template <typename T, int BLOCK> __device__ void topk_chunk_hist(const talon__topk_params &p) {
+template <int DT, int BLOCK> __device__ void topk_chunk_hist(const talon__topk_params &p) {
+    using T = elem<DT>;
     __shared__ int hist[BINS];
     const int row = blockIdx.y, begin = blockIdx.x * p.chunk_len;
     const int end = min(p.cols, begin + p.chunk_len);
@@ -598,7 +600,8 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
 // lets it launch as it starts: the sample blocks wait on latency and leave DRAM idle, so the
 // select blocks that find room meanwhile pull the head of their chunk into L2, then wait for the
 // threshold (griddepcontrol.wait: sample's grid complete and its writes visible).
-template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_params &p) {
+template <int DT, int BLOCK> __device__ void topk_select(const talon__topk_params &p) {
+    using T = elem<DT>;
     constexpr int PIECE = 4096; // bytes per prefetch instruction, one per thread
     const Chunk c = select_chunk(p);
     const uintptr_t a = reinterpret_cast<uintptr_t>(row_in<T>(p, c.row) + c.begin);
@@ -611,13 +614,11 @@ template <typename T, int BLOCK> __device__ void topk_select(const talon__topk_p
     asm volatile("griddepcontrol.wait;" ::: "memory");
     select_rows<T, BLOCK, false>(p);
 }
-template <typename T, int BLOCK> __device__ void topk_chunk_select(const talon__topk_params &p) {
+template <int DT, int BLOCK> __device__ void topk_chunk_select(const talon__topk_params &p) {
+    using T = elem<DT>;
     select_rows<T, BLOCK, true>(p);
 }
 
-#define X(sym, body, dt, vec, img, block, smem, P)                                             \
-    extern "C" __global__ void __launch_bounds__(block, BLOCKS_PER_SM)                          \
-        sym(const __grid_constant__ P p) {                                                     \
-        body<talon__ct_##dt, block>(p);                                                        \
-    }
-TALON__KERNELS_topk(X)
+} // namespace talon::topk
+
+TALON__KERNELS_topk(TALON_DEV_KERNEL)

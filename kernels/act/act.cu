@@ -5,10 +5,14 @@
 // a row, each thread one VEC-wide slice of the gate and the matching slice of the up half; no
 // shared memory, no reuse. Division by chunks happens once per thread in 32 bits.
 //
-// Variants (one line each in talon.h, TALON__KERNELS_act): activation x element type x VEC,
+// Variants (one row each in include/talon/kernels/act.def): activation x element type x VEC,
 // where VEC = 8 is the 16-byte path (aligned pointers, cols and strides multiples of 8) and
 // VEC = 1 takes any shape.
-#include "common.cuh"
+#include "dev/kernel.cuh"
+#include "talon/kernels/act.def"
+
+namespace talon::act {
+using namespace talon::dev;
 
 // Fast exp and division (a few ulp of fp32, far below the output's rounding) keep the short
 // rows latency-bound rather than instruction-bound.
@@ -35,12 +39,10 @@ __device__ __forceinline__ void gated(const talon__act_params &p) {
     store_f32<T, VEC>(reinterpret_cast<T *>(p.out) + row * p.out_stride + j, g);
 }
 
-template <typename T, int VEC> __device__ void silu_mul(const talon__act_params &p) { gated<T, VEC, Silu>(p); }
-template <typename T, int VEC> __device__ void gelu_erf_mul(const talon__act_params &p) { gated<T, VEC, GeluErf>(p); }
-template <typename T, int VEC> __device__ void gelu_tanh_mul(const talon__act_params &p) { gated<T, VEC, GeluTanh>(p); }
+template <int DT, int VEC> __device__ void silu_mul(const talon__act_params &p) { gated<elem<DT>, VEC, Silu>(p); }
+template <int DT, int VEC> __device__ void gelu_erf_mul(const talon__act_params &p) { gated<elem<DT>, VEC, GeluErf>(p); }
+template <int DT, int VEC> __device__ void gelu_tanh_mul(const talon__act_params &p) { gated<elem<DT>, VEC, GeluTanh>(p); }
 
-#define X(sym, body, dt, vec, img, block, smem, P)                                             \
-    extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
-        body<talon__ct_##dt, vec>(p);                                                          \
-    }
-TALON__KERNELS_act(X)
+} // namespace talon::act
+
+TALON__KERNELS_act(TALON_DEV_KERNEL)

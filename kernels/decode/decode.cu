@@ -68,7 +68,11 @@
 // (64, 128, 256) x heads per CTA (1, 2, 4: the group is cut into chunks of at most 4).
 // merge_splits reads n fp32 partials, merge_states two partials of the output type.
 #include <cuda_fp8.h>
-#include "common.cuh"
+#include "dev/kernel.cuh"
+#include "talon/kernels/decode.def"
+
+namespace talon::decode {
+using namespace talon::dev;
 
 constexpr int NT = 128; // threads per CTA: the block column of every row
 constexpr int KPI = 4;  // keys per key group per step
@@ -726,33 +730,20 @@ __device__ __forceinline__ void merge(const talon__merge_params &p) {
 
 // fp8 caches take the tensor cores; 16-bit ones for 2 to 4 heads and head_dim <= 128 (H200,
 // MHA B=16 L=4096: per-lane 246.4 us, tensor cores 251.2; fp8 161.6 and 136.7).
-template <typename T, bool FP8, int D, int G> __device__ __forceinline__ void decode_heads(const talon__decode_params &p) {
+template <int DT, int FP8, int D, int G> __device__ void decode_heads(const talon__decode_params &p) {
+    using T = elem<DT>;
     // The merge kernel may launch now (a programmatic dependent, talon.h); it waits for this
     // grid's results before reading them.
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    if constexpr (FP8 || (G > 1 && D <= 128)) decode_mma<T, FP8, D, G>(p);
+    if constexpr (FP8 || (G > 1 && D <= 128)) decode_mma<T, FP8 != 0, D, G>(p);
     else decode<T, D, G>(p);
 }
-template <typename T, int D> __device__ void decode_g1(const talon__decode_params &p) { decode_heads<T, false, D, 1>(p); }
-template <typename T, int D> __device__ void decode_g2(const talon__decode_params &p) { decode_heads<T, false, D, 2>(p); }
-template <typename T, int D> __device__ void decode_g4(const talon__decode_params &p) { decode_heads<T, false, D, 4>(p); }
-template <typename T, int D> __device__ void decode_fp8_g1(const talon__decode_params &p) { decode_heads<T, true, D, 1>(p); }
-template <typename T, int D> __device__ void decode_fp8_g2(const talon__decode_params &p) { decode_heads<T, true, D, 2>(p); }
-template <typename T, int D> __device__ void decode_fp8_g4(const talon__decode_params &p) { decode_heads<T, true, D, 4>(p); }
-template <typename T, int V> __device__ void merge_splits(const talon__merge_params &p) {
+template <int DT> __device__ void merge_splits(const talon__merge_params &p) {
     asm volatile("griddepcontrol.wait;" ::: "memory"); // the attention kernel's partials
-    merge<float, T, TALON__DECODE_MERGE_LANES>(p);
+    merge<float, elem<DT>, TALON__DECODE_MERGE_LANES>(p);
 }
-template <typename T, int V> __device__ void merge_states(const talon__merge_params &p) { merge<T, T, 1>(p); }
+template <int DT> __device__ void merge_states(const talon__merge_params &p) { merge<elem<DT>, elem<DT>, 1>(p); }
 
-// Four CTAs per SM (the split rule's slots), but three for the fp8 head_dim 256 kernels, whose
-// q and o^T fragments alone take 96 registers: at 128 they spilled 32 bytes.
-constexpr bool prefix(const char *s, const char *p) { return !*p || (*s == *p && prefix(s + 1, p + 1)); }
-constexpr int min_ctas(const char *body, int vec) { return prefix(body, "decode_fp8") && vec == 256 ? 3 : 4; }
+} // namespace talon::decode
 
-#define X(sym, body, dt, vec, img, block, smem, P)                                             \
-    extern "C" __global__ void __launch_bounds__(block, min_ctas(#body, vec))                 \
-        sym(const __grid_constant__ P p) {                                                     \
-        body<talon__ct_##dt, vec>(p);                                                          \
-    }
-TALON__KERNELS_decode(X)
+TALON__KERNELS_decode(TALON_DEV_KERNEL)

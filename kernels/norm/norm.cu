@@ -10,11 +10,15 @@
 // from a large mean, and no second block reduction. fused_add_rmsnorm
 // rounds the new residual to the element type and normalises that rounded value.
 //
-// Variants (one line each in talon.h, TALON__KERNELS_norm): element type x VEC, where VEC = 8
+// Variants (one row each in include/talon/kernels/norm.def): element type x VEC, where VEC = 8
 // is the 16-byte path (aligned pointers, cols and strides multiples of 8) and VEC = 1 takes
 // any shape; the 16-byte path also comes with 128 threads (_b128) for rows of up to 4096.
 #include <type_traits>
-#include "common.cuh"
+#include "dev/kernel.cuh"
+#include "talon/kernels/norm.def"
+
+namespace talon::norm {
+using namespace talon::dev;
 
 // Elements per thread kept on chip: 32 on the 16-byte path (rows up to 8192 read once),
 // 12 on the element-wise path, where each element takes a register of its own (16 made
@@ -182,12 +186,10 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
              M == LAYER && b ? load_ro<T, VEC>(b + at(i)) : V{});
 }
 
-template <typename T, int VEC, int BLOCK> __device__ void rmsnorm(const talon__norm_params &p) { norm_row<T, VEC, BLOCK, RMS>(p); }
-template <typename T, int VEC, int BLOCK> __device__ void fused_add_rmsnorm(const talon__norm_params &p) { norm_row<T, VEC, BLOCK, ADD_RMS>(p); }
-template <typename T, int VEC, int BLOCK> __device__ void layernorm(const talon__norm_params &p) { norm_row<T, VEC, BLOCK, LAYER>(p); }
+template <int DT, int VEC, int BLOCK> __device__ void rmsnorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, RMS>(p); }
+template <int DT, int VEC, int BLOCK> __device__ void fused_add_rmsnorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, ADD_RMS>(p); }
+template <int DT, int VEC, int BLOCK> __device__ void layernorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, LAYER>(p); }
 
-#define X(sym, body, dt, vec, img, block, smem, P)                                             \
-    extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
-        body<talon__ct_##dt, vec, block>(p);                                                          \
-    }
-TALON__KERNELS_norm(X)
+} // namespace talon::norm
+
+TALON__KERNELS_norm(TALON_DEV_KERNEL)

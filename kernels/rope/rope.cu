@@ -1,8 +1,7 @@
-// rope.cu - rotary position embedding in place on q and k (talon_rope), and the append of new
-// keys and values into a paged KV cache (talon_kv_append); bf16/f16 in, fp32 math.
+// rope.cu - rotary position embedding in place on q and k (talon_rope); bf16/f16 in, fp32 math.
 //
-// rope strategy: a thread owns one pair vector (VP pairs at the same offsets of every head) of
-// one token and a group of up to G heads (q heads first, then k heads; G in talon.h). It
+// Strategy: a thread owns one pair vector (VP pairs at the same offsets of every head) of
+// one token and a group of up to G heads (q heads first, then k heads; G in rope.def). It
 // gets cos/sin of its VP pairs once, from the token's cache row or from theta, and reuses them
 // for every head of its group: the cache row is read from memory once per token and the
 // theta mode's fp64 angles (inv_freq, product, reduction mod 2 pi; then fp32 sin/cos) cost
@@ -14,26 +13,16 @@
 // further gain, on the loads alone 1% slower). Elements past rot_dim are never touched; a
 // token whose position is outside the cache is skipped.
 //
-// kv_append strategy: a streaming copy. A unit is VEC elements of k or of v of one token; a thread
-// loads TALON__KV_UNROLL units (BLOCK apart) and their slots before storing any, then writes each
-// to the cache row of its slot (in either layout, NHD or HND), quantised to e4m3 for the fp8
-// variant (x / scale correctly rounded in fp32, then cvt.rn.satfinite, as __nv_cvt_float_to_fp8).
-// The division is a reciprocal and one FMA correction (div_scale): with __fdiv_rn the fp8 variant
-// was bound by its instructions (H200, T=32768: 68.9 us, where the bf16 copy, writing twice the
-// bytes, took 71.1; now 61.9), and a unit's token comes from a multiply-high by a host constant
-// instead of a division (fp8 1.02-1.03x at 4096 and 32768 tokens, bf16 1.00-1.01x; two units per
-// thread instead: fp8 0.91-0.94x). The streaming hint on its loads and stores (as rope's) measured
-// 1.02x at 4096 tokens bf16, 1.00x fp8, 0.98-0.99x at 32768: not taken. HND and NHD cost the same
-// (H200, 4096 tokens: bf16 13.0 and 12.9 us).
-//
-// Variants (one line each in talon.h, TALON__KERNELS_rope): style (NeoX/GPT-J; NeoX with one
-// head per thread on the 16-byte path, for a cos/sin cache), cache type
-// (input type/fp8) x element type x VEC, where VEC = 8 is the 16-byte path and VEC = 1 takes
-// any layout. On the rope 16-byte path a thread rotates 8 pairs (NeoX: 8 elements from each
-// half) or 4 pairs (GPT-J: 8 interleaved elements).
-#include <cuda_fp8.h>
+// Variants (one row each in include/talon/kernels/rope.def): style (NeoX/GPT-J; NeoX with one
+// head per thread on the 16-byte path, for a cos/sin cache) x element type x VEC, where VEC = 8
+// is the 16-byte path and VEC = 1 takes any layout. On the 16-byte path a thread rotates 8
+// pairs (NeoX: 8 elements from each half) or 4 pairs (GPT-J: 8 interleaved elements).
 #include <type_traits>
-#include "common.cuh"
+#include "dev/kernel.cuh"
+#include "talon/kernels/rope.def"
+
+namespace talon::rope {
+using namespace talon::dev;
 
 template <int N> __device__ __forceinline__ void load_f32s(const float *p, float (&x)[N]) {
     if constexpr (N % 4 == 0) {
@@ -71,20 +60,6 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi, __nv_bfloat16) {
 __device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {
     const __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t *>(&h);
-}
-
-// x / scale rounded to fp32 (as __fdiv_rn), cheaper. The host (talon__fp8_quant) gives
-// q = {mul, div, rcp}: x / scale = (x mul) / div, mul = 2^k, div = scale 2^k in [2^-22, 4), rcp =
-// RN(1 / div); x mul is exact, or over/underflows only where |x / scale| is far outside e4m3's
-// range. Then y = (x mul) rcp and one FMA correction from the exact residual: exactly RN of the
-// quotient for 2^-20 < |y| < 2^20, where nothing under- or overflows (`make check-fp8-div`:
-// exhaustively every f16 significand, so every bf16 one, over every fp32 divisor significand
-// in [1, 2), the result being scale-invariant there; and the e4m3 bytes of every 16-bit
-// pattern over 4015 scales). Outside that range e4m3 gives +-0 or +-448 either way (inf and
-// NaN pass through).
-__device__ __forceinline__ float div_scale(float x, const float (&q)[3]) {
-    const float a = x * q[0], y = a * q[2];
-    return fabsf(y) > 0x1p-20f && fabsf(y) < 0x1p20f ? fmaf(fmaf(-y, q[1], a), q[2], y) : y;
 }
 
 __device__ __forceinline__ void rotate(float &x, float &y, float c, float s) {
@@ -176,75 +151,10 @@ __device__ __forceinline__ void rope(const talon__rope_params &p) {
     }
 }
 
-template <typename T, int VEC> __device__ void rope_neox(const talon__rope_params &p) { rope<T, VEC, true, TALON__ROPE_HEADS>(p); }
-template <typename T, int VEC> __device__ void rope_neox1(const talon__rope_params &p) { rope<T, VEC, true, 1>(p); }
-template <typename T, int VEC> __device__ void rope_gptj(const talon__rope_params &p) { rope<T, VEC, false, TALON__ROPE_HEADS>(p); }
+template <int DT, int VEC> __device__ void rope_neox(const talon__rope_params &p) { rope<elem<DT>, VEC, true, TALON__ROPE_HEADS>(p); }
+template <int DT, int VEC> __device__ void rope_neox1(const talon__rope_params &p) { rope<elem<DT>, VEC, true, 1>(p); }
+template <int DT, int VEC> __device__ void rope_gptj(const talon__rope_params &p) { rope<elem<DT>, VEC, false, TALON__ROPE_HEADS>(p); }
 
+} // namespace talon::rope
 
-template <typename T, int VEC, bool FP8>
-__device__ __forceinline__ void kv_copy(const talon__kv_params &p) {
-    constexpr int U = TALON__KV_UNROLL;
-    const uint32_t units_per_token = 2 * p.row_vecs;
-    vec_t<T, VEC> x[U];
-    int64_t dst[U], slot[U];
-    int which[U];
-    // The k/v loads do not depend on the slot: issue them with the slot loads, one round trip.
-#pragma unroll
-    for (int i = 0; i < U; i++) {
-        const uint32_t unit = (blockIdx.x * U + i) * blockDim.x + threadIdx.x;
-        slot[i] = -1;
-        if (unit >= p.units) continue;
-        const uint32_t t = (__umulhi(unit, p.div_m) + unit) >> p.div_l; // unit / units_per_token
-        const uint32_t r = unit - t * units_per_token;
-        which[i] = r >= p.row_vecs;
-        const int64_t e = (int64_t)(which[i] ? r - p.row_vecs : r) * VEC;
-        const T *src = which[i] ? reinterpret_cast<const T *>(p.v) + t * p.v_stride
-                                : reinterpret_cast<const T *>(p.k) + t * p.k_stride;
-        slot[i] = reinterpret_cast<const int64_t *>(p.slots)[t];
-        x[i] = load_vec<T, VEC>(src + e);
-        dst[i] = e;
-    }
-    // Element e = h D + d of a token's row: NHD keeps the row whole (head_stride = D), HND
-    // (page_size > 1) puts each head's D elements page_size rows apart.
-    const int64_t pmask = (1ll << p.page_shift) - 1;
-#pragma unroll
-    for (int i = 0; i < U; i++) {
-        if (slot[i] < 0 || slot[i] >= p.num_slots) {
-            dst[i] = -1;
-            continue;
-        }
-        const uint32_t e = (uint32_t)dst[i], h = p.head_stride == p.head_dim ? 0 : e / p.head_dim;
-        dst[i] = ((slot[i] >> p.page_shift) * p.page_rows + (slot[i] & pmask)) * p.slot_stride +
-                 h * (p.head_stride - p.head_dim) + e;
-    }
-#pragma unroll
-    for (int i = 0; i < U; i++) {
-        if (dst[i] < 0) continue;
-        if constexpr (FP8) {
-            const float(&qc)[3] = p.quant[which[i]];
-            uint8_t *out = reinterpret_cast<uint8_t *>(which[i] ? p.v_cache : p.k_cache) + dst[i];
-            auto q = [&](int j) { return div_scale(to_f32(x[i].v[j]), qc); };
-            if constexpr (VEC == 8) {
-                uint32_t b[4];
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    b[j] = __nv_cvt_float2_to_fp8x2(make_float2(q(2 * j), q(2 * j + 1)),
-                                                    __NV_SATFINITE, __NV_E4M3);
-                *reinterpret_cast<uint2 *>(out) = make_uint2(b[0] | b[1] << 16, b[2] | b[3] << 16);
-            } else {
-                *out = __nv_cvt_float_to_fp8(q(0), __NV_SATFINITE, __NV_E4M3);
-            }
-        } else {
-            store_vec<T, VEC>(reinterpret_cast<T *>(which[i] ? p.v_cache : p.k_cache) + dst[i], x[i]);
-        }
-    }
-}
-
-template <typename T, int VEC> __device__ void kv_append(const talon__kv_params &p) { kv_copy<T, VEC, false>(p); }
-template <typename T, int VEC> __device__ void kv_append_fp8(const talon__kv_params &p) { kv_copy<T, VEC, true>(p); }
-
-#define X(sym, body, dt, vec, img, block, smem, P)                                             \
-    extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
-        body<talon__ct_##dt, vec>(p);                                                          \
-    }
-TALON__KERNELS_rope(X)
+TALON__KERNELS_rope(TALON_DEV_KERNEL)

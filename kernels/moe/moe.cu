@@ -48,7 +48,11 @@
 // element type x VEC (8 = 16-byte path, 1 = any shape and alignment) x R (16-byte path).
 #include <cooperative_groups.h>
 #include <type_traits>
-#include "common.cuh"
+#include "dev/kernel.cuh"
+#include "talon/kernels/moe.def"
+
+namespace talon::moe {
+using namespace talon::dev;
 
 namespace cg = cooperative_groups;
 
@@ -161,7 +165,7 @@ __device__ __forceinline__ void cluster_count(int *tot, int e, int rank, int *be
 }
 
 template <int CL, int STAGE>
-__device__ __forceinline__ void moe_align_impl(const talon__moe_align_params &p) {
+__device__ __forceinline__ void moe_align_looped(const talon__moe_align_params &p) {
     extern __shared__ int smem[];
     const int E = p.experts, ES = E + 1, B = p.block_size;
     int *cnt = smem;                     // [WARPS][ES]: counts, then running local positions
@@ -304,8 +308,8 @@ static_assert((int64_t(TALON__MOE_ALIGN_C8_MAX) + EMAX * 1023) < (int64_t(1) << 
 // back, and the lowest lane of the group clears it and advances the running count; a few
 // instructions instead of one ballot per key bit. Shared memory: 16-bit rows (counts < 2^16),
 // then one region that holds the mask rows while ranking and everything else afterwards.
-template <int CL, int SU, bool SLICED = false>
-__device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p) {
+template <int CL, int SU, bool SLICED>
+__device__ __forceinline__ void align_regs(const talon__moe_align_params &p) {
     constexpr int IDS = SW * 32 * SU; // ids of a block at most
     constexpr bool PACK = IDS <= 1 << SFLAT;
     static_assert(!PACK == (IDS > 4096), "the layout TALON__MOE_ALIGN_REGS_SMEM sizes");
@@ -459,20 +463,9 @@ __device__ __forceinline__ void moe_align_regs(const talon__moe_align_params &p)
     if constexpr (CL > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-__device__ void moe_align_small(const talon__moe_align_params &p) {
-    moe_align_regs<1, TALON__MOE_ALIGN_SMALL_MAX / (SW * 32)>(p);
-}
-__device__ void moe_align_sliced(const talon__moe_align_params &p) {
-    moe_align_regs<1, TALON__MOE_ALIGN_SMALL_MAX / (SW * 32), true>(p);
-}
-__device__ void moe_align_c8(const talon__moe_align_params &p) {
-    moe_align_regs<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_C8_MAX / (SW * 32 * 8)>(p);
-}
-__device__ void moe_align_c8w(const talon__moe_align_params &p) {
-    moe_align_regs<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_C8W_MAX / (SW * 32 * 8)>(p);
-}
-__device__ void moe_align_x8(const talon__moe_align_params &p) {
-    moe_align_impl<TALON__MOE_ALIGN_CLUSTER, TALON__MOE_ALIGN_STAGE_X8>(p);
+// The register kernels' body: targs (cluster size, ids of the cluster at most, sliced 0/1).
+template <int CL, int IDS, int SLICED> __device__ void moe_align_regs(const talon__moe_align_params &p) {
+    align_regs<CL, IDS / (SW * 32 * CL), SLICED != 0>(p);
 }
 
 template <typename T, int VEC, int R>
@@ -515,26 +508,8 @@ __device__ __forceinline__ void moe_sum_r(const talon__moe_sum_params &p) {
         if (h + r * step < p.hidden)
             store_f32<T, VEC>(reinterpret_cast<T *>(p.out) + t * p.hidden + h + r * step, acc[r]);
 }
-template <typename T, int VEC> __device__ void moe_sum(const talon__moe_sum_params &p) { moe_sum_r<T, VEC, 1>(p); }
-template <typename T, int VEC> __device__ void moe_sum_r2(const talon__moe_sum_params &p) { moe_sum_r<T, VEC, 2>(p); }
-template <typename T, int VEC> __device__ void moe_sum_r4(const talon__moe_sum_params &p) { moe_sum_r<T, VEC, 4>(p); }
+template <int DT, int VEC, int R> __device__ void moe_sum(const talon__moe_sum_params &p) { moe_sum_r<elem<DT>, VEC, R>(p); }
 
-// Cluster shape per body: compile-time, so the dispatcher's plain launch forms the cluster.
-#define MOE_ATTR_moe_align_small
-#define MOE_ATTR_moe_align_sliced
-#define MOE_ATTR_moe_align_c8 __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
-#define MOE_ATTR_moe_align_c8w __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
-#define MOE_ATTR_moe_align_x8 __cluster_dims__(TALON__MOE_ALIGN_CLUSTER, 1, 1)
-#define MOE_ATTR_moe_sum
-#define MOE_ATTR_moe_sum_r2
-#define MOE_ATTR_moe_sum_r4
-#define MOE_CALL_I32(body, vec) body(p)
-#define MOE_CALL_BF16(body, vec) body<talon__ct_BF16, vec>(p)
-#define MOE_CALL_F16(body, vec) body<talon__ct_F16, vec>(p)
+} // namespace talon::moe
 
-#define X(sym, body, dt, vec, img, block, smem, P)                                             \
-    extern "C" __global__ void __launch_bounds__(block) MOE_ATTR_##body sym(                   \
-        const __grid_constant__ P p) {                                                         \
-        MOE_CALL_##dt(body, vec);                                                              \
-    }
-TALON__KERNELS_moe(X)
+TALON__KERNELS_moe(TALON_DEV_KERNEL)

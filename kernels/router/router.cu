@@ -46,7 +46,11 @@
 // without a bias; router: any scoring, optional bias) x element type x load path
 // (VEC = 4 f32 or 8 bf16/f16 elements per 16-byte load; VEC = 1 element-wise, any layout) x
 // experts per lane (NPER = 4, 8, 16 for up to 128, 256, 512 experts).
-#include "common.cuh"
+#include "dev/kernel.cuh"
+#include "talon/kernels/router.def"
+
+namespace talon::router {
+using namespace talon::dev;
 
 __device__ __forceinline__ float router_f32(float x) { return x; }
 __device__ __forceinline__ float router_f32(__nv_bfloat16 x) { return to_f32(x); }
@@ -135,7 +139,7 @@ template <int N, typename V, typename F> __device__ __forceinline__ V tree(const
 }
 
 template <typename T, int VEC, int NPER, bool PLAIN>
-__device__ __forceinline__ void route(const talon__router_params &p) {
+__device__ __forceinline__ void route_tokens(const talon__router_params &p) {
     // Slot i of lane l holds expert l * VEC + off(i): vectors of VEC experts, 32 lanes apart,
     // so slots run in expert order within a lane. A vector is present whole or not at all.
     auto off = [](int i) { return i / VEC * 32 * VEC + i % VEC; };
@@ -167,7 +171,7 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
     // the exact route: rexp, and S in fixed point (every term is in [0, 1] once m is finite, so
     // 2^53 scales it exactly and the sum of the truncated products fits 63 bits for 512
     // experts, in any order). Without one, the hardware exp and an fp32 sum.
-    const bool softmax = PLAIN || p.scoring == TALON_ROUTER_SOFTMAX;
+    const bool softmax = PLAIN || p.scoring == TALON__ROUTER_SOFTMAX;
     float m = 0.f, inv = 0.f, sum = 0.f;  // sum: unbiased, reduced with the floor below
     if (softmax) {
         m = key_value(__reduce_max_sync(~0u, tree<NPER>(key, umax)));
@@ -365,15 +369,11 @@ __device__ __forceinline__ void route(const talon__router_params &p) {
     }
 }
 
-template <typename T, int VEC> __device__ void router_e128(const talon__router_params &p) { route<T, VEC, VEC < 4 ? 4 : VEC, false>(p); }
-template <typename T, int VEC> __device__ void router_e256(const talon__router_params &p) { route<T, VEC, 8, false>(p); }
-template <typename T, int VEC> __device__ void router_e512(const talon__router_params &p) { route<T, VEC, 16, false>(p); }
-template <typename T, int VEC> __device__ void router_softmax_e128(const talon__router_params &p) { route<T, VEC, VEC < 4 ? 4 : VEC, true>(p); }
-template <typename T, int VEC> __device__ void router_softmax_e256(const talon__router_params &p) { route<T, VEC, 8, true>(p); }
-template <typename T, int VEC> __device__ void router_softmax_e512(const talon__router_params &p) { route<T, VEC, 16, true>(p); }
+// The kernel body: targs (logit type, VEC, experts per lane, softmax without a bias).
+template <int DT, int VEC, int NPER, int SOFTMAX> __device__ void route(const talon__router_params &p) {
+    route_tokens<elem<DT>, VEC, NPER, SOFTMAX != 0>(p);
+}
 
-#define X(sym, body, dt, vec, img, block, smem, P)                                             \
-    extern "C" __global__ void __launch_bounds__(block) sym(const __grid_constant__ P p) {     \
-        body<talon__ct_##dt, vec>(p);                                                          \
-    }
-TALON__KERNELS_router(X)
+} // namespace talon::router
+
+TALON__KERNELS_router(TALON_DEV_KERNEL)

@@ -1,0 +1,131 @@
+/* talon/impl/moe.h - moe_align_block_size, moe_sum. Part of talon.h's implementation (TALON_IMPLEMENTATION); not a
+   public header. */
+#ifndef TALON_IMPL_MOE_H
+#define TALON_IMPL_MOE_H
+
+/* ---------------------------------------------------------------- mixture of experts */
+/* Shape limits of moe_align_block_size; pre is "args->" for the op, "" for the capacity
+   helper, so each message names the argument as the caller spelled it. */
+static talon_status talon__moe_align_shape(const char *op, const char *pre, int64_t tokens,
+                                           int64_t k, int64_t experts, int64_t block_size) {
+    static const struct { const char *name; int64_t max; } lim[3] = {
+        {"tokens", 65536}, {"k", 64}, {"experts", TALON__MOE_MAX_EXPERTS}};
+    const int64_t v[3] = {tokens, k, experts};
+    int i;
+    for (i = 0; i < 3; i++)
+        if (v[i] < 1 || v[i] > lim[i].max)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                               "%s: %s%s = %lld is out of range [1, %lld]", op, pre, lim[i].name,
+                               (long long)v[i], (long long)lim[i].max);
+    if (block_size < 1 || block_size > 1024 || (block_size & (block_size - 1)))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: %sblock_size = %lld is not a power of two in [1, 1024]", op, pre,
+                           (long long)block_size);
+    return TALON_SUCCESS;
+}
+
+static void talon__moe_align_worst(int64_t tokens, int64_t k, int64_t experts,
+                                   int64_t block_size, int64_t *sorted, int64_t *blocks) {
+    const int64_t n = tokens * k;
+    *sorted = n + (experts < n ? experts : n) * (block_size - 1);
+    *blocks = (*sorted + block_size - 1) / block_size;
+}
+
+talon_status talon_moe_align_block_size_capacity(int64_t tokens, int64_t k, int64_t experts,
+                                                 int64_t block_size, int64_t *sorted_capacity,
+                                                 int64_t *expert_ids_capacity) {
+    int64_t sorted, blocks;
+    TALON__TRY(talon__moe_align_shape("talon_moe_align_block_size_capacity", "", tokens, k,
+                                      experts, block_size));
+    talon__moe_align_worst(tokens, k, experts, block_size, &sorted, &blocks);
+    if (sorted_capacity) *sorted_capacity = sorted;
+    if (expert_ids_capacity) *expert_ids_capacity = blocks;
+    return TALON_SUCCESS;
+}
+
+talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
+                                        const talon_moe_align_block_size_args *a) {
+    static const char op[] = "talon_moe_align_block_size";
+    talon__moe_align_params p;
+    int64_t sorted, blocks, n, grid;
+    int ids, cluster, block, sliced = 0, k;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "num_tokens_post_padded", a->num_tokens_post_padded,
+                                      0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "topk_ids", a->topk_ids, 0, 4));
+    TALON__TRY(talon__moe_align_shape(op, "args->", a->tokens, a->k, a->experts, a->block_size));
+    talon__moe_align_worst(a->tokens, a->k, a->experts, a->block_size, &sorted, &blocks);
+    if (a->sorted_capacity < sorted || a->expert_ids_capacity < blocks)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->%s = %lld is below the worst case %lld for tokens = %lld, "
+                           "k = %lld, experts = %lld, block_size = %lld "
+                           "(talon_moe_align_block_size_capacity)",
+                           op, a->sorted_capacity < sorted ? "sorted_capacity" : "expert_ids_capacity",
+                           (long long)(a->sorted_capacity < sorted ? a->sorted_capacity
+                                                                   : a->expert_ids_capacity),
+                           (long long)(a->sorted_capacity < sorted ? sorted : blocks),
+                           (long long)a->tokens, (long long)a->k, (long long)a->experts,
+                           (long long)a->block_size);
+    n = a->tokens * a->k;
+    /* ids held in registers by one block, or by a cluster of 8 (two sizes); more: looped */
+    ids = n <= TALON__MOE_ALIGN_SMALL_MAX ? TALON__MOE_ALIGN_SMALL_MAX
+          : n <= TALON__MOE_ALIGN_C8_MAX  ? TALON__MOE_ALIGN_C8_MAX
+          : n <= TALON__MOE_ALIGN_C8W_MAX ? TALON__MOE_ALIGN_C8W_MAX : 0;
+    cluster = n <= TALON__MOE_ALIGN_SMALL_MAX ? 1 : TALON__MOE_ALIGN_CLUSTER;
+    block = ids ? 512 : 1024;
+    memset(&p, 0, sizeof p);
+    p.sorted = a->sorted_token_ids; p.expert_ids = a->expert_ids;
+    p.num_post = a->num_tokens_post_padded; p.topk_ids = a->topk_ids;
+    p.sorted_capacity = a->sorted_capacity; p.expert_ids_capacity = a->expert_ids_capacity;
+    p.numel = (int)n; p.experts = (int)a->experts; p.block_size = (int)a->block_size;
+    p.chunk = (int)((n + block * cluster - 1) / (block * cluster) * 32);
+    grid = cluster;
+    if (cluster == 1 && a->sorted_capacity > TALON__MOE_ALIGN_SLICE) {
+        grid = (a->sorted_capacity + TALON__MOE_ALIGN_SLICE - 1) / TALON__MOE_ALIGN_SLICE;
+        if (grid > TALON__MOE_ALIGN_SLICES_MAX) grid = TALON__MOE_ALIGN_SLICES_MAX;
+        p.sorted_slice = ((a->sorted_capacity + grid - 1) / grid + 3) & ~(int64_t)3;
+        p.expert_ids_slice = (a->expert_ids_capacity + grid - 1) / grid;
+        sliced = 1;
+    }
+    if (ids)
+        TALON__TRY(talon__pick(op, &k, TALON__B_moe_align_regs, 3, cluster, ids, sliced));
+    else
+        TALON__TRY(talon__pick(op, &k, TALON__B_moe_align_looped, 2, cluster,
+                               TALON__MOE_ALIGN_STAGE_X8));
+    return talon__launch(ctx, stream, op, k, grid, &p);
+}
+
+talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_args *a) {
+    static const char op[] = "talon_moe_sum";
+    talon__moe_sum_params p;
+    CUdeviceptr ptrs[2];
+    int vec, r, k;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr(op, "out", a->out, 0));
+    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
+    TALON__TRY(talon__check_ptr_align(op, "weights", a->weights, 1, 4));
+    TALON__TRY(talon__check_size(op, "tokens", a->tokens, TALON__GRID_MAX));
+    TALON__TRY(talon__check_size(op, "k", a->k, 64));
+    TALON__TRY(talon__check_size(op, "hidden", a->hidden, TALON__GRID_MAX));
+    TALON__TRY(talon__check_dtype(op, a->dtype));
+    ptrs[0] = a->out; ptrs[1] = a->in;
+    vec = talon__vec8(ptrs, 2, &a->hidden, 1) ? 8 : 1;
+    /* slices per thread: 8 / k 16-byte loads each, as k = 8 has (moe.cu) */
+    r = vec == 8 && a->k <= 2 ? 4 : vec == 8 && a->k <= 4 ? 2 : 1;
+    TALON__TRY(talon__pick(op, &k, TALON__B_moe_sum, 3, (int)a->dtype, vec, r));
+    memset(&p, 0, sizeof p);
+    p.out = a->out; p.in = a->in; p.weights = a->weights; p.hidden = a->hidden;
+    p.k = (int)a->k;
+    p.chunks = (int)((a->hidden + 256 * vec * r - 1) / (256 * vec * r));
+    if (p.chunks > TALON__GRID_MAX / a->tokens)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->tokens = %lld with args->hidden = %lld needs %.0f blocks, "
+                           "more than the grid limit %lld",
+                           op, (long long)a->tokens, (long long)a->hidden,
+                           (double)p.chunks * (double)a->tokens, TALON__GRID_MAX);
+    return talon__launch(ctx, stream, op, k, a->tokens * p.chunks, &p);
+}
+
+#endif

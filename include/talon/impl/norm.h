@@ -1,0 +1,85 @@
+/* talon/impl/norm.h - rmsnorm, fused_add_rmsnorm, layernorm. Part of talon.h's implementation (TALON_IMPLEMENTATION); not a
+   public header. */
+#ifndef TALON_IMPL_NORM_H
+#define TALON_IMPL_NORM_H
+
+/* ---------------------------------------------------------------- norms */
+/* Threads per block: rows that fit a 128-thread block on the 16-byte path (each thread keeping
+   TALON__NORM_CACHE elements) take 128, twice the bytes in flight per thread; others 256. */
+static int talon__norm_block(int vec, int64_t cols) {
+    return vec == 8 && cols <= 128 * TALON__NORM_CACHE ? 128 : 256;
+}
+
+/* Shared by the three norms: validates the row geometry and launches one block per row. */
+static talon_status talon__norm(talon_ctx *ctx, CUstream stream, const char *op,
+                                talon__body body, talon_dtype dtype, int64_t rows,
+                                talon__norm_params *p) {
+    CUdeviceptr ptrs[5];
+    int64_t lens[4];
+    int n = 0, vec, k;
+    TALON__TRY(talon__check_dtype(op, dtype));
+    TALON__TRY(talon__check_size(op, "rows", rows, TALON__GRID_MAX));
+    ptrs[n++] = p->out;
+    ptrs[n++] = p->in;
+    ptrs[n++] = p->weight;
+    if (p->residual) ptrs[n++] = p->residual;
+    if (p->bias) ptrs[n++] = p->bias;
+    lens[0] = p->cols; lens[1] = p->out_stride; lens[2] = p->in_stride;
+    lens[3] = p->residual_stride;
+    vec = talon__vec8(ptrs, n, lens, 4) ? 8 : 1;
+    TALON__TRY(talon__pick(op, &k, body, 3, (int)dtype, vec, talon__norm_block(vec, p->cols)));
+    return talon__launch(ctx, stream, op, k, rows, p);
+}
+
+talon_status talon_rmsnorm(talon_ctx *ctx, CUstream stream, const talon_rmsnorm_args *a) {
+    static const char op[] = "talon_rmsnorm";
+    talon__norm_params p;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr(op, "out", a->out, 0));
+    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
+    TALON__TRY(talon__check_ptr(op, "weight", a->weight, 0));
+    memset(&p, 0, sizeof p);
+    p.out = a->out; p.in = a->in; p.weight = a->weight; p.cols = a->cols; p.eps = a->eps;
+    TALON__TRY(talon__check_size(op, "cols", a->cols, INT64_MAX / 2));
+    TALON__TRY(talon__check_stride(op, "out_stride", a->out_stride, a->cols, &p.out_stride));
+    TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
+    return talon__norm(ctx, stream, op, TALON__B_rmsnorm, a->dtype, a->rows, &p);
+}
+
+talon_status talon_fused_add_rmsnorm(talon_ctx *ctx, CUstream stream,
+                                     const talon_fused_add_rmsnorm_args *a) {
+    static const char op[] = "talon_fused_add_rmsnorm";
+    talon__norm_params p;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
+    TALON__TRY(talon__check_ptr(op, "residual", a->residual, 0));
+    TALON__TRY(talon__check_ptr(op, "weight", a->weight, 0));
+    memset(&p, 0, sizeof p);
+    p.out = a->in; p.in = a->in; p.residual = a->residual; p.weight = a->weight;
+    p.cols = a->cols; p.eps = a->eps;
+    TALON__TRY(talon__check_size(op, "cols", a->cols, INT64_MAX / 2));
+    TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
+    TALON__TRY(talon__check_stride(op, "residual_stride", a->residual_stride, a->cols,
+                                   &p.residual_stride));
+    p.out_stride = p.in_stride;
+    return talon__norm(ctx, stream, op, TALON__B_fused_add_rmsnorm, a->dtype, a->rows, &p);
+}
+
+talon_status talon_layernorm(talon_ctx *ctx, CUstream stream, const talon_layernorm_args *a) {
+    static const char op[] = "talon_layernorm";
+    talon__norm_params p;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr(op, "out", a->out, 0));
+    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
+    TALON__TRY(talon__check_ptr(op, "weight", a->weight, 0));
+    TALON__TRY(talon__check_ptr(op, "bias", a->bias, 1));
+    memset(&p, 0, sizeof p);
+    p.out = a->out; p.in = a->in; p.weight = a->weight; p.bias = a->bias;
+    p.cols = a->cols; p.eps = a->eps;
+    TALON__TRY(talon__check_size(op, "cols", a->cols, INT64_MAX / 2));
+    TALON__TRY(talon__check_stride(op, "out_stride", a->out_stride, a->cols, &p.out_stride));
+    TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
+    return talon__norm(ctx, stream, op, TALON__B_layernorm, a->dtype, a->rows, &p);
+}
+
+#endif
