@@ -12,59 +12,26 @@
 // in flight only between the steps, was latency-bound: fp8 took as long as bf16). Each key group
 // keeps its own online softmax (fp32, base 2, log2 e folded into the query scale), every lane of
 // the group computing it for all (key, head) pairs of the step: the 64 independent butterfly
-// shuffles beat a reduce-scatter leaving one score per lane, whose dependent shuffle chain measured
-// 1.7x slower at B=64 L=4096. No barrier is taken until the key groups are combined through shared
-// memory at the end. The CTA's keys are its split's share of the request's attended range (the
+// shuffles beat a reduce-scatter leaving one score per lane, whose dependent shuffle chain
+// measured slower (docs/notes/decode.md). No barrier is taken until the key groups are combined
+// through shared memory at the end. The CTA's keys are its split's share of the request's attended range (the
 // window), computed from the device kv_lens, so the grid depends only on host values. One split
 // writes o and lse; several write fp32 partials (normalised o, natural-log lse) that merge_splits
 // combines. The merge is launched as a programmatic dependent: every attention CTA lets it launch
 // as it starts, and it waits for the whole grid in griddepcontrol.wait, so its launch hides under
-// the attention kernel's end (H200, B=1 Hq/Hk 32/8 D=128: L=2048 13.71 -> 12.10 us, L=32768 43.10
-// -> 42.03, fp8 31.30 -> 29.02).
+// the attention kernel's end (measured faster: docs/notes/decode.md).
 //
 // With an fp8 cache, or 2 to 4 heads per CTA and head_dim <= 128, decode_mma (below) replaces
-// the per-lane dot products by tensor-core tiles (fp8 on the per-lane path was bound by its
-// conversions: B=64 L=4096 H200 320.2 us, on the tensor cores 134.6, where bf16 takes 244.0).
-// For 16-bit caches the reason was that the shuffles, conversions and per-head FMAs were the
-// bottleneck (B=64 L=4096: 0.72 issued warps per scheduler, DRAM at 85%). It now
-// runs at DRAM 88% of peak (ncu), 0.98x cuDNN SDPA on contiguous KV. Measured and not taken
-// (H100, B=64 L=4096, us against this design in the same run): the L2::256B prefetch-size hint
-// on the ring copies (364.2 vs 364.2), one bulk copy (cp.async.bulk, mbarrier) per key row
-// instead of 16-byte cp.async (376.7 vs 361.4), page numbers loaded two steps ahead (359.8 vs
-// 360.3). On the H200, B=64 L=4096, two runs (this design 244.1 / 245.2, cuDNN 240.1 in
-// both): 3 warps with 4 ring steps (same 48 KB) 247.2 and 2 warps with 6 steps 251.3 (more
-// bytes in flight per warp, fewer warps: slower), a CTA barrier every step 243.9 / 243.7; a
-// warp's K rows copied before its V rows 245.5, the q.K chain split over two accumulators
-// 244.8, those and the barrier together 243.5, the 8 kv-head CTAs of a request as one cluster
-// in lockstep 401.6. The gap to cuDNN is in the streaming rate (2.1-2.3% from L=2048 to
-// 16384 in one sweep), not the start-up. cuDNN's kernel there (ncu, pages in order: an sm80
-// wmma kernel, 512 CTAs of 128 threads, 86 KB of shared memory, 2 per SM) reads the same DRAM
-// and L2 sectors at DRAM 92.1% against our 88.5-89.1%, executing half our instructions (38.5M
-// vs 77.0M). Twice the keys per warp step (a 96 KB ring, 2 CTAs per SM, as cuDNN) was slower,
-// 248.5 vs 246.1 us, and 245.5 with a CTA barrier every step: not taken. Nor the 2 or 4 kv
-// heads of a request in one CTA of 256 or 512 threads (one SM reads 512 B or 1 KB of each page
-// row together; H200, against this design): B=64 L=4096 247.7 / 246.3 vs 247.7 / 248.8 us
-// (cuDNN 245.4: still 0.99x), B=1 L=32768 0.99x / 0.92x, B=1 L=2048 0.96x / 0.83x.
-//
-// Nor an L2 prefetch of a page a few steps ahead (one lane per warp, K and V; to take address
-// translation off the copies' path): H200, two passes each, B=64 L=4096 244.1-245.1 (2 steps
-// ahead) and 244.9-245.6 us (4 steps) against 242.1-243.2; pages in order were only 0.5% faster
-// than scattered ones in that run.
-// H100, B=64 L=4096 bf16 against this design in one process (358.0-358.6 us; cuDNN 352.4-352.7,
-// pages in order 352.9-355.0), not taken: the tensor-core kernel's warps bulk-prefetching
-// (cp.async.bulk.prefetch.L2) their rows' share of a page 2 or 4 steps ahead, 1.30x and 1.43x
-// slower (the prefetches compete with the ring's copies); the CTAs launched as clusters along
-// the kv heads (a request's CTAs on one GPC): of 4 or 8, 1.10-1.14x slower, of 2 1.00x over
-// three passes (356.2-357.4 against 356.3-358.3 us); the requests rather than the kv heads in
-// consecutive CTAs 1.00x. Pages shuffled only within 2 MB groups took 356.8-358.2 us: what
-// scattered pages cost is not the reach of 2 MB translations.
+// the per-lane dot products by tensor-core tiles: fp8 on the per-lane path was bound by its
+// conversions, and for 16-bit caches the shuffles, conversions and per-head FMAs were the
+// bottleneck. The ring, copy, prefetch, CTA-shape and cluster variants tried against this design
+// (none clearly faster), and what separates it from cuDNN, are in docs/notes/decode.md.
 //
 // Both cache layouts run the same code: a key row's address comes from strides the host derives
 // from the layout (page rows, slot and head strides). HND (a head's rows of a page contiguous, 4
-// KB at page 16) reads at NHD's rate: H200, B=64 L=4096 bf16 within 1% either way over five runs,
-// fp8 0.5-3.5% faster.
+// KB at page 16) reads at NHD's rate.
 //
-// Variants (talon.h, TALON__KERNELS_decode): q type x cache type (same or fp8) x head_dim
+// Variants (include/talon/kernels/decode.def): q type x cache type (same or fp8) x head_dim
 // (64, 128, 256) x heads per CTA (1, 2, 4: the group is cut into chunks of at most 4).
 // merge_splits reads n fp32 partials, merge_states two partials of the output type.
 #include <cuda_fp8.h>
@@ -77,9 +44,8 @@ using namespace talon::dev;
 constexpr int NT = 128; // threads per CTA: the block column of every row
 constexpr int KPI = 4;  // keys per key group per step
 constexpr int STAGES = 3; // steps in the shared-memory ring: two in flight while one is computed
-// The tensor-core kernel's ring: one step in flight while one is computed (H200, against 3
-// steps: B=64 L=4096 bf16 250.1 -> 247.8 us, fp8 136.9 -> 134.5, B=1 L=32768 44.6 -> 43.5;
-// the per-lane kernel lost 2% at head_dim 256 with 2).
+// The tensor-core kernel's ring: one step in flight while one is computed (faster than 3 there;
+// the per-lane kernel lost 2% at head_dim 256 with 2: docs/notes/decode.md).
 constexpr int MMA_STAGES = 2;
 constexpr float NEG_INF = -__builtin_huge_valf();
 constexpr float LN2 = 0.69314718055994531f;
@@ -680,8 +646,7 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
 // S lanes share 8 elements of a row, lane j taking states j, j + S, ...: max over the lanes,
 // then each lane's weighted sum, summed across the lanes by xor shuffles. The split merge
 // uses S = TALON__DECODE_MERGE_LANES: one thread walking all n states made the many-split
-// merge a chain of L2 round trips (B=1, L=32768, H100: 64 splits 65.2 -> 60.4 us, 32 splits
-// 59.0 -> 58.3 us; 2 splits at B=64 lose ~4 us to the 8x threads). S = 1 for two states.
+// merge a chain of L2 round trips (docs/notes/decode.md). S = 1 for two states.
 template <typename Tin, typename Tout, int S>
 __device__ __forceinline__ void merge(const talon__merge_params &p) {
     const int64_t vpr = p.head_dim / 8, i = ((int64_t)blockIdx.x * NT + threadIdx.x) / S;
@@ -728,8 +693,8 @@ __device__ __forceinline__ void merge(const talon__merge_params &p) {
     if (p.lse && c == 0) reinterpret_cast<float *>(p.lse)[r] = M == NEG_INF ? M : M + logf(L);
 }
 
-// fp8 caches take the tensor cores; 16-bit ones for 2 to 4 heads and head_dim <= 128 (H200,
-// MHA B=16 L=4096: per-lane 246.4 us, tensor cores 251.2; fp8 161.6 and 136.7).
+// fp8 caches take the tensor cores; 16-bit ones for 2 to 4 heads and head_dim <= 128 (with one
+// head per CTA the per-lane kernel measured faster: docs/notes/decode.md).
 template <int DT, int FP8, int D, int G> __device__ void decode_heads(const talon__decode_params &p) {
     using T = elem<DT>;
     // The merge kernel may launch now (a programmatic dependent, talon.h); it waits for this

@@ -6,12 +6,9 @@
 // to the cache row of its slot (in either layout, NHD or HND), quantised to e4m3 for the fp8
 // variant (x / scale correctly rounded in fp32, then cvt.rn.satfinite, as __nv_cvt_float_to_fp8).
 // The division is a reciprocal and one FMA correction (div_scale): with __fdiv_rn the fp8 variant
-// was bound by its instructions (H200, T=32768: 68.9 us, where the bf16 copy, writing twice the
-// bytes, took 71.1; now 61.9), and a unit's token comes from a multiply-high by a host constant
-// instead of a division (fp8 1.02-1.03x at 4096 and 32768 tokens, bf16 1.00-1.01x; two units per
-// thread instead: fp8 0.91-0.94x). The streaming hint on its loads and stores (as rope's) measured
-// 1.02x at 4096 tokens bf16, 1.00x fp8, 0.98-0.99x at 32768: not taken. HND and NHD cost the same
-// (H200, 4096 tokens: bf16 13.0 and 12.9 us).
+// was bound by its instructions; and a unit's token comes from a multiply-high by a host constant
+// instead of a division (faster; two units per thread instead measured slower). The streaming
+// hint (as rope's) was not taken; HND and NHD cost the same. Measurements: docs/notes/kv_cache.md.
 //
 // Variants (one row each in include/talon/kernels/kv_cache.def): cache type (input type/fp8) x
 // element type x VEC, where VEC = 8 is the 16-byte path and VEC = 1 takes any layout.

@@ -8,7 +8,7 @@
 //   each lane's ids loaded once into registers. small (<= 2048 ids): one block; sliced (the
 //   same ids, a sorted_capacity over 2048): independent blocks, each ranking all the ids and
 //   storing only its slice of the outputs (its own kernel: compiled into the one-block one,
-//   the slicing cost that one 0.08-0.18 us back to back on the H200); c8 / c8w: a
+//   the slicing measured slower there; docs/notes/moe.md); c8 / c8w: a
 //   compile-time cluster of 8 (a plain launch forms it), 8 or 32 ids per lane. A step's lanes
 //   of one expert find each other by OR-ing their bits into the warp's mask word of that expert
 //   (OR commutes: deterministic); the lowest of them clears it and advances the count. Thread e
@@ -16,12 +16,11 @@
 //   shared memory, and every block scans the padded counts over the experts itself. Ids go
 //   through a shared-memory stage (from one id per thread on) so each expert's run is stored
 //   to consecutive addresses. A small block writes the sentinel over its slice first, under
-//   the loads' latency (one block filling all 8192 slots of T=16 E=256 block 64 took 0.3 us
-//   longer per call on the H200; at 2048 ids 0.8 us); a cluster writes only the padding and
-//   the tail at the end, so no block's fill has to be ordered before another block's ids.
-//   Latency-bound: few barriers; 16-bit counts and one shared region reused after ranking
-//   keep shared memory at 48 KB up to c8 (on the H100 the same small kernel with 82 KB took
-//   ~0.8 us longer at 128 ids).
+//   the loads' latency (one block filling every slot measured slower); a cluster writes only
+//   the padding and the tail at the end, so no block's fill has to be ordered before another
+//   block's ids. Latency-bound: few barriers; 16-bit counts and one shared region reused after
+//   ranking keep shared memory at 48 KB up to c8 (more shared memory measured slower).
+//   Measurements: docs/notes/moe.md.
 // - x8 (larger): a cluster of 8 blocks of 1024 threads. Global warp g (block rank * 32 + warp)
 //   owns the contiguous flat ids [g * chunk, (g+1) * chunk).
 //   1. Each warp counts its ids per expert into its own shared-memory row (atomics).

@@ -8,10 +8,9 @@
 // one evaluation per pair and group, not per head. All heads of the group are loaded before
 // any arithmetic, so one round trip covers them. Consecutive threads take consecutive pair
 // vectors of a head, so a warp reads whole 128-byte lines. The rotated rows are stored with
-// the streaming hint (H200, 4096 tokens, Llama-3-8B shapes, two runs: NeoX with a cache 26.0
-// -> 25.6 us, GPT-J 25.8 -> 24.8, 32768 tokens the same; the hint on the loads as well: no
-// further gain, on the loads alone 1% slower). Elements past rot_dim are never touched; a
-// token whose position is outside the cache is skipped.
+// the streaming hint (faster at 4096 tokens; on the loads it gained nothing:
+// docs/notes/rope.md). Elements past rot_dim are never touched; a token whose position is
+// outside the cache is skipped.
 //
 // Variants (one row each in include/talon/kernels/rope.def): style (NeoX/GPT-J; NeoX with one
 // head per thread on the 16-byte path, for a cos/sin cache) x element type x VEC, where VEC = 8

@@ -17,7 +17,7 @@
 // slots when it already popped; lane r then takes won[r]. Scores come from the key without a
 // bias, else from the reloaded logit. Per-lane reductions are trees and the unbiased softmax
 // sum shares its shuffle rounds with the floor: the warps wait on latency more than on issue
-// slots (a 16-lanes-per-token variant, two tokens a warp, measured slower: 10.9 us).
+// slots (a 16-lanes-per-token variant, two tokens a warp, measured slower: docs/notes/router.md).
 //
 // Reproducibility: with a correction bias the keys depend on the scores, so these are then
 // computed by a fixed sequence of correctly rounded fp32 operations: an exp and a reciprocal
@@ -25,24 +25,12 @@
 // not depend on the order of addition. tests/ref_router.c performs the same operations on the
 // CPU and so reproduces every id bit for bit. Without a bias the keys are the logits.
 //
-// Measured on the H100 (T=4096 E=256 k=8 f32, us per call / back to back): k rounds of two
-// reduxes 9.62 / 8.12; ranking 8.85 / 7.28; with the direct writes and the trees 8.54 / 7.18
-// (8.77 / 7.29 before, same run); reading the rows, one redux and the stores alone 6.22 /
-// 4.73. ncu: the rounds were a latency-bound chain (1.5 eligible warps per scheduler, 30%
-// issue slots busy), 325 of the 578 instructions a warp issued.
+// Why: k rounds of reduxes are a latency-bound chain, so ranking replaced them; the few tokens
+// with more than 32 candidates made their warps the kernel's tail, hence two candidates a lane
+// before falling back to rounds; fixing scoring and bias at compile time (router_softmax)
+// measured faster; blocks of 2, 4 or 8 tokens cost the same. Measurements: docs/notes/router.md.
 //
-// H200 (T=4096 E=256 k=8 f32, us per call): 8.58 -> 7.54 with both changes below, same run.
-// Measured apart beforehand, as hacks on the old kernel: 8.54 -> 8.19 when no warp takes the
-// k rounds (the ~8 tokens of 4096 with more than 32 candidates made their warps the kernel's
-// tail; ncu: SMs active 65% of its time), 8.54 -> 8.00 with scoring, bias, k and renormalize
-// fixed at compile time. Hence the two-candidates-a-lane path and the router_softmax bodies
-// (only scoring and bias fixed).
-//
-// H100, against blocks of 4 tokens in one process, two passes: blocks of 2 or 8 tokens (64 or
-// 256 threads) 0.99-1.01x on every bench/ops.py router shape (T=4096 E=256 f32 8.03-8.10 us
-// against 8.00-8.06): the block size is not what the per-call time waits on.
-//
-// Variants (one line each in talon.h, TALON__KERNELS_router): scoring (router_softmax: softmax
+// Variants (one row each in include/talon/kernels/router.def): scoring (router_softmax: softmax
 // without a bias; router: any scoring, optional bias) x element type x load path
 // (VEC = 4 f32 or 8 bf16/f16 elements per 16-byte load; VEC = 1 element-wise, any layout) x
 // experts per lane (NPER = 4, 8, 16 for up to 128, 256, 512 experts).

@@ -4,7 +4,7 @@
 // inverted; bf16/f16 go through their exact fp32 value; every NaN maps to the top key and
 // -0.0 to +0.0, so NaN ranks above +inf and the zeros tie). A row is split over `chunks`
 // blocks (grid chunks x rows); the host picks one of two fixed two-kernel sequences from the
-// shape alone (talon.h, TALON__TOPK_SMALL). Both end in select, which keeps the keys in a
+// shape alone (impl/topk_plan.h, TALON__TOPK_SMALL). Both end in select, which keeps the keys in a
 // range [lo, lo + span] as candidates:
 // chunk path (rows x ceil(cols / 4096) <= TALON__TOPK_SMALL):
 //   chunk_hist: each block stores its chunk's histogram of the top 11 key bits (16-bit counts:
@@ -37,40 +37,12 @@
 // its row: sorted rows), every key of the row is a candidate, read from the row the same way.
 // Slower, same result.
 //
-// Sampled path (H200, bench/ops.py, fp32 randn, median us, same run): B=256 V=262144 k=1024
-// 221.3 -> 118.7 against the three kernels before it (clear; histogram; select, the row read
-// twice), B=256 V=128256 k=50 98.9 -> 57.4. The select loop was issue-bound (ncu: 0.71 issued
-// instructions per cycle and scheduler at 1.84 TB/s): a shared atomic per hit instead of a vote
-// per element and warp-aggregated slots (159 -> 161 us alone, as the compiler took 64
-// registers; with 3 blocks of 512 per SM, 40 registers, 139), chunks of 32768 (139 -> 133), a
-// float compare before any key is formed and a branch-free key (133.6 -> 121.6), sample runs
-// spaced by one integer stride (121.2 -> 119.6; k=50 59.4 -> 56.8). The sample kernel took
-// about 12 us before that last change (ncu), the select kernel runs at about 2.2 TB/s: neither
-// is at the memory's limit yet.
-// H100, against the same build without it, two passes in one run: select as a programmatic
-// dependent of sample, its blocks prefetching 64 KB of their chunk into L2 while the sample
-// runs: B=256 V=262144 k=1024 135.5 -> 134.4 and 136.4 -> 134.6 us, the other sampled shapes
-// 1.00-1.03x; without the prefetch 1.00x, prefetching the whole chunk (128 KB) 0.92-0.96x (the
-// first wave's prefetch outgrows L2). Also on the H100 and not taken: skipping a 16-byte group
-// of keys when their NaN-propagating max is below the threshold (one compare per group instead
-// of per key) was 0.98-0.99x: the select loop there waits on memory, not issue slots.
-// Chunks per row on the sampled path (talon.h, talon__topk_chunk_len), H100 against chunks of
-// 32768 halved until 1024 blocks, same runs: where that halving happened, the wave cost's count
-// of chunks is 1.08-1.10x (B=100 V=262144 k=1024: 7 chunks of 37504 against 16 of 16384; B=65
-// V=128256 k=50: 6 of 21376, one wave, against 16 of 8192), and 1.03-1.04x with 8 of 32768 at
-// B=100 (800 blocks: a third wave of 8). With 1024 blocks or more the wave cost would pick
-// fewer, longer chunks, and those measured slower: B=256 V=262144 3 chunks 0.96x, V=128256
-// 3 chunks 0.98x; so there the chunks stay at about 32768 (16384 was slower on the H200).
-// Measured on the H100 before the sampled path (kept as leads): a one-read variant holding each
-// chunk in registers and merging per-chunk lists in one block per row was exact but slower at
-// large k (B=256 V=262144 k=1024 335 vs 245 us); a cluster of 8 blocks per row summing
-// histograms over distributed shared memory, one HBM read and one launch, was slower everywhere
-// (294 vs 244 us at that shape): each block ran a chain of dependent steps with too few blocks
-// per SM to hide them. The chunk path's split: a win at 32 blocks (B=1), even at 512 (B=64), a
-// loss from 2048 (B=256: 16 MB and more of histogram re-reads). Loads: where a block's range
-// starts 16-byte aligned, two 16-byte loads per thread in flight, with L2 hints (chunk_hist
-// evict_last, since chunk_select re-reads the row right after; select evict_first): B=64
-// V=128256 k=50 40.9 -> 39.4 us on the H100.
+// Why this shape: reading a large row once (sampled path) beat the earlier three kernels that
+// read it twice; the chunk path's histogram re-reads grow with rows x chunks^2, so it serves
+// small problems only; select prefetching the head of its chunk under the sample kernel, and
+// 16-byte loads with L2 hints, each measured faster. The measurements, and the variants tried
+// and not taken (one-read register lists, 8-block clusters, group skipping, longer chunks), are
+// in docs/notes/topk.md.
 #include "dev/kernel.cuh"
 #include "talon/kernels/topk.def"
 
@@ -151,10 +123,8 @@ template <int POL> __device__ __forceinline__ uint64_t l2_policy() {
 
 // Calls f(i, v) for every element of [begin, end) this thread owns, loads in flight first: with
 // POL, where the range starts 16-byte aligned, two 16-byte loads under that L2 policy (fewer
-// load instructions than 4-byte ones), the rest UNROLL element loads. Measured and not taken
-// (H200, B=256 V=262144 k=1024 and the other bench/ops.py top-k shapes): four 16-byte loads, or
-// the next two loaded before the current ones are used (64 registers, 2 blocks per SM: 5-15%
-// slower everywhere), a bulk prefetch of the block's range into L2 up front (no change).
+// load instructions than 4-byte ones), the rest UNROLL element loads. More loads in flight
+// cost registers and a block per SM, and measured slower (docs/notes/topk.md).
 template <typename T, int BLOCK, int POL = 0, typename F>
 __device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
     constexpr int V = 16 / sizeof(T), UV = POL ? 2 : 0;
@@ -440,8 +410,7 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     // atomic per warp and hit made every warp wait on L2 round trips at large k. Keys above
     // the candidates are fewer than k <= STAGE_ABOVE; candidates past STAGE_CAND go straight
     // out. Hits are rare (about 2k of a row), so each takes its own shared atomic: a vote and
-    // warp-aggregated slots for every element made this loop issue-bound (ncu, H200: 0.71
-    // instructions per cycle and scheduler at 1.84 TB/s, B=256 V=262144 k=1024).
+    // warp-aggregated slots for every element made this loop issue-bound (docs/notes/topk.md).
     constexpr int STAGE_ABOVE = TALON__TOPK_KMAX, STAGE_CAND = TALON__TOPK_CAP - STAGE_ABOVE;
     if (threadIdx.x == 0) sm.n_above = sm.n_cand = 0;
     __syncthreads();

@@ -4,9 +4,8 @@
 #ifndef TALON_IMPL_DECODE_PLAN_H
 #define TALON_IMPL_DECODE_PLAN_H
 
-#define TALON__DECODE_MIN_CHUNK 1024  /* keys per split: at B=1, L=32768 (H100), 32 splits of
-                                         1024 keys took 58.3 us; 30: 61.3, 33: 60.6, 48: 62.3,
-                                         64: 60.4, 128: 65.6, 24: 67.7, 16: 70.6 */
+#define TALON__DECODE_MIN_CHUNK 1024  /* keys per split at least: 32 splits of 1024 keys were
+                                         the fastest at B=1, L=32768 (docs/notes/decode.md) */
 #define TALON__DECODE_HEADS 4         /* query heads per CTA at most */
 
 typedef struct talon__decode_plan {
@@ -15,22 +14,14 @@ typedef struct talon__decode_plan {
 } talon__decode_plan;
 
 /* The split count. More than 1.5 CTAs per SM, up to one wave, already keep the memory busy:
-   no split, which would only add the merge (H200, L=4096, the automatic choice before this
-   rule against one split: D=128 208 CTAs 119.6 -> 111.8 us, 256 CTAs 135.6 -> 130.4, 384
-   CTAs 201.0 -> 189.7; D=256 224 CTAs 246.0 -> 224.0, 256 CTAs 258.7 -> 244.2; at 192 CTAs
-   2 splits still win, 104.6 against 107.7). Otherwise, with `slots` CTAs resident on the
-   GPU, s splits take ceil(ctas * s / slots) waves of CTAs that each do 1/s of the work; the
-   smallest s with the best such estimate wins, with splits of at least
-   TALON__DECODE_MIN_CHUNK keys. No slack towards fewer splits: at B=1, L=32768 a 10% slack
-   picked 30 splits over 32, 5% slower (the merge is cheap). Past one wave the tail matters
-   (600 CTAs: 4 splits 311.9 us, one 350.3). When that still leaves at most 1.5 CTAs per SM,
-   each CTA walks its keys at its own latency-bound pace, so the chunks shrink (to
-   TALON__DECODE_FILL_CHUNK keys at least) until there are 2 CTAs per SM. H200, Hq/Hk 32/8,
-   D=128 bf16, without this step against with it: B=1 L=1024 24.4 -> 10.5 us, L=8192
-   30.6 -> 19.8 (32 splits), L=16384 32.4 -> 28.8 (32; 64 took 26.8), B=2 L=8192 32.7 ->
-   26.9 (16); fp8 B=1 L=2048 21.8 -> 10.8. More than 2 per SM lost at head_dim 256 (16/8,
-   B=1 L=8192: 47.9 -> 27.7 at 32 splits, 28.0 at 64; B=2 L=8192: 48.4 -> 41.2 at 16, 44.5
-   at 32). */
+   no split, which would only add the merge (at 1.5 CTAs per SM and below, 2 splits still
+   win). Otherwise, with `slots` CTAs resident on the GPU, s splits take ceil(ctas * s /
+   slots) waves of CTAs that each do 1/s of the work; the smallest s with the best such
+   estimate wins, with splits of at least TALON__DECODE_MIN_CHUNK keys. No slack towards fewer
+   splits (the merge is cheap); past one wave the tail matters. When that still leaves at most
+   1.5 CTAs per SM, each CTA walks its keys at its own latency-bound pace, so the chunks shrink
+   (to TALON__DECODE_FILL_CHUNK keys at least) until there are 2 CTAs per SM; more than 2 per
+   SM lost at head_dim 256. Measurements behind each step: docs/notes/decode.md. */
 #define TALON__DECODE_FILL_CHUNK 128
 static int talon__decode_splits(int64_t ctas, int64_t max_kv_len, int sms) {
     /* TALON__DECODE_CTAS_PER_SM resident CTAs per SM: the rows' min_blocks and the 32/48 KB

@@ -3,7 +3,7 @@
 #ifndef TALON_IMPL_KV_CACHE_H
 #define TALON_IMPL_KV_CACHE_H
 
-/* The constants of rope.cu's division x / scale = (x mul) / div for one finite scale > 0:
+/* The constants of kv_cache.cu's division x / scale = (x mul) / div for one finite scale > 0:
    mul = 2^k and div = scale 2^k in [2^-22, 4) (in [1, 2) but at the ends of the float range),
    rcp = 1 / div rounded to nearest. Bit operations, and a division in double whose second
    rounding is harmless (53 >= 2 * 24 + 2 bits), so no host floating-point mode (flush to zero,
