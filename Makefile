@@ -113,6 +113,15 @@ GPU_TESTS := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_gpu*.c))
 $(GPU_TESTS): build/tests/%: tests/%.c $(GPU_HELPERS) $(LIB) build/tests/libcmocka.so.0
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/$*.d $< $(GPU_HELPERS) $(LIB) -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm $(LIBS) -o $@
+# The device library's unit tests (tests/dev/): test kernels in their own cubin, built beside the
+# program that loads them; never embedded in the library.
+DEV_TEST := build/tests/test_gpu_dev
+build/tests/dev_kernels.cubin: tests/dev/dev_kernels.cu
+	$(call say,NVCC,$@)mkdir -p $(@D) build/dep
+	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -MF build/dep/dev_kernels.d -MT $@ -cubin $< -o $@
+$(DEV_TEST): tests/dev/test_gpu_dev.c build/tests/dev_kernels.cubin build/tests/libcmocka.so.0
+	$(call say,CC,$@)mkdir -p $(@D) build/dep
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 -isystem $(CUDA_INC) -MMD -MP -MF build/dep/test_gpu_dev.d $< -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm -ldl -o $@
 build/bin/talon-bench: bench/bench.c $(GPU_HELPERS) $(LIB)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/bench.d $< $(GPU_HELPERS) $(LIB) -lm $(LIBS) -o $@
@@ -123,11 +132,12 @@ build/lib/libtalon_bench.so: bench/shim.c $(HEADERS) $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -fPIC -shared $(INC) $< $(LIBS) -o $@
 
-gpu-build: $(GPU_TESTS) build/bin/talon-bench build/bin/talon-info build/lib/libtalon_bench.so
-test-gpu: $(GPU_TESTS)
-	$(Q)for t in $(GPU_TESTS); do $$t || exit 1; done
-sanitize: $(GPU_TESTS)
-	$(Q)for t in $(GPU_TESTS); do TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check full $$t || exit 1; done
+gpu-build: $(GPU_TESTS) $(DEV_TEST) build/bin/talon-bench build/bin/talon-info build/lib/libtalon_bench.so
+test-gpu: $(GPU_TESTS) $(DEV_TEST)
+	$(Q)for t in $(GPU_TESTS) $(DEV_TEST); do $$t || exit 1; done
+sanitize: $(GPU_TESTS) $(DEV_TEST)
+	$(Q)for t in $(GPU_TESTS) $(DEV_TEST); do TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check full $$t || exit 1; done
+	$(Q)for tool in racecheck synccheck; do TALON_TEST_QUICK=1 compute-sanitizer --tool $$tool --error-exitcode 1 $(DEV_TEST) || exit 1; done
 bench: build/bin/talon-bench build/lib/libtalon_bench.so
 	$(Q)build/bin/talon-bench --json build/bench-talon.json
 	$(Q)python3 bench/peers.py --talon build/bench-talon.json --out bench/results
