@@ -1,5 +1,5 @@
-/* Built four ways (C99 and C++17, -pedantic, header-only and against libtalon.a): touches
-   every public declaration of talon.h and runs without a GPU. Exit status 0 when the header's
+/* Built four ways (C99 and C++17, -pedantic, header-only and against libtalon.a): calls every
+   public function of talon.h (each op with a NULL ctx) and runs without a GPU. Exit status 0 when the header's
    version macros agree with the compiled talon_version() and every call behaved. */
 #include <stdio.h>
 #include <string.h>
@@ -55,6 +55,82 @@ static void check_ops(void) {
     expect(talon_gelu_and_mul(ctx, stream, &gelu) == TALON_ERROR_INVALID_ARGUMENT,
            "talon_gelu_and_mul(NULL ctx, tanh)");
     expect(talon_last_error()[0] != '\0', "talon_last_error() empty after a failure");
+}
+
+/* The ops after the norms and activations, each with its enums and helpers. */
+static void check_more_ops(void) {
+    talon_moe_router_topk_args router;
+    talon_topk_args topk;
+    talon_moe_align_block_size_args align;
+    talon_moe_sum_args sum;
+    talon_rope_args rope;
+    talon_kv_append_args kv;
+    talon_decode_attention_args dec;
+    talon_merge_attention_states_args merge;
+    talon_ctx *ctx = NULL;
+    CUstream stream = NULL;
+    int64_t sorted = 0, blocks = 0, bytes = -1;
+
+    memset(&router, 0, sizeof router);
+    router.topk_weights = 0x1000; router.topk_ids = 0x2000; router.logits = 0x3000;
+    router.tokens = 4; router.experts = 64; router.k = 6; router.logits_dtype = TALON_DTYPE_F32;
+    router.scoring = TALON_ROUTER_SIGMOID; router.renormalize = 1;
+    expect(talon_moe_router_topk(ctx, stream, &router) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_moe_router_topk(NULL ctx)");
+    router.scoring = TALON_ROUTER_SOFTMAX;
+
+    memset(&topk, 0, sizeof topk);
+    topk.out_values = 0x1000; topk.out_indices = 0x2000; topk.in = 0x3000; topk.workspace = 0x4000;
+    topk.rows = 2; topk.cols = 1000; topk.k = 10; topk.sorted = 1; topk.dtype = TALON_DTYPE_F32;
+    topk.workspace_bytes = talon_topk_workspace_size(topk.rows, topk.cols);
+    expect(topk.workspace_bytes > 0, "talon_topk_workspace_size");
+    expect(talon_topk(ctx, stream, &topk) == TALON_ERROR_INVALID_ARGUMENT, "talon_topk(NULL ctx)");
+
+    expect(talon_moe_align_block_size_capacity(16, 8, 256, 64, &sorted, &blocks) == TALON_SUCCESS &&
+               sorted > 0 && blocks > 0,
+           "talon_moe_align_block_size_capacity");
+    memset(&align, 0, sizeof align);
+    align.sorted_token_ids = 0x1000; align.expert_ids = 0x2000; align.num_tokens_post_padded = 0x3000;
+    align.topk_ids = 0x4000; align.tokens = 16; align.k = 8; align.experts = 256; align.block_size = 64;
+    align.sorted_capacity = sorted; align.expert_ids_capacity = blocks;
+    expect(talon_moe_align_block_size(ctx, stream, &align) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_moe_align_block_size(NULL ctx)");
+
+    memset(&sum, 0, sizeof sum);
+    sum.out = 0x1000; sum.in = 0x2000; sum.weights = 0x3000; sum.tokens = 2; sum.k = 8;
+    sum.hidden = 64; sum.dtype = TALON_DTYPE_BF16;
+    expect(talon_moe_sum(ctx, stream, &sum) == TALON_ERROR_INVALID_ARGUMENT, "talon_moe_sum(NULL ctx)");
+
+    memset(&rope, 0, sizeof rope);
+    rope.q = 0x1000; rope.k = 0x2000; rope.positions = 0x3000; rope.tokens = 2;
+    rope.num_q_heads = 4; rope.num_kv_heads = 2; rope.head_dim = 64; rope.theta = 10000.0f;
+    rope.dtype = TALON_DTYPE_BF16; rope.positions_dtype = TALON_INDEX_I64; rope.style = TALON_ROPE_GPTJ;
+    expect(talon_rope(ctx, stream, &rope) == TALON_ERROR_INVALID_ARGUMENT, "talon_rope(NULL ctx)");
+    rope.positions_dtype = TALON_INDEX_I32; rope.style = TALON_ROPE_NEOX;
+
+    memset(&kv, 0, sizeof kv);
+    kv.k_cache = 0x1000; kv.v_cache = 0x2000; kv.k = 0x3000; kv.v = 0x4000; kv.slot_mapping = 0x5000;
+    kv.tokens = 2; kv.num_kv_heads = 2; kv.head_dim = 64; kv.num_pages = 4; kv.page_size = 16;
+    kv.dtype = TALON_DTYPE_BF16; kv.cache_dtype = TALON_DTYPE_FP8_E4M3; kv.k_scale = 1.0f;
+    kv.v_scale = 1.0f; kv.layout = TALON_KV_HND;
+    expect(talon_kv_append(ctx, stream, &kv) == TALON_ERROR_INVALID_ARGUMENT, "talon_kv_append(NULL ctx)");
+    kv.layout = TALON_KV_NHD;
+
+    memset(&dec, 0, sizeof dec);
+    dec.o = 0x1000; dec.q = 0x2000; dec.k_cache = 0x3000; dec.v_cache = 0x4000;
+    dec.page_table = 0x5000; dec.kv_lens = 0x6000; dec.batch = 2; dec.num_qo_heads = 8;
+    dec.num_kv_heads = 2; dec.head_dim = 128; dec.page_size = 16; dec.max_kv_len = 1024;
+    dec.dtype = TALON_DTYPE_BF16; dec.kv_dtype = TALON_DTYPE_BF16; dec.layout = TALON_KV_NHD;
+    expect(talon_decode_attention_workspace_size(ctx, &dec, &bytes) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_decode_attention_workspace_size(NULL ctx)");
+    expect(talon_decode_attention(ctx, stream, &dec) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_decode_attention(NULL ctx)");
+
+    memset(&merge, 0, sizeof merge);
+    merge.o = 0x1000; merge.o_a = 0x2000; merge.lse_a = 0x3000; merge.o_b = 0x4000;
+    merge.lse_b = 0x5000; merge.rows = 2; merge.head_dim = 64; merge.dtype = TALON_DTYPE_F16;
+    expect(talon_merge_attention_states(ctx, stream, &merge) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_merge_attention_states(NULL ctx)");
 }
 
 static void check_statuses(void) {
@@ -120,6 +196,7 @@ int main(void) {
     check_version();
     check_statuses();
     check_ops();
+    check_more_ops();
     check_ctx();
     return failures ? 1 : 0;
 }

@@ -46,7 +46,19 @@ static struct fake {
     const char *getfn_fail_symbol;
     CUresult launch_result;
     CUstreamCaptureStatus capture;
+    CUresult encode_result;   /* cuTensorMapEncodeTiled fails with this */
     /* observations */
+    int encodes; /* cuTensorMapEncodeTiled calls, the last one's arguments in enc */
+    struct {
+        CUtensorMapDataType type;
+        cuuint32_t rank, box[5], elem_strides[5];
+        void *addr;
+        cuuint64_t dims[5], strides[4];
+        CUtensorMapInterleave interleave;
+        CUtensorMapSwizzle swizzle;
+        CUtensorMapL2promotion l2;
+        CUtensorMapFloatOOBfill oob;
+    } enc;
     int load_calls[TALON__NUM_IMAGES], bad_images;
     int pushes, pops, capturing_calls, launches, stale_launches, bad_unloads;
     CUcontext last_pushed;
@@ -76,7 +88,7 @@ static void fake_reset(void) {
     fake.load_fail_image = -1;
 }
 
-static int kernel_index(const char *symbol) {
+static inline int kernel_index(const char *symbol) {
     int k;
     for (k = 0; k < TALON__NUM_KERNELS; k++)
         if (!strcmp(talon__kernels[k].symbol, symbol)) return k;
@@ -84,7 +96,7 @@ static int kernel_index(const char *symbol) {
 }
 
 /* The handle the fake most recently gave out for symbol, NULL if none. */
-static CUfunction fake_handle_for(const char *symbol) {
+static inline CUfunction fake_handle_for(const char *symbol) {
     int i, k = kernel_index(symbol);
     for (i = fake.nfns - 1; i >= 0; i--)
         if (fake.fns[i].kernel == k) return FN_HANDLE(i);
@@ -276,6 +288,34 @@ static CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *stat
     fake.capturing_calls++;
     *status = fake.capture;
     pthread_mutex_unlock(&fake.lock);
+    return CUDA_SUCCESS;
+}
+
+/* Records the last encode; fails with fake.encode_result. The map's first 8 bytes get the
+   address so a test can see which map a kernel parameter holds. */
+static CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType type,
+                                            cuuint32_t rank, void *addr, const cuuint64_t *dims,
+                                            const cuuint64_t *strides, const cuuint32_t *box,
+                                            const cuuint32_t *elem_strides,
+                                            CUtensorMapInterleave interleave,
+                                            CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                                            CUtensorMapFloatOOBfill oob) {
+    cuuint32_t i;
+    pthread_mutex_lock(&fake.lock);
+    fake.encodes++;
+    fake.enc.type = type; fake.enc.rank = rank; fake.enc.addr = addr;
+    for (i = 0; i < rank && i < 5; i++) {
+        fake.enc.dims[i] = dims[i];
+        fake.enc.box[i] = box[i];
+        fake.enc.elem_strides[i] = elem_strides[i];
+        if (i + 1 < rank) fake.enc.strides[i] = strides[i];
+    }
+    fake.enc.interleave = interleave; fake.enc.swizzle = swizzle; fake.enc.l2 = l2;
+    fake.enc.oob = oob;
+    pthread_mutex_unlock(&fake.lock);
+    if (fake.encode_result != CUDA_SUCCESS) return fake.encode_result;
+    memset(map, 0, sizeof *map);
+    memcpy(map, &addr, sizeof addr);
     return CUDA_SUCCESS;
 }
 

@@ -209,11 +209,12 @@ static void test_invalid_argument(void **state) {
 /* The rule as talon.h documents it, written out independently: one split from 199 to 528
    CTAs, else the least cost(s) = waves / s, raised towards 264 CTAs (128-key chunks at
    least) when that leaves at most 198. */
-static int64_t doc_splits(int64_t batch, int64_t hq, int64_t hk, int64_t max_kv_len) {
-    const int64_t group = hq / hk, chunks = (group + 3) / 4, slots = 528, ctas = batch * hk * chunks;
+static int64_t doc_splits_on(int64_t sms, int64_t batch, int64_t hq, int64_t hk,
+                             int64_t max_kv_len) {
+    const int64_t group = hq / hk, chunks = (group + 3) / 4, slots = 4 * sms, ctas = batch * hk * chunks;
     int64_t most = (max_kv_len + 1023) / 1024, s;
     double best = 1e300;
-    if (ctas >= 199 && ctas <= 528) return 1;
+    if (2 * ctas > 3 * sms && ctas <= slots) return 1;
     if (most > 256) most = 256;
     for (s = 1; s <= most; s++) {
         double c = (double)((ctas * s + slots - 1) / slots) / (double)s;
@@ -221,13 +222,18 @@ static int64_t doc_splits(int64_t batch, int64_t hq, int64_t hk, int64_t max_kv_
     }
     for (s = 1; s <= most; s++)
         if ((double)((ctas * s + slots - 1) / slots) / (double)s <= best * (1 + 1e-12)) break;
-    if (ctas * s <= 198) {
-        int64_t fill = (264 + ctas - 1) / ctas, by_keys = (max_kv_len + 127) / 128;
+    if (2 * ctas * s <= 3 * sms) {
+        int64_t fill = (2 * sms + ctas - 1) / ctas, by_keys = (max_kv_len + 127) / 128;
         if (fill > by_keys) fill = by_keys;
         if (fill > 256) fill = 256;
         if (fill > s) s = fill;
     }
     return s;
+}
+
+/* The figures of talon.h are for 132 SMs (H100 SXM / H200). */
+static int64_t doc_splits(int64_t batch, int64_t hq, int64_t hk, int64_t max_kv_len) {
+    return doc_splits_on(132, batch, hq, hk, max_kv_len);
 }
 
 static int64_t ws_bytes(int64_t splits, int64_t rows, int64_t d) {
@@ -494,6 +500,40 @@ static void test_ref_merge(void **state) {
     assert_true(lse == -INFINITY && o[0] == 0 && o[1] == 0);
 }
 
+/* The plan takes the device's SM count from the context (here the fake's), not 132: the pure
+   rule at three counts against the documented one, then through contexts of 132 and 114 SMs
+   (an H100 PCIe) on shapes whose split count differs. */
+static void test_split_rule_follows_sms(void **state) {
+    static const int sms[] = {132, 114, 78};
+    static const struct { int64_t b, hq, hk, max, at132, at114; } rows[] = {
+        {24, 32, 8, 4096, 2, 1},   /* 192 CTAs: 1.45 per SM on 132, 1.68 on 114 */
+        {75, 32, 8, 4096, 4, 3},   /* 600 CTAs: past one wave on both */
+        {2, 32, 8, 8192, 17, 15},  /* 16 CTAs: raised towards 2 per SM */
+        {1, 32, 8, 32768, 32, 32}, /* 8 CTAs: 1024-key chunks either way */
+    };
+    size_t i, j;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const int64_t ctas = rows[i].b * rows[i].hk * ((rows[i].hq / rows[i].hk + 3) / 4);
+        for (j = 0; j < sizeof sms / sizeof sms[0]; j++)
+            assert_int_equal(talon__decode_splits(ctas, rows[i].max, sms[j]),
+                             doc_splits_on(sms[j], rows[i].b, rows[i].hq, rows[i].hk, rows[i].max));
+        assert_int_equal(talon__decode_splits(ctas, rows[i].max, 132), rows[i].at132);
+        assert_int_equal(talon__decode_splits(ctas, rows[i].max, 114), rows[i].at114);
+    }
+    for (j = 0; j < 2; j++) {
+        talon_ctx *ctx;
+        talon_decode_attention_args a = valid_decode();
+        int64_t bytes = -1;
+        fake.sms = j ? 114 : 132;
+        assert_int_equal(talon_ctx_create(&ctx, NULL), TALON_SUCCESS);
+        a.batch = 24; a.num_qo_heads = 32; a.num_kv_heads = 8; a.head_dim = 128; a.max_kv_len = 4096;
+        assert_int_equal(talon_decode_attention_workspace_size(ctx, &a, &bytes), TALON_SUCCESS);
+        assert_int_equal(bytes, ws_bytes(j ? 1 : 2, 24 * 32, 128));
+        talon_ctx_destroy(ctx);
+    }
+}
+
 /* ================================================================ main */
 #define ADD(fn) test_add(#fn, fn, NULL)
 #define ADD_ROWS(table, fn)                                                                    \
@@ -503,6 +543,7 @@ int main(void) {
     size_t i;
     ADD_ROWS(bad_rows, test_invalid_argument);
     ADD(test_split_rule);
+    ADD(test_split_rule_follows_sms);
     ADD_ROWS(launch_rows, test_launch);
     ADD(test_launch_merge);
     ADD(test_workspace_exact);

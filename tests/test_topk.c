@@ -254,6 +254,25 @@ static void test_ref_topk(void **state) {
     assert_false(ref_topk_before((const float[]){inf, nan}, 0, 1));
 }
 
+/* The sampled path's chunk count is a wave cost over the device's resident slots (SM count x
+   3, read at context creation): the same shapes plan differently on 132, 114 and 66 SMs. */
+static void test_chunks_follow_sms(void **state) {
+    static const struct { int64_t rows, cols; int sms; int64_t chunk_len; } rows[] = {
+        {100, 262144, 132, 37504}, {100, 262144, 114, 87424}, {100, 262144, 66, 52480},
+        {65, 128256, 132, 21376},  {65, 128256, 114, 25664},  {65, 128256, 66, 42752},
+        {33, 262144, 132, 21888},  {33, 262144, 114, 26240},  {33, 262144, 66, 43712},
+        {256, 262144, 66, 32768},  /* 2048 blocks: chunks of 32768 whatever the count */
+        {4, 128256, 66, 4096},     /* the chunk path's rule does not depend on it */
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        assert_int_equal(talon__topk_chunk_len(rows[i].rows, rows[i].cols,
+                                               talon__topk_small(rows[i].rows, rows[i].cols),
+                                               rows[i].sms),
+                         rows[i].chunk_len);
+}
+
 /* ---------------------------------------------------------------- main */
 int main(void) {
     size_t i;
@@ -261,6 +280,7 @@ int main(void) {
         test_add(bad_rows[i].name, test_invalid_argument, &bad_rows[i]);
     test_add("topk accepts the edges", test_accepts_edges, NULL);
     test_add("topk workspace size", test_workspace_size, NULL);
+    test_add("topk chunks follow the SM count", test_chunks_follow_sms, NULL);
     for (i = 0; i < sizeof launch_rows / sizeof launch_rows[0]; i++)
         test_add(launch_rows[i].name, test_launch, &launch_rows[i]);
     test_add("ref_topk_row hand cases", test_ref_topk, NULL);

@@ -51,7 +51,12 @@ extern "C" {
                                 void **extra))                                                 \
     X(cuStreamIsCapturing, 10000, (CUstream stream, CUstreamCaptureStatus * status))           \
     X(cuGetErrorName, 6000, (CUresult error, const char **str))                                \
-    X(cuGetErrorString, 6000, (CUresult error, const char **str))
+    X(cuGetErrorString, 6000, (CUresult error, const char **str))                              \
+    X(cuTensorMapEncodeTiled, 12000,                                                           \
+      (CUtensorMap * map, CUtensorMapDataType type, cuuint32_t rank, void *addr,               \
+       const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,               \
+       const cuuint32_t *elem_strides, CUtensorMapInterleave interleave,                       \
+       CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob))
 
 typedef struct talon__driver {
     int loaded;

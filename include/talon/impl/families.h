@@ -10,6 +10,7 @@ extern "C" {
 
 #include "validate.h"
 #include "paged_kv.h"
+#include "tma.h"
 #include "norm.h"
 #include "act.h"
 #include "topk_plan.h"
