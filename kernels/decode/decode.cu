@@ -34,8 +34,10 @@
 // Variants (include/talon/kernels/decode.def): q type x cache type (same or fp8) x head_dim
 // (64, 128, 256) x heads per CTA (1, 2, 4: the group is cut into chunks of at most 4).
 // merge_splits reads n fp32 partials, merge_states two partials of the output type.
-#include <cuda_fp8.h>
+#include "dev/async.cuh"
+#include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
+#include "dev/mma.cuh"
 #include "talon/kernels/decode.def"
 
 namespace talon::decode {
@@ -50,25 +52,6 @@ constexpr int MMA_STAGES = 2;
 constexpr float NEG_INF = -__builtin_huge_valf();
 constexpr float LN2 = 0.69314718055994531f;
 
-__device__ __forceinline__ void bf16x2(uint32_t w, float &a, float &b) {
-    a = __uint_as_float(w << 16);
-    b = __uint_as_float(w & 0xffff0000u);
-}
-__device__ __forceinline__ void f16x2(uint32_t w, float &a, float &b) {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w));
-    a = f.x;
-    b = f.y;
-}
-// The two e4m3 values in the low 16 bits of w -> f16x2 (exact: cvt.rn.f16x2.e4m3x2).
-__device__ __forceinline__ uint32_t e4m3x2_f16x2(uint32_t w) {
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
-    return uint32_t(h.x) | uint32_t(h.y) << 16;
-}
-
-// 16 bytes global -> shared, cached in L2 only: K/V are streamed once.
-__device__ __forceinline__ void cp16(unsigned d, const char *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-}
 
 // 8 consecutive cache elements of one key row (16 bytes). Copied global -> shared by cp.async
 // (L2 only: streamed once), read back by the same thread, so the ring needs no barrier, only
@@ -77,19 +60,18 @@ template <typename T> struct Row8 {
     using raw = uint4;
     raw r;
     __device__ __forceinline__ static void copy(raw *dst, const char *src) {
-        cp16((unsigned)__cvta_generic_to_shared(dst), src);
+        cp_async_16((unsigned)__cvta_generic_to_shared(dst), src);
     }
     __device__ __forceinline__ void get(float (&x)[8]) const {
         const uint32_t w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(w[i], x[2 * i], x[2 * i + 1]);
-            else f16x2(w[i], x[2 * i], x[2 * i + 1]);
+            const float2 f = unpack2<T>(w[i]);
+            x[2 * i] = f.x;
+            x[2 * i + 1] = f.y;
         }
     }
 };
-
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
 // Fills the first S - 1 steps of a ring of S: page numbers one step ahead of the copies.
 template <int S, typename P, typename I>
@@ -101,8 +83,6 @@ __device__ __forceinline__ void prime_ring(P &pages, I &issue, int start, int st
         pages(start + (st + 1) * step);
     }
 }
-
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 // What a CTA works on: request b, kv head hk, its gn query heads from row row0 of q and o,
 // and its split's share [start, end) of the attended keys [lo, kv). Clamping keeps a bad
@@ -227,7 +207,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
                 R::copy(&ring[stage][1][j][tid], vb + off);
             }
         }
-        cp_commit();
+        cp_async_commit();
     };
     prime_ring<STAGES>(pages, issue, start, STEP);
 
@@ -235,7 +215,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     for (int base = start; base < end; base += STEP) {
         issue(base + (STAGES - 1) * STEP, stage == 0 ? STAGES - 1 : stage - 1);
         pages(base + STAGES * STEP);
-        cp_wait<STAGES - 1>();
+        cp_async_wait<STAGES - 1>();
         const int first = base + kg * KPI;
         R kr[KPI], vr[KPI];
 #pragma unroll
@@ -299,7 +279,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
                 for (int e = 0; e < 8; e++) acc[h][e] = fmaf(s[j][h], v8[e], acc[h][e]);
         }
     }
-    cp_wait<0>();
+    cp_async_wait<0>();
     __syncthreads(); // the ring becomes s_acc
 
     // Combine the key groups: thread (kg, li) finishes head kg's elements [li * 8, li * 8 + 8).
@@ -338,55 +318,6 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
 // product and a per-dim output allow: a K lane takes 4 consecutive bytes of its key, a V lane
 // D/8 consecutive dims of two keys (byte-permuted into key pairs); q follows K's order and the
 // output dims V's.
-template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b) {
-    uint32_t r;
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-        r = *reinterpret_cast<const uint32_t *>(&h);
-    } else {
-        const __half2 h = __floats2half2_rn(a, b);
-        r = *reinterpret_cast<const uint32_t *>(&h);
-    }
-    return r;
-}
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>)
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <typename T>
-__device__ __forceinline__ void mma1688(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>)
-        asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a0), "r"(a1), "r"(b0));
-    else
-        asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a0), "r"(a1), "r"(b0));
-}
-template <bool TRANS> __device__ __forceinline__ void ldsm4(uint32_t (&x)[4], unsigned addr) {
-    if constexpr (TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr) : "memory");
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr) : "memory");
-}
-template <int N> __device__ __forceinline__ void lds(uint32_t *x, unsigned addr) {
-    static_assert(N == 2 || N == 4, "8 or 16 bytes");
-    if constexpr (N == 4)
-        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];" : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr) : "memory");
-    else
-        asm volatile("ld.shared.v2.b32 {%0,%1}, [%2];" : "=r"(x[0]), "=r"(x[1]) : "r"(addr) : "memory");
-}
-
 template <typename T, bool FP8, int D, int G>
 __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
     using TM = std::conditional_t<FP8, __half, T>; // the MMA's element type
@@ -428,9 +359,7 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
             mb = max(mb & 0xffffu, mb >> 16);
 #pragma unroll
             for (int o = 1; o < 32; o <<= 1) mb = max(mb, __shfl_xor_sync(~0u, mb, o));
-            float mx, lo, hi;
-            if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(mb, mx, lo);
-            else f16x2(mb, mx, lo);
+            const float mx = unpack2<T>(mb).x;
             int qs = 0;
             if (mx > 0.f && mx <= 3.4e38f) {
                 frexpf(mx, &qs);
@@ -441,9 +370,8 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
             for (int kk = 0; kk < D / 16; kk++)
 #pragma unroll
                 for (int j = 0; j < 2; j++) {
-                    if constexpr (std::is_same_v<T, __nv_bfloat16>) bf16x2(qb[kk][j], lo, hi);
-                    else f16x2(qb[kk][j], lo, hi);
-                    qb[kk][j] = pack2<__half>(ldexpf(lo, qs), ldexpf(hi, qs));
+                    const float2 f = unpack2<T>(qb[kk][j]);
+                    qb[kk][j] = pack2<__half>(ldexpf(f.x, qs), ldexpf(f.y, qs));
                 }
         }
     }
@@ -481,11 +409,11 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
                 const int pos = min(step_base + w * KW + r, end - 1);
                 const int64_t off = (int64_t)(pg[j] + (pos & pmask)) * p.slot_stride;
                 const unsigned d = ring + stage * STAGEB + swz(r, c);
-                cp16(d, kb + off);
-                cp16(d + TILEB, vb + off);
+                cp_async_16(d, kb + off);
+                cp_async_16(d + TILEB, vb + off);
             }
         }
-        cp_commit();
+        cp_async_commit();
     };
     prime_ring<MMA_STAGES>(pages, issue, start, STEP);
 
@@ -510,7 +438,7 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
         __syncwarp(); // every lane is done reading the stage about to be refilled
         issue(base + (MMA_STAGES - 1) * STEP, stage == 0 ? MMA_STAGES - 1 : stage - 1);
         pages(base + MMA_STAGES * STEP);
-        cp_wait<MMA_STAGES - 1>();
+        cp_async_wait<MMA_STAGES - 1>();
         __syncwarp(); // the other lanes' copies of this stage are visible
         const unsigned kt = ring + stage * STAGEB + lrow, vt = kt + TILEB;
         stage = stage == MMA_STAGES - 1 ? 0 : stage + 1;
@@ -524,20 +452,20 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
 #pragma unroll
                 for (int kq = 0; kq < D / 64; kq++) {
                     uint32_t x[4];
-                    ldsm4<false>(x, kt + nt * 8 * ROWB + chunk(lr, 4 * kq + vc));
+                    ldmatrix_x4<false>(x, kt + nt * 8 * ROWB + chunk(lr, 4 * kq + vc));
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
-                        const uint32_t lo = e4m3x2_f16x2(x[i]), hi = e4m3x2_f16x2(x[i] >> 16);
+                        const uint32_t lo = e4m3x2_to_f16x2(x[i]), hi = e4m3x2_to_f16x2(x[i] >> 16);
                         const uint32_t a[4] = {lo, lo, hi, hi};
-                        mma16816<TM>(d, a, qb[4 * kq + i][0], qb[4 * kq + i][1]);
+                        mma_m16n8k16<TM>(d, a, qb[4 * kq + i][0], qb[4 * kq + i][1]);
                     }
                 }
             } else {
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk++) {
                     uint32_t x[4];
-                    ldsm4<false>(x, kt + nt * 8 * ROWB + chunk(lr, 2 * kk + kc));
-                    mma16816<TM>(d, x, qb[kk][0], qb[kk][1]);
+                    ldmatrix_x4<false>(x, kt + nt * 8 * ROWB + chunk(lr, 2 * kk + kc));
+                    mma_m16n8k16<TM>(d, x, qb[kk][0], qb[kk][1]);
                 }
             }
             const bool out = base + w * KW + nt * 8 + g >= end;
@@ -578,12 +506,9 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
             l[0] += p0;
             l[1] += p1;
             const uint32_t hi = pack2<TM>(p0, p1);
-            float h0, h1;
-            if constexpr (std::is_same_v<TM, __nv_bfloat16>) bf16x2(hi, h0, h1);
-            else f16x2(hi, h0, h1);
-            const uint32_t low = __shfl_xor_sync(~0u, pack2<TM>(p0 - h0, p1 - h1), 2);
-            uint32_t pb;
-            asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(pb) : "r"(t < 2 ? hi : low));
+            const float2 h = unpack2<TM>(hi);
+            const uint32_t low = __shfl_xor_sync(~0u, pack2<TM>(p0 - h.x, p1 - h.y), 2);
+            const uint32_t pb = movmatrix_trans(t < 2 ? hi : low);
             if constexpr (FP8) {
                 // Byte j of word i of x (key 2t) and y (key 2t + 1), i counted over the pieces,
                 // is dim g D/8 + 4i + j: pairs (x_j, y_j) are the A fragments of tiles 2i
@@ -597,22 +522,22 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
                     for (int j = 0; j < VW; j++) {
                         const int i = VW * pc + j;
                         const uint32_t a = __byte_perm(x[j], y[j], 0x5140), c2 = __byte_perm(x[j], y[j], 0x7362);
-                        mma1688<TM>(acc[2 * i], e4m3x2_f16x2(a), e4m3x2_f16x2(a >> 16), pb);
-                        mma1688<TM>(acc[2 * i + 1], e4m3x2_f16x2(c2), e4m3x2_f16x2(c2 >> 16), pb);
+                        mma_m16n8k8<TM>(acc[2 * i], e4m3x2_to_f16x2(a), e4m3x2_to_f16x2(a >> 16), pb);
+                        mma_m16n8k8<TM>(acc[2 * i + 1], e4m3x2_to_f16x2(c2), e4m3x2_to_f16x2(c2 >> 16), pb);
                     }
                 }
             } else {
 #pragma unroll
                 for (int cg = 0; cg < CPR / 4; cg++) {
                     uint32_t x[4];
-                    ldsm4<true>(x, vt + nt * 8 * ROWB + chunk(lr, 4 * cg + vc));
-                    mma1688<TM>(acc[2 * cg], x[0], x[1], pb);
-                    mma1688<TM>(acc[2 * cg + 1], x[2], x[3], pb);
+                    ldmatrix_x4<true>(x, vt + nt * 8 * ROWB + chunk(lr, 4 * cg + vc));
+                    mma_m16n8k8<TM>(acc[2 * cg], x[0], x[1], pb);
+                    mma_m16n8k8<TM>(acc[2 * cg + 1], x[2], x[3], pb);
                 }
             }
         }
     }
-    cp_wait<0>();
+    cp_async_wait<0>();
     __syncthreads(); // the ring becomes s_acc
 
 #pragma unroll
@@ -699,12 +624,12 @@ template <int DT, int FP8, int D, int G> __device__ void decode_heads(const talo
     using T = elem<DT>;
     // The merge kernel may launch now (a programmatic dependent, talon.h); it waits for this
     // grid's results before reading them.
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    pdl_launch_dependents();
     if constexpr (FP8 || (G > 1 && D <= 128)) decode_mma<T, FP8 != 0, D, G>(p);
     else decode<T, D, G>(p);
 }
 template <int DT> __device__ void merge_splits(const talon__merge_params &p) {
-    asm volatile("griddepcontrol.wait;" ::: "memory"); // the attention kernel's partials
+    pdl_wait(); // the attention kernel's partials
     merge<float, elem<DT>, TALON__DECODE_MERGE_LANES>(p);
 }
 template <int DT> __device__ void merge_states(const talon__merge_params &p) { merge<elem<DT>, elem<DT>, 1>(p); }

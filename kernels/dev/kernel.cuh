@@ -6,7 +6,7 @@
 // so launch bounds, cluster shape and template arguments all come from the table row.
 #pragma once
 #include "talon/kernels/common.def"
-#include "dev/vec.cuh"
+#include "vec.cuh"
 
 // A compile-time cluster (a plain cuLaunchKernel forms it); size 1 means no cluster attribute.
 #define TALON__DEV_CLUSTER_1

@@ -109,6 +109,15 @@ __device__ __forceinline__ void cluster_sync() {
                  "barrier.cluster.wait.acquire.aligned;" ::
                      : "memory");
 }
+// The two halves, split so that work fits between them: arrive when this CTA's shared memory
+// may be read by its peers for the last time coming, wait before exiting (a CTA must not exit
+// while a peer may still read its shared memory).
+__device__ __forceinline__ void cluster_arrive() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
 
 // Address of the same shared-memory variable in CTA `cta` of the cluster (shared::cluster window).
 __device__ __forceinline__ uint32_t map_to_cta(const void *p, uint32_t cta) {

@@ -24,6 +24,7 @@
 #pragma once
 #include <cuda.h>
 #include <cstdint>
+#include "cache.cuh"
 #include "mbarrier.cuh"
 
 namespace talon::dev {
@@ -42,19 +43,6 @@ __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map) {
 // way when shared memory that TMA wrote is rewritten by ordinary stores before another copy.
 __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-// L2 eviction policies for the .L2::cache_hint variants: evict_first for data read once
-// (streamed activations), evict_last for data reused by many CTAs (weights in a GEMM wave).
-__device__ __forceinline__ uint64_t l2_policy_evict_first() {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
-__device__ __forceinline__ uint64_t l2_policy_evict_last() {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-    return p;
 }
 
 // ---------------------------------------------------------------- global -> shared, tensor

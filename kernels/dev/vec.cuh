@@ -18,6 +18,7 @@ template <int DT> using elem = typename elem_of<DT>::type;
 // bf16 is the top half of an fp32: a shift (ptxas allocates registers better for it than for cvt).
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __uint_as_float(uint32_t(__bfloat16_as_ushort(x)) << 16); }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(float x) { return x; }
 template <typename T> __device__ __forceinline__ T from_f32(float x);
 template <> __device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }
 template <> __device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
@@ -87,6 +88,25 @@ __device__ __forceinline__ void load_f32(const T *p, float (&x)[VEC]) {
 template <typename T, int VEC>
 __device__ __forceinline__ void store_f32(T *p, const float (&x)[VEC]) {
     store_vec(p, to_vec<T, VEC>(x));
+}
+
+// Two 16-bit elements packed in a 32-bit word (the low one first) <-> fp32; packing rounds to
+// nearest even (cvt.rn.{bf16,f16}x2.f32).
+template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
+template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w) {
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
+    return __half22float2(*reinterpret_cast<const __half2 *>(&w));
+}
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&b);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
 }
 
 } // namespace talon::dev

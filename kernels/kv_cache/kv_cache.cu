@@ -12,7 +12,7 @@
 //
 // Variants (one row each in include/talon/kernels/kv_cache.def): cache type (input type/fp8) x
 // element type x VEC, where VEC = 8 is the 16-byte path and VEC = 1 takes any layout.
-#include <cuda_fp8.h>
+#include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
 #include "talon/kernels/kv_cache.def"
 
@@ -80,11 +80,10 @@ __device__ __forceinline__ void kv_copy(const talon__kv_params &p) {
                 uint32_t b[4];
 #pragma unroll
                 for (int j = 0; j < 4; j++)
-                    b[j] = __nv_cvt_float2_to_fp8x2(make_float2(q(2 * j), q(2 * j + 1)),
-                                                    __NV_SATFINITE, __NV_E4M3);
+                    b[j] = e4m3x2_from_f32(q(2 * j), q(2 * j + 1));
                 *reinterpret_cast<uint2 *>(out) = make_uint2(b[0] | b[1] << 16, b[2] | b[3] << 16);
             } else {
-                *out = __nv_cvt_float_to_fp8(q(0), __NV_SATFINITE, __NV_E4M3);
+                *out = e4m3_from_f32(q(0));
             }
         } else {
             store_vec<T, VEC>(reinterpret_cast<T *>(which[i] ? p.v_cache : p.k_cache) + dst[i], x[i]);

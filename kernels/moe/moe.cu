@@ -48,6 +48,8 @@
 #include <cooperative_groups.h>
 #include <type_traits>
 #include "dev/kernel.cuh"
+#include "dev/mbarrier.cuh"
+#include "dev/reduce.cuh"
 #include "talon/kernels/moe.def"
 
 namespace talon::moe {
@@ -116,35 +118,6 @@ __device__ __forceinline__ void fill(int *p, int64_t count, int v, int t, int nt
     int4 *q = reinterpret_cast<int4 *>(p + head);
     for (int64_t i = t; i < nvec; i += nt) q[i] = make_int4(v, v, v, v);
     if (t < count - tail) p[tail + t] = v;
-}
-
-// Exclusive scans of two values per thread at once (all NW warps call it); totals in *total.
-// warp_sum: NW + 1 entries of shared memory.
-template <int NW>
-__device__ __forceinline__ int2 block_exclusive_scan2(int2 v, int2 *total, int2 *warp_sum) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int2 inc = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int tx = __shfl_up_sync(~0u, inc.x, o), ty = __shfl_up_sync(~0u, inc.y, o);
-        if (lane >= o) inc.x += tx, inc.y += ty;
-    }
-    if (lane == 31) warp_sum[warp] = inc;
-    __syncthreads();
-    if (warp == 0) {
-        const int2 w = lane < NW ? warp_sum[lane] : make_int2(0, 0);
-        int2 winc = w;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int tx = __shfl_up_sync(~0u, winc.x, o), ty = __shfl_up_sync(~0u, winc.y, o);
-            if (lane >= o) winc.x += tx, winc.y += ty;
-        }
-        if (lane < NW) warp_sum[lane] = make_int2(winc.x - w.x, winc.y - w.y);
-        if (lane == 31) warp_sum[NW] = winc;
-    }
-    __syncthreads();
-    *total = warp_sum[NW];
-    return make_int2(warp_sum[warp].x + inc.x - v.x, warp_sum[warp].y + inc.y - v.y);
 }
 
 // Ids of expert e in the lower-ranked blocks of the cluster (*before) and in all (*all), from
@@ -224,7 +197,7 @@ __device__ __forceinline__ void moe_align_looped(const talon__moe_align_params &
     }
     // No block may exit (releasing its shared memory) before the others have read its tot:
     // arrive now, wait at the very end.
-    if constexpr (CL > 1) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    if constexpr (CL > 1) cluster_arrive();
 
     // padded group starts, and where this block's ids of each expert go (E <= blockDim.x)
     int total, placed;
@@ -289,7 +262,7 @@ __device__ __forceinline__ void moe_align_looped(const talon__moe_align_params &
         expert_ids[b] = v;
     }
     if (gthread == 0) *reinterpret_cast<int *>(p.num_post) = total;
-    if constexpr (CL > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    if constexpr (CL > 1) cluster_wait();
 }
 
 constexpr int SW = TALON__MOE_ALIGN_REGS_WARPS;
@@ -400,7 +373,7 @@ __device__ __forceinline__ void align_regs(const talon__moe_align_params &p) {
         cg::this_cluster().sync();
         if (e < E) cluster_count<CL>(tot, e, rank, &before, &all);
         // no block may exit before the others have read its tot: arrive now, wait at the end
-        asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+        cluster_arrive();
     }
     const int pad = (all + B - 1) & -B;
     int2 t;
@@ -459,7 +432,7 @@ __device__ __forceinline__ void align_regs(const talon__moe_align_params &p) {
             }
         }
     }
-    if constexpr (CL > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    if constexpr (CL > 1) cluster_wait();
 }
 
 // The register kernels' body: targs (cluster size, ids of the cluster at most, sliced 0/1).

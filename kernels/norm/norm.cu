@@ -15,6 +15,7 @@
 // any shape; the 16-byte path also comes with 128 threads (_b128) for rows of up to 4096.
 #include <type_traits>
 #include "dev/kernel.cuh"
+#include "dev/reduce.cuh"
 #include "talon/kernels/norm.def"
 
 namespace talon::norm {
@@ -41,23 +42,9 @@ __device__ __forceinline__ Stats combine(Stats a, Stats b) {
     return {n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
 }
 
-__device__ __forceinline__ float shfl(float v, int o) { return __shfl_xor_sync(~0u, v, o); }
-__device__ __forceinline__ Stats shfl(Stats s, int o) {
-    return {shfl(s.n, o), shfl(s.mean, o), shfl(s.m2, o)};
-}
-
 // Whole-block reduction; every thread gets the result. Called once per kernel.
 template <typename R> __device__ __forceinline__ R block_reduce(R v) {
-    __shared__ R red[32];
-#pragma unroll
-    for (int o = 16; o; o >>= 1) v = combine(v, shfl(v, o));
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    v = lane < int(blockDim.x / 32) ? red[lane] : R{};
-#pragma unroll
-    for (int o = 16; o; o >>= 1) v = combine(v, shfl(v, o));
-    return v;
+    return block_allreduce(v, [](R a, R b) { return combine(a, b); });
 }
 
 template <typename T, int VEC, int BLOCK, Mode M>

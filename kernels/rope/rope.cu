@@ -45,22 +45,6 @@ __device__ __forceinline__ void angle_sincos(double pos, double f, float &s, flo
     __sincosf((float)r, &s, &c);
 }
 
-// Two elements packed in a 32-bit word <-> fp32 (cvt.rn.{bf16,f16}x2.f32 on the way back).
-__device__ __forceinline__ float2 unpack2(uint32_t w, __nv_bfloat16) {
-    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-}
-__device__ __forceinline__ float2 unpack2(uint32_t w, __half) {
-    return __half22float2(*reinterpret_cast<const __half2 *>(&w));
-}
-__device__ __forceinline__ uint32_t pack2(float lo, float hi, __nv_bfloat16) {
-    const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&b);
-}
-__device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&h);
-}
-
 __device__ __forceinline__ void rotate(float &x, float &y, float c, float s) {
     const float x0 = x;
     x = fmaf(x0, c, -y * s);
@@ -132,15 +116,15 @@ __device__ __forceinline__ void rope(const talon__rope_params &p) {
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 if constexpr (NEOX) { // words j, 4 + j: x and y of pairs 2j, 2j + 1
-                    float2 x = unpack2(w[k][j], T()), y = unpack2(w[k][4 + j], T());
+                    float2 x = unpack2<T>(w[k][j]), y = unpack2<T>(w[k][4 + j]);
                     rotate(x.x, y.x, c[2 * j], s[2 * j]);
                     rotate(x.y, y.y, c[2 * j + 1], s[2 * j + 1]);
-                    w[k][j] = pack2(x.x, x.y, T());
-                    w[k][4 + j] = pack2(y.x, y.y, T());
+                    w[k][j] = pack2<T>(x.x, x.y);
+                    w[k][4 + j] = pack2<T>(y.x, y.y);
                 } else { // word j: pair j
-                    float2 xy = unpack2(w[k][j], T());
+                    float2 xy = unpack2<T>(w[k][j]);
                     rotate(xy.x, xy.y, c[j], s[j]);
-                    w[k][j] = pack2(xy.x, xy.y, T());
+                    w[k][j] = pack2<T>(xy.x, xy.y);
                 }
             }
             store_vec<T, 8, true>(ptr[k] + off0, *reinterpret_cast<const vec_t<T, 8> *>(&w[k][0]));

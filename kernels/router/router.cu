@@ -35,14 +35,13 @@
 // (VEC = 4 f32 or 8 bf16/f16 elements per 16-byte load; VEC = 1 element-wise, any layout) x
 // experts per lane (NPER = 4, 8, 16 for up to 128, 256, 512 experts).
 #include "dev/kernel.cuh"
+#include "dev/keys.cuh"
+#include "dev/reduce.cuh"
 #include "talon/kernels/router.def"
 
 namespace talon::router {
 using namespace talon::dev;
 
-__device__ __forceinline__ float router_f32(float x) { return x; }
-__device__ __forceinline__ float router_f32(__nv_bfloat16 x) { return to_f32(x); }
-__device__ __forceinline__ float router_f32(__half x) { return to_f32(x); }
 
 // exp(d): Cody-Waite reduction by ln 2 (n rounded by the 1.5 * 2^23 trick, which also leaves
 // n in the low mantissa bits: no conversion instructions, which issue at 1/8 rate), degree-7
@@ -89,25 +88,16 @@ __device__ __forceinline__ float fast_exp(float d) {
     return y;
 }
 
-// Monotone map of floats to unsigned keys: -0 folds into +0 (x + 0), every NaN is the largest
-// key, and 0 is left free for "taken" and "absent".
-__device__ __forceinline__ uint32_t order_key(float x) {
-    const uint32_t u = __float_as_uint(__fadd_rn(x, 0.f));
-    return (u & 0x7fffffffu) > 0x7f800000u ? ~0u : u ^ (uint32_t(int32_t(u) >> 31) | 0x80000000u);
-}
-__device__ __forceinline__ float key_value(uint32_t k) {
-    return k == ~0u ? __uint_as_float(0x7fffffffu) : __uint_as_float(k >> 31 ? k & 0x7fffffffu : ~k);
-}
 
 template <typename T, int VEC>
 __device__ __forceinline__ void load_logits(const T *p, float *x) {
     if constexpr (VEC == 1) {
-        x[0] = router_f32(__ldg(p));
+        x[0] = to_f32(__ldg(p));
     } else {
         const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
         const T *e = reinterpret_cast<const T *>(&u);
 #pragma unroll
-        for (int t = 0; t < VEC; t++) x[t] = router_f32(e[t]);
+        for (int t = 0; t < VEC; t++) x[t] = to_f32(e[t]);
     }
 }
 
@@ -162,7 +152,7 @@ __device__ __forceinline__ void route_tokens(const talon__router_params &p) {
     const bool softmax = PLAIN || p.scoring == TALON__ROUTER_SOFTMAX;
     float m = 0.f, inv = 0.f, sum = 0.f;  // sum: unbiased, reduced with the floor below
     if (softmax) {
-        m = key_value(__reduce_max_sync(~0u, tree<NPER>(key, umax)));
+        m = order_key_value(__reduce_max_sync(~0u, tree<NPER>(key, umax)));
         if (!isfinite(m)) {
             inv = __uint_as_float(0x7fffffffu);
         } else if (bias) {
@@ -170,8 +160,7 @@ __device__ __forceinline__ void route_tokens(const talon__router_params &p) {
 #pragma unroll
             for (int i = 0; i < NPER; i++) q[i] = __float2ull_rz(__fmul_rn(rexp(__fsub_rn(x[i], m)), 0x1p53f));
             unsigned long long sq = tree<NPER>(q, [](unsigned long long a, unsigned long long b) { return a + b; });
-#pragma unroll
-            for (int o = 16; o; o >>= 1) sq += __shfl_xor_sync(~0u, sq, o);
+            sq = warp_allreduce(sq, [](unsigned long long a, unsigned long long b) { return a + b; });
             inv = rrcp(__fmul_rn(__ull2float_rn(sq), 0x1p-53f));
         } else {
             float e[NPER];
@@ -344,11 +333,10 @@ __device__ __forceinline__ void route_tokens(const talon__router_params &p) {
     // Each chosen expert is scored by its lane: without a bias from its key (the logit's), with
     // one from its logit (still in L1).
     float w = 0.f;
-    if (slot >= 0) w = score(bias ? router_f32(__ldg(row + my_id)) : key_value(my_key));
+    if (slot >= 0) w = score(bias ? to_f32(__ldg(row + my_id)) : order_key_value(my_key));
     if (p.renormalize) {
         float s = w;
-#pragma unroll
-        for (int o = 16; o; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(~0u, s, o));
+        s = warp_allreduce(s, [](float a, float b) { return __fadd_rn(a, b); });
         w = __fdividef(w, s);
     }
     if (slot >= 0) {

@@ -43,7 +43,10 @@
 // 16-byte loads with L2 hints, each measured faster. The measurements, and the variants tried
 // and not taken (one-read register lists, 8-block clusters, group skipping, longer chunks), are
 // in docs/notes/topk.md.
+#include "dev/async.cuh"
 #include "dev/kernel.cuh"
+#include "dev/keys.cuh"
+#include "dev/tma.cuh"
 #include "talon/kernels/topk.def"
 
 namespace talon::topk {
@@ -56,33 +59,9 @@ constexpr int IDX_BITS = 18;                 // cols <= 2^18
 constexpr uint32_t IDX_TOP = (1u << IDX_BITS) - 1;
 constexpr int UNROLL = 8;
 
-// An element's bits as a 32-bit word and back: candidates carry them, so the values written at
-// the end need no second read of the input.
-__device__ __forceinline__ uint32_t raw_of(float x) { return __float_as_uint(x); }
-__device__ __forceinline__ uint32_t raw_of(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
-__device__ __forceinline__ uint32_t raw_of(__half x) { return __half_as_ushort(x); }
-template <typename T> __device__ __forceinline__ T from_raw(uint32_t u);
-template <> __device__ __forceinline__ float from_raw<float>(uint32_t u) { return __uint_as_float(u); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_raw<__nv_bfloat16>(uint32_t u) { return __ushort_as_bfloat16((unsigned short)u); }
-template <> __device__ __forceinline__ __half from_raw<__half>(uint32_t u) { return __ushort_as_half((unsigned short)u); }
-
-__device__ __forceinline__ float value_f32(float x) { return x; }
-__device__ __forceinline__ float value_f32(__nv_bfloat16 x) { return to_f32(x); }
-__device__ __forceinline__ float value_f32(__half x) { return to_f32(x); }
-
-template <typename T> __device__ __forceinline__ uint32_t key_of(T v) {
-    const float x = value_f32(v);
-    uint32_t u = __float_as_uint(x);
-    u = u == 0x80000000u ? 0 : u;
-    const uint32_t key = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-    return x != x ? 0xFFFFFFFFu : key; // selects, no branch: this runs for every element
-}
-// The value whose key is `key` (NaN for keys no value has): x < value_of_key(lo) implies
-// key_of(x) < lo, so one float compare rejects most elements before any key is formed (a NaN
-// bound rejects nothing).
-__device__ __forceinline__ float value_of_key(uint32_t key) {
-    return __uint_as_float((key & 0x80000000u) ? key ^ 0x80000000u : ~key);
-}
+// Candidates carry an element's raw bits (raw_of), so the values written at the end need no
+// second read of the input.
+template <typename T> __device__ __forceinline__ uint32_t key_of(T v) { return order_key(to_f32(v)); }
 template <typename T> __device__ __forceinline__ uint32_t key_of_raw(uint32_t u) {
     return key_of(from_raw<T>(u));
 }
@@ -106,19 +85,10 @@ template <bool SLOTS> __device__ __forceinline__ Row row_ws(const talon__topk_pa
 // L2 policies of the 16-byte loads: hist marks the row evict_last, so that select, which reads
 // it again right after, finds more of it in L2; select marks it evict_first (its last read).
 enum { L2_KEEP = 1, L2_DROP = 2 };
-__device__ __forceinline__ uint4 load16(const uint4 *a, uint64_t pol) {
-    uint4 r;
-    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(a), "l"(pol));
-    return r;
-}
 template <int POL> __device__ __forceinline__ uint64_t l2_policy() {
-    uint64_t pol = 0;
-    if constexpr (POL == L2_KEEP)
-        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    if constexpr (POL == L2_DROP)
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    return pol;
+    if constexpr (POL == L2_KEEP) return l2_policy_evict_last();
+    if constexpr (POL == L2_DROP) return l2_policy_evict_first();
+    return 0;
 }
 
 // Calls f(i, v) for every element of [begin, end) this thread owns, loads in flight first: with
@@ -137,7 +107,7 @@ __device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
 #pragma unroll
             for (int j = 0; j < UV; j++) {
                 const int q = b + j * BLOCK + threadIdx.x;
-                if (q < nvec) x[j] = load16(vin + q, pol);
+                if (q < nvec) x[j] = load_16_l2_hint(vin + q, pol);
             }
 #pragma unroll
             for (int j = 0; j < UV; j++) {
@@ -261,7 +231,7 @@ template <int DT, int BLOCK> __device__ void topk_sample(const talon__topk_param
     constexpr int PER = TALON__TOPK_SAMPLE / BLOCK, RUN = 128, RUNS = TALON__TOPK_SAMPLE / RUN;
     constexpr int SHIFT = 10; // key bits below the threshold's
     __shared__ int hist[BINS], res[2], warp_sums[32];
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); // select (topk_select)
+    pdl_launch_dependents(); // select (topk_select)
     const int row = blockIdx.x, n = min(p.cols, TALON__TOPK_SAMPLE);
     const T *in = row_in<T>(p, row);
     // Element of sample s = j * BLOCK + threadIdx.x: run s / RUN starts `spacing` elements
@@ -414,9 +384,9 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     constexpr int STAGE_ABOVE = TALON__TOPK_KMAX, STAGE_CAND = TALON__TOPK_CAP - STAGE_ABOVE;
     if (threadIdx.x == 0) sm.n_above = sm.n_cand = 0;
     __syncthreads();
-    const float below = value_of_key(lo);
+    const float below = order_key_value(lo);
     for_keys<T, BLOCK, L2_DROP>(in, begin, end, [&](int i, T v) {
-        if (value_f32(v) < below) return; // the common case: one compare
+        if (to_f32(v) < below) return; // the common case: one compare
         const uint32_t key = key_of(v);
         if (key < lo) return;
         if (key - lo > span) {
@@ -577,10 +547,8 @@ template <int DT, int BLOCK> __device__ void topk_select(const talon__topk_param
     const uintptr_t lo = (a + 15) & ~uintptr_t(15); // bulk prefetches take 16-byte bounds
     const uintptr_t hi = min(a + uintptr_t(c.end - c.begin) * sizeof(T), lo + TALON__TOPK_PREFETCH) & ~uintptr_t(15);
     const uintptr_t s = lo + uintptr_t(threadIdx.x) * PIECE;
-    if (s < hi)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
-                     ::"l"(s), "r"(unsigned(min(uintptr_t(PIECE), hi - s))) : "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (s < hi) bulk_prefetch_l2(reinterpret_cast<const void *>(s), unsigned(min(uintptr_t(PIECE), hi - s)));
+    pdl_wait();
     select_rows<T, BLOCK, false>(p);
 }
 template <int DT, int BLOCK> __device__ void topk_chunk_select(const talon__topk_params &p) {

@@ -1,0 +1,27 @@
+// Asynchronous copies into shared memory (cp.async, sm_80+) and programmatic dependent launch
+// (griddepcontrol, sm_90). The bulk and tensor copies are in tma.cuh.
+#pragma once
+#include <cstdint>
+
+namespace talon::dev {
+
+// 16 bytes global -> shared, cached in L2 only (.cg): for data streamed once.
+__device__ __forceinline__ void cp_async_16(uint32_t smem, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Programmatic dependent launch: a kernel launched after this one with programmatic stream
+// serialization may start once every CTA of this grid has called launch_dependents (or
+// exited); it must call pdl_wait before reading what this grid writes.
+__device__ __forceinline__ void pdl_launch_dependents() {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+// Waits until the grids this one depends on have completed and their writes are visible.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+} // namespace talon::dev

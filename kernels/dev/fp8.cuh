@@ -1,0 +1,24 @@
+// fp8 e4m3 conversions (cvt with .satfinite: out-of-range values saturate to +-448, NaN stays
+// NaN; round to nearest even).
+#pragma once
+#include <cstdint>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+namespace talon::dev {
+
+// The two e4m3 values in the low 16 bits of w -> f16x2 (exact: cvt.rn.f16x2.e4m3x2).
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
+    return uint32_t(h.x) | uint32_t(h.y) << 16;
+}
+
+// fp32 -> e4m3: one value, and two into 16 bits (lo in the low byte).
+__device__ __forceinline__ uint8_t e4m3_from_f32(float x) {
+    return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+}
+__device__ __forceinline__ uint32_t e4m3x2_from_f32(float lo, float hi) {
+    return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+}
+
+} // namespace talon::dev
