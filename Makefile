@@ -38,8 +38,9 @@ vpath %.cu $(sort $(dir $(KERNELS)))
 HEADERS := include/talon.h $(wildcard include/talon/*/*)
 EMBED := build/include/talon_cubins.h
 LIB := build/lib/libtalon.a
-REF_SRCS := $(wildcard tests/ref*.c)
-GPU_HELPERS := tests/gpu.c tests/opcheck.c $(REF_SRCS)
+# tests/common/: what the tests share; tests/<family>/ref_*.c: a family's fp64 references.
+REF_SRCS := tests/common/ref.c $(wildcard tests/*/ref_*.c)
+GPU_HELPERS := tests/common/gpu.c tests/common/opcheck.c $(REF_SRCS)
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 
 all: $(LIB) build/bin/talon-info
@@ -65,40 +66,53 @@ $(LIB): build/obj/talon.o
 
 build/bin/talon-info: tools/talon-info.c $(GPU_HELPERS) $(LIB)
 	$(call say,CC,$@)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/talon-info.d $< $(GPU_HELPERS) $(LIB) -lm $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -MMD -MP -MF build/dep/talon-info.d $(GPU_HELPERS) $< $(LIB) -lm $(LIBS) -o $@
 
 # ---------------------------------------------------------------- CPU tests
-# Every tests/test_<name>.c is a cmocka program run by make test, except the GPU ones
-# (tests/test_gpu*.c); the fake-driver tests include tests/fake_driver.h.
-CPU_TESTS := $(patsubst tests/%.c,build/tests/%,$(filter-out tests/test_gpu%,$(wildcard tests/test_*.c)))
-build/tests/test_%: tests/test_%.c $(REF_SRCS) $(EMBED)
+# tests/<dir>/test_<name>.c builds build/tests/test_<name> (vpath finds the source; names are
+# unique across directories). <dir> is core (dispatcher-wide) or a family; tests/common/ holds
+# the shared files (fake_driver.h, table_rows.h, gpu.*, opcheck.*, ref.*), tests/dev/ has its
+# own rule below. Every test_<name>.c but the GPU ones (test_gpu_*) is a cmocka program run by
+# make test, built with tests/common and its own directory on the include path and linked with
+# tests/common/ref.c and its directory's ref_*.c. The source goes last on the command line:
+# with several sources, -MMD writes the dependencies of the last one.
+TEST_SRCS := $(filter-out tests/dev/%,$(wildcard tests/*/test_*.c))
+GPU_TEST_SRCS := $(foreach t,$(TEST_SRCS),$(if $(filter test_gpu_%,$(notdir $(t))),$(t)))
+CPU_TESTS := $(patsubst %.c,build/tests/%,$(notdir $(filter-out $(GPU_TEST_SRCS),$(TEST_SRCS))))
+ifneq ($(words $(sort $(notdir $(TEST_SRCS)))),$(words $(TEST_SRCS)))
+$(error two tests/*/test_<name>.c share a name (they would build the same build/tests/test_<name>): $(sort $(TEST_SRCS)))
+endif
+vpath test_%.c $(sort $(dir $(TEST_SRCS)))
+$(foreach t,$(TEST_SRCS),$(eval build/tests/$(basename $(notdir $(t))): $(wildcard $(dir $(t))ref_*.c)))
+build/tests/test_%: test_%.c tests/common/ref.c $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_$*.d $< $(REF_SRCS) -lcmocka -lm $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -I$(<D) -MMD -MP -MF build/dep/test_$*.d $(filter-out $<,$(filter %.c,$^)) $< -lcmocka -lm $(LIBS) -o $@
 
 # The header compiles as C99 and C++17, pedantic, header-only and against the archive.
 COMPILE_CHECKS := c99-header-only c99-archive cxx17-header-only cxx17-archive driver-abi
-build/compile/driver-abi: tests/driver_abi_check.c $(EMBED) tests/gpu.h
+build/compile/driver-abi: tests/core/driver_abi_check.c $(EMBED) tests/common/gpu.h
 	$(call say,CC,$@)mkdir -p $(@D)
-	$(Q)$(CC) -std=c11 $(WARN) $(INC) -Itests $< $(LIBS) -o $@
-build/compile/c99-header-only: tests/compile_check.c $(EMBED)
+	$(Q)$(CC) -std=c11 $(WARN) $(INC) -Itests/common $< $(LIBS) -o $@
+build/compile/c99-header-only: tests/core/compile_check.c $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) -std=c99 $(WARN) -pedantic $(INC) -DTALON_IMPLEMENTATION $< $(LIBS) -o $@
-build/compile/c99-archive: tests/compile_check.c $(LIB)
+build/compile/c99-archive: tests/core/compile_check.c $(LIB)
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) -std=c99 $(WARN) -pedantic $(INC) $< $(LIB) $(LIBS) -o $@
-build/compile/cxx17-header-only: tests/compile_check.c $(EMBED)
+build/compile/cxx17-header-only: tests/core/compile_check.c $(EMBED)
 	$(call say,CXX,$@)mkdir -p $(@D)
 	$(Q)$(CXX) -x c++ -std=c++17 $(WARN) -pedantic $(INC) -DTALON_IMPLEMENTATION $< $(LIBS) -o $@
-build/compile/cxx17-archive: tests/compile_check.c $(LIB)
+build/compile/cxx17-archive: tests/core/compile_check.c $(LIB)
 	$(call say,CXX,$@)mkdir -p $(@D)
 	$(Q)$(CXX) -x c++ -std=c++17 $(WARN) -pedantic $(INC) $< -x none $(LIB) $(LIBS) -o $@
 
-test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon-info
+test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon-info build/lib/libtalon_bench.so
 	$(Q)for t in $(CPU_TESTS); do $$t || exit 1; done
 	$(Q)for c in $(COMPILE_CHECKS); do build/compile/$$c || exit 1; done
 	$(Q)sh tests/check_version.sh
 	$(Q)sh tests/test_release_notes.sh
 	$(Q)python3 tools/lint-workflows
+	$(Q)python3 tests/bench/check_mirrors.py build/lib/libtalon_bench.so
 	$(Q)sh tests/test_dist.sh
 	@echo "make test: all CPU tests passed"
 
@@ -107,12 +121,12 @@ test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon
 CMOCKA_SO := $(shell $(CC) -print-file-name=libcmocka.so.0)
 build/tests/libcmocka.so.0: $(CMOCKA_SO)
 	$(Q)mkdir -p $(@D) && cp -L $< $@
-# Every tests/test_gpu*.c is a GPU test program (tests/test_gpu.c: norms and activations); a
-# static pattern rule, so it also wins over the CPU test rule for build/tests/test_gpu itself.
-GPU_TESTS := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_gpu*.c))
-$(GPU_TESTS): build/tests/%: tests/%.c $(GPU_HELPERS) $(LIB) build/tests/libcmocka.so.0
+# Every tests/<dir>/test_gpu_<name>.c but tests/dev/ is a GPU test program, linked with the GPU
+# helpers and every reference; a static pattern rule, so it wins over the CPU test rule.
+GPU_TESTS := $(patsubst %.c,build/tests/%,$(notdir $(GPU_TEST_SRCS)))
+$(GPU_TESTS): build/tests/%: %.c $(GPU_HELPERS) $(LIB) build/tests/libcmocka.so.0
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/$*.d $< $(GPU_HELPERS) $(LIB) -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -I$(<D) -MMD -MP -MF build/dep/$*.d $(GPU_HELPERS) $< $(LIB) -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm $(LIBS) -o $@
 # The device library's unit tests (tests/dev/): test kernels in their own cubin, built beside the
 # program that loads them; never embedded in the library.
 DEV_TEST := build/tests/test_gpu_dev
@@ -124,10 +138,11 @@ $(DEV_TEST): tests/dev/test_gpu_dev.c build/tests/dev_kernels.cubin build/tests/
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 -isystem $(CUDA_INC) -MMD -MP -MF build/dep/test_gpu_dev.d $< -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm -ldl -o $@
 build/bin/talon-bench: bench/bench.c $(GPU_HELPERS) $(LIB)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/bench.d $< $(GPU_HELPERS) $(LIB) -lm $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -MMD -MP -MF build/dep/bench.d $< $(GPU_HELPERS) $(LIB) -lm $(LIBS) -o $@
 
 # The Python benchmarks (bench/ops.py) call talon through ctypes on a shared build of the
-# dispatcher; bench/shim.c adds the struct sizes they check their mirrors against.
+# dispatcher; bench/shim.c adds the description of the argument structs (fields, offsets, sizes)
+# their ctypes mirrors are built from and checked against (its compile-time checks stop the build).
 build/lib/libtalon_bench.so: bench/shim.c $(HEADERS) $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -fPIC -shared $(INC) $< $(LIBS) -o $@
@@ -145,9 +160,9 @@ bench: build/bin/talon-bench build/lib/libtalon_bench.so
 
 # The exhaustive CPU check behind kv_append's fp8 division (rope.cu, div_scale); not part of
 # `make test`: 8.6e9 quotients, ~20 s with hardware FMA (-march=native).
-check-fp8-div: tools/fp8-div-check.c tests/ref.c tests/ref_rope.c
+check-fp8-div: tools/fp8-div-check.c tests/common/ref.c tests/kv_cache/ref_kv_cache.c
 	$(call say,CC,build/bin/fp8-div-check)mkdir -p build/bin
-	$(Q)$(CC) -O3 -march=native -ffp-contract=off -std=c11 $(WARN) $(INC) $^ -lm -o build/bin/fp8-div-check
+	$(Q)$(CC) -O3 -march=native -ffp-contract=off -std=c11 $(WARN) $(INC) -Itests/common -Itests/kv_cache $^ -lm -o build/bin/fp8-div-check
 	$(Q)build/bin/fp8-div-check
 
 clean:

@@ -18,8 +18,8 @@
 #include <time.h>
 
 #include "talon.h"
-#include "../tests/gpu.h"
-#include "../tests/ref.h"
+#include "gpu.h"
+#include "ref.h"
 
 #define MIB ((size_t)1 << 20)
 #define L2_BYTES (50 * MIB)          /* H100 SXM L2 */

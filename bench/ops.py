@@ -6,7 +6,9 @@
 talon is called through ctypes on build/lib/libtalon_bench.so (the dispatcher built as a
 shared library, bench/shim.c) on torch's current stream and context, so talon and the peers run
 in one process on the same tensors, timed by the same function. Each family lives in
-bench/ops_<family>.py and provides `cases(h)`, a list of Case objects (below).
+bench/ops_<family>.py and provides `cases(h)`, a list of Case objects (below); it gets talon's
+argument structs as h.struct(name), ctypes mirrors built from the library's own description of
+them (bench/shim.c lists the fields once; bench/mirror.py builds and checks the mirrors).
 
 Method (PERF.md "How to measure", as talon-bench and peers.py): random inputs, rotating over
 input sets totalling more than 4x the 50 MiB L2 (at least 2 sets), warm-up, then each run
@@ -28,6 +30,7 @@ import re
 import sys
 import time
 
+import mirror
 from timing import short_error, slug, time_b2b, time_fn, write_json
 
 L2_BYTES = 50 * 2**20
@@ -56,50 +59,49 @@ class Case:
     bytes: minimum traffic (for GB/s and % of the copy ceiling), or None.
     targets: [(field, cmp, threshold, text)] with field "us", "gbs", "pct_copy" or
         "<peer>_over_talon", cmp "<=" or ">=".
+    meta: optional {field: value} copied into the case's JSON row (e.g. talon-bench's dtype,
+        rows, cols; "skipped_peers": {peer: why} for a peer that could not be imported).
     """
 
     def __init__(self, op, label, make, talon, peers, bytes=None, check=None, targets=(),
-                 runs=RUNS):
+                 runs=RUNS, meta=None):
         self.op, self.label, self.make, self.talon, self.peers = op, label, make, talon, peers
         self.bytes, self.check, self.targets, self.runs = bytes, check, list(targets), runs
+        self.meta = dict(meta or {})
 
 
 # ---------------------------------------------------------------- talon through ctypes
 class Talon:
-    """The loaded library and a talon_ctx on torch's current context (preloaded)."""
+    """The loaded library and a talon_ctx on torch's current context (preloaded).
+    described_by: another Talon whose library describes the structs, for an older build of
+    libtalon_bench.so that only exports their sizes (--base)."""
 
-    def __init__(self, path):
+    def __init__(self, path, described_by=None):
         self.lib = ctypes.CDLL(path)
         self.lib.talon_last_error.restype = ctypes.c_char_p
         self.lib.talon_status_string.restype = ctypes.c_char_p
-        self.lib.talon_bench_sizeof.restype = ctypes.c_size_t
-        self.lib.talon_bench_sizeof.argtypes = [ctypes.c_char_p]
+        self.described_by = described_by.lib if described_by else None
+        self.structs = {}
         torch.cuda.init()
         torch.zeros(1, device="cuda")  # makes torch's (primary) context current
         ctx = ctypes.c_void_p()
-
-        class Options(ctypes.Structure):  # talon_ctx_options
-            _fields_ = [("context", ctypes.c_void_p), ("flags", ctypes.c_uint)]
-        opts = Options(None, 1)  # the current context, TALON_CTX_PRELOAD
+        Options = self.struct("talon_ctx_options")
+        opts = Options(context=None, flags=1)  # the current context, TALON_CTX_PRELOAD
         self._check("talon_ctx_create", self.lib.talon_ctx_create(ctypes.byref(ctx), ctypes.byref(opts)))
         self.ctx = ctx
-        self.structs = {}
 
     def _check(self, fn, status):
         if status != 0:
             raise RuntimeError(f"{fn}: {self.lib.talon_status_string(status).decode()}: "
                                f"{self.lib.talon_last_error().decode()}")
 
-    def struct(self, name, fields):
-        """A ctypes mirror of talon's struct `name`; fields as (name, ctypes type) in order.
-        Its size must equal sizeof(name) in C (bench/shim.c lists the structs)."""
+    def struct(self, name):
+        """The ctypes mirror of talon's struct `name`, built from the library's description
+        (bench/shim.c's BENCH_STRUCTS, through bench/mirror.py): fields in talon.h's order,
+        each field's offset and the total size checked against C (MirrorError naming the
+        field otherwise)."""
         if name not in self.structs:
-            cls = type(name, (ctypes.Structure,), {"_fields_": fields})
-            want = self.lib.talon_bench_sizeof(name.encode())
-            if want != ctypes.sizeof(cls):
-                raise RuntimeError(f"ctypes mirror of {name}: {ctypes.sizeof(cls)} bytes, C says "
-                                   f"{want} (0: not in bench/shim.c's BENCH_STRUCTS)")
-            self.structs[name] = cls
+            self.structs[name] = mirror.build(self.lib, name, self.described_by)
         return self.structs[name]
 
     def call(self, fn, args, stream):
@@ -108,12 +110,12 @@ class Talon:
                                                ctypes.byref(args)))
 
 
-# ctypes spellings of talon's C types, for the mirrors
-PTR = ctypes.c_uint64     # CUdeviceptr
-I64 = ctypes.c_int64
-I32 = ctypes.c_int32
-ENUM = ctypes.c_int
-F32 = ctypes.c_float
+# ctypes spellings of talon's C types (the mirrors' kinds), for restype/argtypes
+PTR = mirror.KINDS["PTR"]     # CUdeviceptr
+I64 = mirror.KINDS["I64"]
+I32 = mirror.KINDS["I32"]
+ENUM = mirror.KINDS["ENUM"]
+F32 = mirror.KINDS["F32"]
 
 
 def ptr(t):
@@ -141,8 +143,8 @@ def run_case(h, c, copy_gbs, base=None, with_peers=True):
     nsets, set_bytes = set_count(first)
     sets = [first] + [c.make() for _ in range(nsets - 1)]
     torch.cuda.synchronize()
-    e = {"op": c.op, "label": c.label, "sets": nsets, "set_bytes": set_bytes, "warmup": WARMUP,
-         "runs": c.runs}
+    e = {"op": c.op, "label": c.label, **c.meta, "sets": nsets, "set_bytes": set_bytes,
+         "warmup": WARMUP, "runs": c.runs}
     e["us"], e["min_us"] = time_fn(lambda s: c.talon(s, stream), sets, WARMUP, c.runs,
                                    SPIN_US)
     e["b2b_us"] = time_b2b(lambda s: c.talon(s, stream), sets, SPIN_US)
@@ -220,7 +222,7 @@ def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
     h = Talon(args.lib)
-    hb = Talon(args.base) if args.base else None
+    hb = Talon(args.base, h) if args.base else None
     copy_gbs = copy_ceiling()
     gpu = torch.cuda.get_device_name(0)
     date = datetime.date.today().isoformat()
@@ -237,7 +239,7 @@ def main(argv=None):
             try:
                 e = run_case(h, c, copy_gbs, base.get((c.op, c.label)), not args.no_peers)
             except Exception as exc:
-                e = {"op": c.op, "label": c.label, "error": short_error(exc), "targets": [
+                e = {"op": c.op, "label": c.label, **c.meta, "error": short_error(exc), "targets": [
                     {"text": t[3], "field": t[0], "value": None, "status": "FAIL"}
                     for t in c.targets]}
                 gc.collect()

@@ -12,28 +12,19 @@ scattered pages); a sweep of forced split counts beside the automatic choice.
 import ctypes
 import math
 
-from ops import Case, PTR, I64, F32, ENUM, ptr
+from ops import Case, ptr
 
 HQ, HK, D, PS = 32, 8, 128, 16
 BF16, FP8 = 0, 4
 NHD, HND = 0, 1
-
-ARGS = [("o", PTR), ("lse", PTR), ("q", PTR), ("k_cache", PTR), ("v_cache", PTR),
-        ("page_table", PTR), ("kv_lens", PTR), ("workspace", PTR), ("workspace_size", I64),
-        ("batch", I64), ("num_qo_heads", I64), ("num_kv_heads", I64), ("head_dim", I64),
-        ("page_size", I64), ("page_table_stride", I64), ("max_kv_len", I64), ("window", I64),
-        ("num_splits", I64), ("sm_scale", F32), ("logits_soft_cap", F32), ("k_scale", F32),
-        ("v_scale", F32), ("dtype", ENUM), ("kv_dtype", ENUM), ("layout", ENUM)]
 
 
 def cases(h):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
-    Args = h.struct("talon_decode_attention_args", ARGS)
-    h.struct("talon_merge_attention_states_args",
-             [("o", PTR), ("lse", PTR), ("o_a", PTR), ("lse_a", PTR), ("o_b", PTR),
-              ("lse_b", PTR), ("rows", I64), ("head_dim", I64), ("dtype", ENUM)])
+    Args = h.struct("talon_decode_attention_args")
+    h.struct("talon_merge_attention_states_args")
     h.lib.talon_decode_attention_workspace_size.argtypes = [
         ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)]
 

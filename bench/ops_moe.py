@@ -7,15 +7,9 @@ same as talon's (both order a group by ascending flat index), so `check` compare
 The same torch version replayed from a CUDA graph (torch_graph) shows its GPU time alone.
 moe_sum peers: (x * w[..., None]).sum(1) in fp32 then cast, eager and torch.compile.
 """
-from ops import Case, ENUM, I64, PTR, ptr
+from ops import Case, ptr
 
 torch = None
-
-ALIGN_FIELDS = [("sorted_token_ids", PTR), ("expert_ids", PTR), ("num_tokens_post_padded", PTR),
-                ("topk_ids", PTR), ("tokens", I64), ("k", I64), ("experts", I64),
-                ("block_size", I64), ("sorted_capacity", I64), ("expert_ids_capacity", I64)]
-SUM_FIELDS = [("out", PTR), ("in_", PTR), ("weights", PTR), ("tokens", I64), ("k", I64),
-              ("hidden", I64), ("dtype", ENUM)]
 
 
 def ops_error(exc):
@@ -56,7 +50,7 @@ def torch_align(ids, experts, block, sorted_cap, blocks_cap):
 
 
 def align_case(h, tokens, k, experts, block, targets=()):
-    Args = h.struct("talon_moe_align_block_size_args", ALIGN_FIELDS)
+    Args = h.struct("talon_moe_align_block_size_args")
     scap, bcap = capacity(tokens, k, experts, block)
 
     def make():
@@ -109,7 +103,7 @@ def moe_sum_ref(x, w):
 
 
 def sum_case(h, tokens, k, hidden, weighted=True, dtype_name="bf16", targets=(), with_compile=False):
-    Args = h.struct("talon_moe_sum_args", SUM_FIELDS)
+    Args = h.struct("talon_moe_sum_args")
     dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float16
     compiled = torch.compile(moe_sum_ref) if with_compile else None
 

@@ -16,7 +16,7 @@ cache rows. Target (the issue): >= 80% of the copy ceiling for each op.
 """
 import torch
 
-from ops import Case, ENUM, F32, I64, PTR, ptr
+from ops import Case, ptr
 
 T, HQ, HK, D, PAGE, MAX_POS = 4096, 32, 8, 128, 16, 8192
 BF16, F16, FP8 = 0, 1, 4
@@ -24,19 +24,11 @@ TARGET = [("pct_copy", ">=", 80.0, ">= 80% of the copy ceiling")]
 
 
 def rope_args(h):
-    return h.struct("talon_rope_args", [
-        ("q", PTR), ("k", PTR), ("positions", PTR), ("cos_sin_cache", PTR),
-        ("tokens", I64), ("num_q_heads", I64), ("num_kv_heads", I64), ("head_dim", I64),
-        ("rot_dim", I64), ("q_stride", I64), ("k_stride", I64), ("max_pos", I64),
-        ("theta", F32), ("dtype", ENUM), ("positions_dtype", ENUM), ("style", ENUM)])
+    return h.struct("talon_rope_args")
 
 
 def kv_args(h):
-    return h.struct("talon_kv_append_args", [
-        ("k_cache", PTR), ("v_cache", PTR), ("k", PTR), ("v", PTR), ("slot_mapping", PTR),
-        ("tokens", I64), ("num_kv_heads", I64), ("head_dim", I64), ("num_pages", I64),
-        ("page_size", I64), ("k_stride", I64), ("v_stride", I64), ("k_scale", F32),
-        ("v_scale", F32), ("dtype", ENUM), ("cache_dtype", ENUM), ("layout", ENUM)])
+    return h.struct("talon_kv_append_args")
 
 
 def cos_sin_cache(rot, theta=10000.0):

@@ -7,15 +7,10 @@ Each check compares talon's output with torch on the last timed set: the weights
 torch's top-k scores, and the experts talon chose must carry those scores in torch's ranking
 (so a tie broken differently is not a failure, a wrong expert is).
 """
-import ctypes
-
-from ops import Case, ENUM, I64, PTR, ptr
+from ops import Case, ptr
 
 torch = None
 
-FIELDS = [("topk_weights", PTR), ("topk_ids", PTR), ("logits", PTR), ("correction_bias", PTR),
-          ("tokens", I64), ("experts", I64), ("k", I64), ("logits_stride", I64),
-          ("logits_dtype", ENUM), ("scoring", ENUM), ("renormalize", ctypes.c_int)]
 DTYPES = {"f32": 2, "bf16": 0, "f16": 1}
 
 
@@ -34,7 +29,7 @@ def peer_sigmoid_bias_topk(x, bias, k):
 
 
 def case(h, tokens, experts, k, dtype="f32", sigmoid_bias=False, targets=(), compiled=True):
-    Args = h.struct("talon_moe_router_topk_args", FIELDS)
+    Args = h.struct("talon_moe_router_topk_args")
     tdt = _torch_dtype(dtype)
 
     def make():

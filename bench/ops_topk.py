@@ -2,17 +2,14 @@
 V=128256 k=50 and V=262144 k=1024, plus k=1024 at V=128256, a bf16 case and two small shapes of
 the two-kernel path (B=4 V=128256, B=2 V=262144; it reaches up to B=64 at V=128256) and two
 sampled shapes whose chunking differs from the targets' (B=65 V=128256, B=100 V=262144)."""
-from ops import Case, ENUM, I64, PTR, ptr
+from ops import Case, I64, ptr
 
 DTYPES = {"fp32": 2, "bf16": 0, "fp16": 1}  # talon_dtype
 
 
 def cases(h):
     import torch
-    Args = h.struct("talon_topk_args", [
-        ("out_values", PTR), ("out_indices", PTR), ("in_", PTR), ("workspace", PTR),
-        ("workspace_bytes", I64), ("rows", I64), ("cols", I64), ("k", I64), ("in_stride", I64),
-        ("sorted", ENUM), ("dtype", ENUM)])
+    Args = h.struct("talon_topk_args")
     h.lib.talon_topk_workspace_size.restype = I64
     h.lib.talon_topk_workspace_size.argtypes = [I64, I64]
     tdt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

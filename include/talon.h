@@ -240,7 +240,7 @@ talon_status talon_gelu_and_mul(talon_ctx *ctx, CUstream stream,
    Reproducible ids: with a bias the keys depend on the scores, so these are then computed by
    a fixed sequence of correctly rounded fp32 operations (an exp of talon's own, the softmax
    sum in 53-bit fixed point, whose value does not depend on the order of addition), and
-   tests/ref_router.c re-derives every id on the CPU, as it does from the logits without one.
+   tests/router/ref_router.c re-derives every id on the CPU, as it does from the logits without one.
    Unbiased softmax weights use the hardware exp and an fp32 sum. Weights are within 32 fp32
    ulp of the exact values; the same inputs give the same outputs on a given GPU.
    Non-finite logits (weights as torch.softmax / torch.sigmoid give them in fp32):

@@ -2,7 +2,7 @@
 
    The kernel computes x / scale, rounded to fp32, as y = (x mul) rcp plus one FMA correction,
    with mul = 2^k, div = scale 2^k and rcp = RN(1 / div) from the host (talon__fp8_quant; here
-   the independent ref_fp8_quant of tests/ref_rope.c), and claims the result equals
+   the independent ref_fp8_quant of tests/kv_cache/ref_kv_cache.c), and claims the result equals
    RN(x / scale) wherever it can change the e4m3 byte. This program checks, on the CPU with
    IEEE fp32 and a correctly rounded fmaf:
    1. exhaustively, the scale-invariant core: every f16 significand (bf16's are a subset) over
@@ -16,8 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include "../tests/ref.h"
-#include "../tests/ref_rope.h"
+#include "ref.h"          /* tests/common/ */
+#include "ref_kv_cache.h" /* tests/kv_cache/ */
 
 static float from_bits(uint32_t u) {
     float f;

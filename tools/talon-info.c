@@ -3,12 +3,12 @@
    Prints the bundle facts (version, commit, nvcc, arch, images, kernels). Without a driver or
    GPU it says so in one line and exits 1. With one, it creates a talon context (exit 1 with
    talon's message if that fails, e.g. not an H100/H200), runs every op once on bf16
-   64 x 4096, checks every element against the fp64 CPU reference (tests/opcheck.h) and
+   64 x 4096, checks every element against the fp64 CPU reference (tests/common/opcheck.h) and
    times a second launch with CUDA events. Exit status: 0 when every op passed. */
 #include <stdio.h>
 #include <string.h>
-#include "../tests/gpu.h"
-#include "../tests/opcheck.h"
+#include "gpu.h"
+#include "opcheck.h"
 #include "talon.h"
 
 int main(void) {

@@ -22,7 +22,7 @@
 // Reproducibility: with a correction bias the keys depend on the scores, so these are then
 // computed by a fixed sequence of correctly rounded fp32 operations: an exp and a reciprocal
 // of our own (no MUFU, no contraction) and the softmax sum in 53-bit fixed point, whose value does
-// not depend on the order of addition. tests/ref_router.c performs the same operations on the
+// not depend on the order of addition. tests/router/ref_router.c performs the same operations on the
 // CPU and so reproduces every id bit for bit. Without a bias the keys are the logits.
 //
 // Why: k rounds of reduxes are a latency-bound chain, so ranking replaced them; the few tokens

@@ -1,5 +1,5 @@
 /* A fake CUDA driver for the dispatcher tests (no GPU), with cmocka fixtures and message
-   assertions. Included once by each tests/test_<family>.c; it defines TALON_IMPLEMENTATION and
+   assertions. Included once by each tests/<dir>/test_<name>.c; it defines TALON_IMPLEMENTATION and
    includes talon.h, so a test reaches the private statics. The fake is injected through
    talon__driver_fake; it records every launch (fake.log, the last one also in fake.last). */
 #ifndef TALON_TESTS_FAKE_DRIVER_H

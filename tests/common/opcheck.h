@@ -1,6 +1,6 @@
 /* Run one talon op on the GPU and compare every output element with the fp64 CPU reference
-   (tests/ref.h), for the GPU tests and talon-info. Needs gpu_open() to have succeeded (it uses
-   the driver table `cu` from tests/gpu.h) and the context current on the calling thread.
+   (tests/common/ref.h), for the GPU tests and talon-info. Needs gpu_open() to have succeeded (it uses
+   the driver table `cu` from tests/common/gpu.h) and the context current on the calling thread.
 
    What one check covers:
    - inputs drawn at random (reproducibly from the seed), quantised to bf16/f16 on the host;

@@ -1,12 +1,17 @@
-/* GPU tests (H100/H200): every op x dtype over a grid of shapes and layouts, every output
-   element against the fp64 CPU reference (tests/opcheck.h), plus in-place use, several
-   streams at once, CUDA graph capture and replay, capture without preload, and lazy loading
-   from several threads. One cmocka test per op x dtype; a failing case is printed with its
-   shape, strides, offset, worst error and first mismatch.
+/* The GPU test program of the ops that tests/common/opcheck.h checks, for one family's ops
+   (tests/norm/test_gpu_norm.c, tests/act/test_gpu_act.c call opcheck_tests_main with theirs;
+   included once per program, so everything here is static). On an H100/H200: every op x dtype
+   over a grid of shapes and layouts, every output element against the fp64 CPU reference
+   (tests/common/opcheck.h), plus in-place use, several streams at once, CUDA graph capture and
+   replay, capture without preload, and lazy loading from several threads, each over the
+   program's ops. One cmocka test per op x dtype; a failing case is printed with its shape,
+   strides, offset, worst error and first mismatch.
 
    TALON_TEST_QUICK=1 (used under compute-sanitizer) shrinks the shape grid; every op, dtype,
    layout and graph capture is still covered. OPCHECK_THREADS=n caps the CPU threads used for
    the reference. */
+#ifndef TALON_TESTS_OPCHECK_TESTS_H
+#define TALON_TESTS_OPCHECK_TESTS_H
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +31,8 @@
 #define MAX_PRINTED 12 /* failing cases printed per test */
 
 static talon_ctx *g_ctx;
+static const opcheck_op *g_ops; /* the program's ops */
+static int g_nops;
 static CUstream g_streams[NSTREAMS];
 static int g_quick;
 static int64_t g_cases, g_elements;
@@ -266,14 +273,14 @@ static void test_streams(void **state) {
     static const struct { int64_t rows, cols; int layout; } shapes[] = {
         {128, 4096, L_CONTIG}, {7, 111, L_PAD3}, {33, 8192, L_PAD8}, {5, 500, L_MISALIGN}};
     tally t;
-    int op, dt, s, i, n = 0, batch;
+    int o, dt, s, i, n = 0, batch;
     (void)state;
     tally_start(&t, "streams");
 
-    for (op = 0; op < OPCHECK_NUM_OPS; op++)
+    for (o = 0; o < g_nops; o++)
         for (dt = 0; dt < 2; dt++)
             for (s = 0; s < COUNT(shapes); s++) {
-                opcheck_case c = make_case((opcheck_op)op, (talon_dtype)dt, shapes[s].rows,
+                opcheck_case c = make_case(g_ops[o], (talon_dtype)dt, shapes[s].rows,
                                            shapes[s].cols, shapes[s].layout, 0);
                 CUstream st = n % (NSTREAMS + 1) == NSTREAMS ? NULL : g_streams[n % (NSTREAMS + 1)];
                 opcheck_result r;
@@ -291,10 +298,10 @@ static void test_streams(void **state) {
         CUresult e;
         for (i = 0; i < NJOBS; i++) {
             const int k = batch * NJOBS + i;
-            const opcheck_op op = (opcheck_op)(k % OPCHECK_NUM_OPS);
+            const opcheck_op op = g_ops[k % g_nops];
             const int in_place = (op == OPCHECK_RMSNORM || op == OPCHECK_LAYERNORM) && i % 2;
             const int64_t rows = g_quick ? 128 : (i % 3 == 0 ? 2048 : 96);
-            c[i] = make_case(op, (talon_dtype)(k / OPCHECK_NUM_OPS % 2), rows,
+            c[i] = make_case(op, (talon_dtype)(k / g_nops % 2), rows,
                              i % 2 ? 4096 : 1000 + i, i % L_NUM, in_place);
             j[i] = opcheck_prepare(&c[i], &r[i]);
             launched[i] = 0;
@@ -325,24 +332,49 @@ static void test_graph(void **state) {
         {16, 2056, L_CONTIG, 1}, /* in place (norms that allow it) */
     };
     tally t;
-    int op, dt, s, n = 0;
+    int o, dt, s, n = 0;
     (void)state;
     tally_start(&t, "graph capture and replay");
-    for (op = 0; op < OPCHECK_NUM_OPS; op++)
+    for (o = 0; o < g_nops; o++)
         for (dt = 0; dt < 2; dt++)
             for (s = 0; s < COUNT(shapes); s++) {
+                const opcheck_op op = g_ops[o];
                 opcheck_case c;
                 opcheck_result r;
                 int rc;
                 if (shapes[s].in_place && op != OPCHECK_RMSNORM && op != OPCHECK_LAYERNORM &&
                     op != OPCHECK_LAYERNORM_BIAS)
                     continue;
-                c = make_case((opcheck_op)op, (talon_dtype)dt, shapes[s].rows, shapes[s].cols,
+                c = make_case(op, (talon_dtype)dt, shapes[s].rows, shapes[s].cols,
                               shapes[s].layout, shapes[s].in_place);
                 rc = opcheck_run_graph(g_ctx, g_streams[n++ % NSTREAMS], &c, 2, &r);
                 tally_case(&t, "graph, replayed twice", rc, &c, &r);
             }
     tally_end(&t);
+}
+
+/* The program's first op, 1 x 256 on buf (3 * 256 elements): talon_rmsnorm for the norms,
+   talon_silu_and_mul for the activations. */
+static talon_status capture_probe(talon_ctx *ctx, CUstream s, CUdeviceptr buf) {
+    if (opcheck_op_is_norm(g_ops[0])) {
+        talon_rmsnorm_args a;
+        memset(&a, 0, sizeof a);
+        a.in = buf;
+        a.out = buf + 256 * 2;
+        a.weight = buf + 512 * 2;
+        a.rows = 1;
+        a.cols = 256;
+        a.eps = 1e-6f;
+        return talon_rmsnorm(ctx, s, &a);
+    } else {
+        talon_silu_and_mul_args a;
+        memset(&a, 0, sizeof a);
+        a.in = buf;
+        a.out = buf + 512 * 2;
+        a.rows = 1;
+        a.cols = 256;
+        return talon_silu_and_mul(ctx, s, &a);
+    }
 }
 
 /* A ctx created without TALON_CTX_PRELOAD refuses to load a module while its stream is
@@ -353,39 +385,31 @@ static void test_capture_needs_preload(void **state) {
     CUdeviceptr buf = 0;
     CUgraph graph = NULL;
     CUstream s = g_streams[0];
-    talon_rmsnorm_args a;
     talon_status st;
     CUresult e;
     tally t;
-    int op;
+    int o;
     (void)state;
     tally_start(&t, "capture without preload");
 
     assert_int_equal(talon_ctx_create(&lazy, NULL), TALON_SUCCESS);
     assert_int_equal(cu.cuMemAlloc(&buf, 3 * 256 * 2), CUDA_SUCCESS);
-    memset(&a, 0, sizeof a);
-    a.in = buf;
-    a.out = buf + 256 * 2;
-    a.weight = buf + 512 * 2;
-    a.rows = 1;
-    a.cols = 256;
-    a.eps = 1e-6f;
     assert_int_equal(cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-    st = talon_rmsnorm(lazy, s, &a);
+    st = capture_probe(lazy, s, buf);
     e = cu.cuStreamEndCapture(s, &graph);
     if (e == CUDA_SUCCESS && graph) cu.cuGraphDestroy(graph);
     cu.cuMemFree(buf);
     if (st != TALON_ERROR_NOT_LOADED || !strstr(talon_last_error(), "preload"))
-        print_error("talon_rmsnorm during capture on a lazy ctx returned %s (%s), expected "
-                    "TALON_ERROR_NOT_LOADED\n",
-                    talon_status_string(st), talon_last_error());
+        print_error("talon_%s during capture on a lazy ctx returned %s (%s), expected "
+                    "TALON_ERROR_NOT_LOADED\n", opcheck_op_is_norm(g_ops[0]) ? "rmsnorm"
+                    : "silu_and_mul", talon_status_string(st), talon_last_error());
     assert_int_equal(st, TALON_ERROR_NOT_LOADED);
     assert_int_equal(e, CUDA_SUCCESS);
 
     /* after an explicit preload, capture works */
     assert_int_equal(talon_ctx_preload(lazy), TALON_SUCCESS);
-    for (op = 0; op < OPCHECK_NUM_OPS; op++) {
-        opcheck_case c = make_case((opcheck_op)op, TALON_DTYPE_BF16, 5, 1024, L_CONTIG, 0);
+    for (o = 0; o < g_nops; o++) {
+        opcheck_case c = make_case(g_ops[o], TALON_DTYPE_BF16, 5, 1024, L_CONTIG, 0);
         opcheck_result r;
         int rc = opcheck_run_graph(lazy, s, &c, 1, &r);
         tally_case(&t, "graph on a ctx preloaded after creation", rc, &c, &r);
@@ -394,10 +418,10 @@ static void test_capture_needs_preload(void **state) {
 
     /* lazy loading outside capture */
     assert_int_equal(talon_ctx_create(&lazy, NULL), TALON_SUCCESS);
-    for (op = 0; op < OPCHECK_NUM_OPS; op++) {
-        opcheck_case c = make_case((opcheck_op)op, TALON_DTYPE_F16, 3, 777, L_PAD3, 0);
+    for (o = 0; o < g_nops; o++) {
+        opcheck_case c = make_case(g_ops[o], TALON_DTYPE_F16, 3, 777, L_PAD3, 0);
         opcheck_result r;
-        int rc = opcheck_run(lazy, g_streams[op % NSTREAMS], &c, &r);
+        int rc = opcheck_run(lazy, g_streams[o % NSTREAMS], &c, &r);
         tally_case(&t, "lazy load on first use", rc, &c, &r);
     }
     talon_ctx_destroy(lazy);
@@ -454,7 +478,7 @@ static void test_threads(void **state) {
             tj[i].cuctx = g->ctx;
             tj[i].stream = g_streams[i % NSTREAMS];
             tj[i].barrier = &barrier;
-            tj[i].c = make_case((opcheck_op)((i + round) % OPCHECK_NUM_OPS),
+            tj[i].c = make_case(g_ops[(i + round) % g_nops],
                                 (talon_dtype)((i / 2 + round) % 2), 16, i % 2 ? 1024 : 333,
                                 i % L_NUM, 0);
             assert_int_equal(pthread_create(&th[i], NULL, thread_main, &tj[i]), 0);
@@ -470,7 +494,9 @@ static void test_threads(void **state) {
 }
 
 /* ---------------------------------------------------------------- main */
-int main(void) {
+/* The program: prog names it in its output, group is the cmocka group, ops[nops] its ops. */
+static int opcheck_tests_main(const char *prog, const char *group, const opcheck_op *ops,
+                              int nops) {
     static op_param params[OPCHECK_NUM_OPS * 2];
     static char names[OPCHECK_NUM_OPS * 2][48];
     static struct CMUnitTest tests[OPCHECK_NUM_OPS * 2 + 4];
@@ -481,31 +507,37 @@ int main(void) {
     char err[512];
     int i, failed, n = 0;
 
+    if (nops < 1 || nops > OPCHECK_NUM_OPS) {
+        fprintf(stderr, "%s: %d ops (a test program bug)\n", prog, nops);
+        return 1;
+    }
+    g_ops = ops;
+    g_nops = nops;
     if (gpu_open(&g, err, sizeof err)) {
-        fprintf(stderr, "test_gpu: no GPU: %s (this test needs an H100/H200)\n", err);
+        fprintf(stderr, "%s: no GPU: %s (this test needs an H100/H200)\n", prog, err);
         return 1;
     }
     if (talon_ctx_create(&g_ctx, &options) != TALON_SUCCESS) {
-        fprintf(stderr, "test_gpu: talon_ctx_create on \"%s\" failed: %s\n", g.name,
+        fprintf(stderr, "%s: talon_ctx_create on \"%s\" failed: %s\n", prog, g.name,
                 talon_last_error());
         return 1;
     }
     for (i = 0; i < NSTREAMS; i++) {
         CUresult e = cu.cuStreamCreate(&g_streams[i], CU_STREAM_DEFAULT);
         if (e != CUDA_SUCCESS) {
-            fprintf(stderr, "test_gpu: cuStreamCreate failed: %s\n", gpu_error(e));
+            fprintf(stderr, "%s: cuStreamCreate failed: %s\n", prog, gpu_error(e));
             return 1;
         }
     }
     g_quick = quick && strcmp(quick, "0") != 0;
-    printf("test_gpu: %s, talon %s (%s, nvcc %s), %s shape grid\n", g.name,
+    printf("%s: %s, talon %s (%s, nvcc %s), %s shape grid\n", prog, g.name,
            talon_bundle_info_get()->version, talon_bundle_info_get()->git_commit,
            talon_bundle_info_get()->nvcc_version,
            g_quick ? "quick (TALON_TEST_QUICK)" : "full");
     fflush(stdout);
 
-    for (i = 0; i < OPCHECK_NUM_OPS * 2; i++) {
-        params[i].op = (opcheck_op)(i / 2);
+    for (i = 0; i < nops * 2; i++) {
+        params[i].op = ops[i / 2];
         params[i].dtype = i % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16;
         snprintf(names[i], sizeof names[i], "%s_%s", opcheck_op_name(params[i].op),
                  opcheck_dtype_name(params[i].dtype));
@@ -526,10 +558,10 @@ int main(void) {
     tests[n++].initial_state = &g;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    failed = cmocka_run_group_tests_name("talon GPU", tests, NULL, NULL);
+    failed = _cmocka_run_group_tests(group, tests, (size_t)n, NULL, NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("test_gpu: %lld cases, %lld elements checked against the fp64 reference, "
-           "%d failed tests, %.1f s\n",
+    printf("%s: %lld cases, %lld elements checked against the fp64 reference, "
+           "%d failed tests, %.1f s\n", prog,
            (long long)g_cases, (long long)g_elements, failed,
            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
 
@@ -538,3 +570,4 @@ int main(void) {
     opcheck_cleanup();
     return failed ? 1 : 0;
 }
+#endif

@@ -1,5 +1,5 @@
 /* GPU tests (H100/H200) of talon_decode_attention and talon_merge_attention_states against
-   the fp64 references of tests/ref_attn.h, every output element (o and lse) checked after
+   the fp64 references of tests/decode/ref_attn.h, every output element (o and lse) checked after
    poisoning the outputs and the workspace with 0xFF bytes (NaN).
 
    A case draws q and the K/V caches at random (reproducibly from its seed), quantised to the

@@ -1,7 +1,7 @@
 /* GPU tests (H100/H200) for talon_moe_align_block_size and talon_moe_sum.
 
    moe_align: every output element is compared exactly with the CPU reference
-   (tests/ref_moe.h): all sorted_capacity slots (ids in ascending order inside each group, every
+   (tests/moe/ref_moe.h): all sorted_capacity slots (ids in ascending order inside each group, every
    sentinel), all expert_ids_capacity blocks (-1 past num_tokens_post_padded / block_size) and
    the count; 64 elements past each capacity must keep their poison. Outputs are poisoned
    with 0xA5 bytes before every launch. Shapes: tokens 1/7/111/4096/65536 x experts

@@ -20,12 +20,3 @@ void ref_rope_head(double *x, int64_t rot_dim, int gptj, const double *cs) {
         *py = y0 * c + x0 * s;
     }
 }
-
-void ref_fp8_quant(float s, float q[3]) {
-    int e, k;
-    (void)frexp(s, &e); /* s = f 2^e, f in [0.5, 1) */
-    k = 1 - e < -126 ? -126 : 1 - e > 127 ? 127 : 1 - e;
-    q[0] = (float)ldexp(1.0, k);
-    q[1] = (float)ldexp(s, k);
-    q[2] = (float)(1.0 / q[1]);
-}

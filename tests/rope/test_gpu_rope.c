@@ -1,5 +1,5 @@
 /* GPU tests (H100/H200) for talon_rope and talon_kv_append. Every element of every buffer a
-   launch could touch is checked: rotated elements against the fp64 reference (tests/ref_rope.h)
+   launch could touch is checked: rotated elements against the fp64 reference (tests/rope/ref_rope.h)
    within the tolerance below; everything else (the v part and padding of a fused qkv buffer,
    dims past rot_dim, guards, tokens whose position is out of the cache, every cache slot not
    written, the inputs of kv_append) bit for bit. Cache slots start poisoned (0xFF bytes: NaN in

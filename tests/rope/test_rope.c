@@ -1,42 +1,28 @@
-/* Dispatcher tests on a fake CUDA driver (no GPU) for talon_rope and talon_kv_append: one
-   validation error per rule (status, message naming the field and its value, nothing loaded or
-   launched), the exact launch of each path (kernel, grid, block, params derived from the
-   public contract), and self-tests of the fp64 references and the host e4m3 conversion. */
+/* Dispatcher tests on a fake CUDA driver (no GPU) for talon_rope: one validation error per rule
+   (status, message naming the field and its value, nothing loaded or launched), the exact launch
+   of each path (kernel, grid, block, params derived from the public contract), and self-tests
+   of the fp64 references. talon_kv_append's are in tests/kv_cache/test_kv_cache.c. */
 #include "fake_driver.h"
 #include "table_rows.h"
 #include <math.h>
 #include "ref_rope.h"
 
-typedef enum { OP_ROPE, OP_KV } op_id;
-static const char *const op_names[] = {"talon_rope", "talon_kv_append"};
-typedef union op_args { talon_rope_args rope; talon_kv_append_args kv; } op_args;
+typedef enum { OP_ROPE } op_id; /* the one op: table_rows.h's op column */
+static const char *const op_names[] = {"talon_rope"};
 
-enum { P_Q = 0x100000, P_K = 0x200000, P_POS = 0x300000, P_CS = 0x400000,
-       P_KC = 0x500000, P_VC = 0x600000, P_V = 0x700000, P_SLOT = 0x800000 };
+enum { P_Q = 0x100000, P_K = 0x200000, P_POS = 0x300000, P_CS = 0x400000 };
 #define STREAM ((CUstream)(uintptr_t)0x5157)
 
-/* Llama-3-8B shapes, 4 tokens: Hq 32, Hk 8, D 128, page 16. */
-static void valid_args(op_id op, op_args *a) {
+/* Llama-3-8B shapes, 4 tokens: Hq 32, Hk 8, D 128. */
+static void valid_args(talon_rope_args *a) {
     memset(a, 0, sizeof *a);
-    if (op == OP_ROPE) {
-        a->rope.q = P_Q; a->rope.k = P_K; a->rope.positions = P_POS;
-        a->rope.cos_sin_cache = P_CS; a->rope.max_pos = 8192;
-        a->rope.tokens = 4; a->rope.num_q_heads = 32; a->rope.num_kv_heads = 8;
-        a->rope.head_dim = 128;
-    } else {
-        a->kv.k_cache = P_KC; a->kv.v_cache = P_VC; a->kv.k = P_K; a->kv.v = P_V;
-        a->kv.slot_mapping = P_SLOT; a->kv.tokens = 4; a->kv.num_kv_heads = 8;
-        a->kv.head_dim = 128; a->kv.num_pages = 64; a->kv.page_size = 16;
-    }
-}
-
-static talon_status call_op(op_id op, talon_ctx *ctx, const op_args *a) {
-    return op == OP_ROPE ? talon_rope(ctx, STREAM, a ? &a->rope : NULL)
-                         : talon_kv_append(ctx, STREAM, a ? &a->kv : NULL);
+    a->q = P_Q; a->k = P_K; a->positions = P_POS;
+    a->cos_sin_cache = P_CS; a->max_pos = 8192;
+    a->tokens = 4; a->num_q_heads = 32; a->num_kv_heads = 8;
+    a->head_dim = 128;
 }
 
 #define R(f, k, v) SET(talon_rope_args, f, k, v)
-#define KV(f, k, v) SET(talon_kv_append_args, f, k, v)
 
 /* ================================================================ validation, one per rule */
 #define BAD(OP, NAME, SETS, FIELD, VALUE)                                                       \
@@ -90,70 +76,16 @@ static const bad_row bad_rows[] = {
     BAD(OP_ROPE, "rope: more than 2^31 - 1 threads",
         ONE(R(tokens, I64, 2147483647), R(num_q_heads, I64, 64)), "args->tokens", "2147483647"),
 
-    {.name = "kv_append: ctx NULL", .op = OP_KV, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
-    {.name = "kv_append: args NULL", .op = OP_KV, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
-    BAD(OP_KV, "kv_append: dtype F32", ONE(KV(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
-    BAD(OP_KV, "kv_append: dtype FP8 (input)", ONE(KV(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
-        KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
-    BAD(OP_KV, "kv_append: cache_dtype f16 for bf16 input",
-        ONE(KV(cache_dtype, ENUM, TALON_DTYPE_F16)), "args->cache_dtype", "1"),
-    BAD(OP_KV, "kv_append: cache_dtype bf16 (zero) for f16 input",
-        ONE(KV(dtype, ENUM, TALON_DTYPE_F16)), "args->cache_dtype", "0"),
-    BAD(OP_KV, "kv_append: cache_dtype 9", ONE(KV(cache_dtype, ENUM, 9)), "args->cache_dtype", "9"),
-    BAD(OP_KV, "kv_append: k_cache NULL", ONE(KV(k_cache, PTR, 0)), "args->k_cache", "NULL"),
-    BAD(OP_KV, "kv_append: k_cache odd (bf16)", ONE(KV(k_cache, PTR, 0x7001)), "args->k_cache",
-        "0x7001"),
-    BAD(OP_KV, "kv_append: v_cache NULL", ONE(KV(v_cache, PTR, 0)), "args->v_cache", "NULL"),
-    BAD(OP_KV, "kv_append: v_cache odd (bf16)", ONE(KV(v_cache, PTR, 0x7001)), "args->v_cache",
-        "0x7001"),
-    BAD(OP_KV, "kv_append: k NULL", ONE(KV(k, PTR, 0)), "args->k", "NULL"),
-    BAD(OP_KV, "kv_append: k odd", ONE(KV(k, PTR, 0x7001)), "args->k", "0x7001"),
-    BAD(OP_KV, "kv_append: v NULL", ONE(KV(v, PTR, 0)), "args->v", "NULL"),
-    BAD(OP_KV, "kv_append: v odd", ONE(KV(v, PTR, 0x7001)), "args->v", "0x7001"),
-    BAD(OP_KV, "kv_append: slot_mapping NULL", ONE(KV(slot_mapping, PTR, 0)),
-        "args->slot_mapping", "NULL"),
-    BAD(OP_KV, "kv_append: slot_mapping not 8-byte aligned", ONE(KV(slot_mapping, PTR, 0x7004)),
-        "args->slot_mapping", "0x7004"),
-    BAD(OP_KV, "kv_append: tokens 0", ONE(KV(tokens, I64, 0)), "args->tokens", "0"),
-    BAD(OP_KV, "kv_append: tokens 2^31", ONE(KV(tokens, I64, 2147483648.0)), "args->tokens",
-        "2147483648"),
-    BAD(OP_KV, "kv_append: num_kv_heads 0", ONE(KV(num_kv_heads, I64, 0)), "args->num_kv_heads",
-        "0"),
-    BAD(OP_KV, "kv_append: head_dim 0", ONE(KV(head_dim, I64, 0)), "args->head_dim", "0"),
-    BAD(OP_KV, "kv_append: head_dim 1025", ONE(KV(head_dim, I64, 1025)), "args->head_dim", "1025"),
-    BAD(OP_KV, "kv_append: page_size 0", ONE(KV(page_size, I64, 0)), "args->page_size", "0"),
-    BAD(OP_KV, "kv_append: page_size 48 (not a power of two)", ONE(KV(page_size, I64, 48)),
-        "args->page_size", "48"),
-    BAD(OP_KV, "kv_append: num_pages 0", ONE(KV(num_pages, I64, 0)), "args->num_pages", "0"),
-    BAD(OP_KV, "kv_append: layout 2", ONE(KV(layout, ENUM, 2)), "args->layout", "2"),
-    BAD(OP_KV, "kv_append: cache past 2^62 elements", ONE(KV(num_pages, I64, 0x1p50)),
-        "args->num_pages", "1125899906842624"),
-    BAD(OP_KV, "kv_append: k_stride shorter than Hk * D", ONE(KV(k_stride, I64, 1023)),
-        "args->k_stride", "1023"),
-    BAD(OP_KV, "kv_append: v_stride shorter than Hk * D", ONE(KV(v_stride, I64, 8)),
-        "args->v_stride", "8"),
-    BAD(OP_KV, "kv_append: fp8 k_scale negative",
-        ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(k_scale, F32, -0.5)),
-        "args->k_scale", "-0.5"),
-    BAD(OP_KV, "kv_append: fp8 v_scale NaN",
-        ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(v_scale, F32, NAN)),
-        "args->v_scale", "nan"),
-    BAD(OP_KV, "kv_append: fp8 k_scale inf",
-        ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(k_scale, F32, INFINITY)),
-        "args->k_scale", "inf"),
-    BAD(OP_KV, "kv_append: more than 2^31 vectors",
-        ONE(KV(tokens, I64, 2147483647)), "args->tokens", "2147483647"),
 };
 
 static void test_invalid_argument(void **state) {
     const bad_row *row = (const bad_row *)*state;
-    const char *op = op_names[row->op];
-    op_args a;
-    valid_args(row->op, &a);
+    talon_rope_args a;
+    valid_args(&a);
     apply_sets(&a, row->set, MAX_SETS);
-    assert_rejected(call_op(row->op, row->kind == BAD_CTX ? NULL : g_ctx,
-                            row->kind == BAD_ARGS ? NULL : &a),
-                    op, row->field, row->value);
+    assert_rejected(talon_rope(row->kind == BAD_CTX ? NULL : g_ctx, STREAM,
+                               row->kind == BAD_ARGS ? NULL : &a),
+                    op_names[row->op], row->field, row->value);
 }
 
 /* ================================================================ launches */
@@ -203,99 +135,32 @@ static const launch_row launch_rows[] = {
     LAUNCH(OP_ROPE, "rope 1 token, 1+1 heads, D 2", ONE(R(tokens, I64, 1),
            R(num_q_heads, I64, 1), R(num_kv_heads, I64, 1), R(head_dim, I64, 2)),
            "talon_rope_neox_bf16"),
-
-    LAUNCH(OP_KV, "kv_append bf16 -> v8", NONE, "talon_kv_append_bf16_v8"),
-    LAUNCH(OP_KV, "kv_append f16 -> f16 v8",
-           ONE(KV(dtype, ENUM, TALON_DTYPE_F16), KV(cache_dtype, ENUM, TALON_DTYPE_F16)),
-           "talon_kv_append_f16_v8"),
-    LAUNCH(OP_KV, "kv_append bf16 -> fp8 v8, scales 0 = 1.0",
-           ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "talon_kv_append_fp8_bf16_v8"),
-    LAUNCH(OP_KV, "kv_append f16 -> fp8, scales 0.25 and 3",
-           ONE(KV(dtype, ENUM, TALON_DTYPE_F16), KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3),
-               KV(k_scale, F32, 0.25), KV(v_scale, F32, 3)), "talon_kv_append_fp8_f16_v8"),
-    LAUNCH(OP_KV, "kv_append fp8, scales 1e-40 (subnormal) and FLT_MAX",
-           ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(k_scale, F32, 1e-40),
-               KV(v_scale, F32, 3.4028235e38)), "talon_kv_append_fp8_bf16_v8"),
-    LAUNCH(OP_KV, "kv_append fp8, scales 2^-149 and 0.1",
-           ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(k_scale, F32, 0x1p-149),
-               KV(v_scale, F32, 0.1)), "talon_kv_append_fp8_bf16_v8"),
-    LAUNCH(OP_KV, "kv_append fp8 cache at an odd address -> element-wise",
-           ONE(KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(v_cache, PTR, P_VC + 1)),
-           "talon_kv_append_fp8_bf16"),
-    LAUNCH(OP_KV, "kv_append Hk*D 100 -> element-wise", ONE(KV(num_kv_heads, I64, 1),
-           KV(head_dim, I64, 100)), "talon_kv_append_bf16"),
-    LAUNCH(OP_KV, "kv_append fused qkv strides 6144 -> v8",
-           ONE(KV(k_stride, I64, 6144), KV(v_stride, I64, 6144)), "talon_kv_append_bf16_v8"),
-    LAUNCH(OP_KV, "kv_append v misaligned by 2 -> element-wise", ONE(KV(v, PTR, P_V + 2)),
-           "talon_kv_append_bf16"),
-    LAUNCH(OP_KV, "kv_append page_size 1, 1M tokens", ONE(KV(page_size, I64, 1),
-           KV(tokens, I64, 1 << 20)), "talon_kv_append_bf16_v8"),
-    LAUNCH(OP_KV, "kv_append HND -> v8", ONE(KV(layout, ENUM, TALON_KV_HND)),
-           "talon_kv_append_bf16_v8"),
-    LAUNCH(OP_KV, "kv_append HND fp8, page 256", ONE(KV(layout, ENUM, TALON_KV_HND),
-           KV(cache_dtype, ENUM, TALON_DTYPE_FP8_E4M3), KV(page_size, I64, 256)),
-           "talon_kv_append_fp8_bf16_v8"),
-    LAUNCH(OP_KV, "kv_append HND, D 100 (Hk*D 800) -> element-wise: a unit would span heads",
-           ONE(KV(layout, ENUM, TALON_KV_HND), KV(head_dim, I64, 100)), "talon_kv_append_bf16"),
-    LAUNCH(OP_KV, "kv_append NHD, D 100 (Hk*D 800) -> v8", ONE(KV(head_dim, I64, 100)),
-           "talon_kv_append_bf16_v8"),
 };
 
 /* Threads per block: 128 for the one-head NeoX kernels, else 256. */
 static int64_t rope_block(const char *symbol) { return strstr(symbol, "neox1") ? 128 : 256; }
 
 /* The params the op must pass, from the public contract; returns the grid size. */
-static int64_t expected_launch(op_id op, const op_args *a, const char *symbol, void *params) {
+static int64_t expected_launch(const talon_rope_args *r, const char *symbol, void *params) {
     const int v8 = strstr(symbol, "_v8") != NULL;
+    talon__rope_params *p = (talon__rope_params *)params;
     memset(params, 0, 256);
-    if (op == OP_ROPE) {
-        const talon_rope_args *r = &a->rope;
-        talon__rope_params *p = (talon__rope_params *)params;
-        const int64_t vp = !v8 ? 1 : r->style == TALON_ROPE_GPTJ ? 4 : 8;
-        const int64_t rot = r->rot_dim ? r->rot_dim : r->head_dim;
-        const int64_t heads = r->num_q_heads + r->num_kv_heads;
-        p->q = r->q; p->k = r->k; p->positions = r->positions; p->cos_sin = r->cos_sin_cache;
-        p->q_stride = r->q_stride ? r->q_stride : r->num_q_heads * r->head_dim;
-        p->k_stride = r->k_stride ? r->k_stride : r->num_kv_heads * r->head_dim;
-        p->max_pos = r->max_pos;
-        p->theta = r->theta ? r->theta : 10000.0;
-        p->num_q_heads = (int32_t)r->num_q_heads; p->heads = (int32_t)heads;
-        p->head_dim = (int32_t)r->head_dim; p->rot_dim = (int32_t)rot;
-        p->vecs = (uint32_t)(rot / 2 / vp);
-        const int64_t g = strstr(symbol, "neox1") ? 1 : TALON__ROPE_HEADS; /* heads per thread */
-        p->per_token = (uint32_t)((heads + g - 1) / g * p->vecs);
-        p->threads = (uint32_t)(p->per_token * r->tokens);
-        p->pos64 = r->positions_dtype == TALON_INDEX_I64;
-        return (p->threads + rope_block(symbol) - 1) / rope_block(symbol);
-    } else {
-        const talon_kv_append_args *k = &a->kv;
-        talon__kv_params *p = (talon__kv_params *)params;
-        const int64_t row = k->num_kv_heads * k->head_dim;
-        p->k_cache = k->k_cache; p->v_cache = k->v_cache; p->k = k->k; p->v = k->v;
-        p->slots = k->slot_mapping;
-        p->k_stride = k->k_stride ? k->k_stride : row;
-        p->v_stride = k->v_stride ? k->v_stride : row;
-        p->num_slots = k->num_pages * k->page_size;
-        p->row = row;
-        /* NHD: [pages, page_size, Hk, D]; HND: [pages, Hk, page_size, D] (elements) */
-        p->page_rows = k->layout == TALON_KV_HND ? k->page_size * k->num_kv_heads : k->page_size;
-        p->slot_stride = k->layout == TALON_KV_HND ? k->head_dim : row;
-        p->head_stride = k->layout == TALON_KV_HND ? k->page_size * k->head_dim : k->head_dim;
-        p->head_dim = (uint32_t)k->head_dim;
-        p->page_shift = (uint32_t)log2((double)k->page_size);
-        p->row_vecs = (uint32_t)(row / (v8 ? 8 : 1));
-        {   /* d = units per token; l = ceil(log2 d), m = floor(2^32 (2^l - d) / d) + 1 */
-            const uint64_t d = 2ull * p->row_vecs;
-            p->div_l = d > 1 ? 64u - (uint32_t)__builtin_clzll(d - 1) : 0u;
-            p->div_m = (uint32_t)(((1ull << p->div_l) - d) * (1ull << 32) / d + 1);
-        }
-        p->units = (uint32_t)(2 * p->row_vecs * k->tokens);
-        if (k->cache_dtype == TALON_DTYPE_FP8_E4M3) {
-            ref_fp8_quant(k->k_scale ? k->k_scale : 1.0f, p->quant[0]);
-            ref_fp8_quant(k->v_scale ? k->v_scale : 1.0f, p->quant[1]);
-        }
-        return (p->units + 256 * TALON__KV_UNROLL - 1) / (256 * TALON__KV_UNROLL);
-    }
+    const int64_t vp = !v8 ? 1 : r->style == TALON_ROPE_GPTJ ? 4 : 8;
+    const int64_t rot = r->rot_dim ? r->rot_dim : r->head_dim;
+    const int64_t heads = r->num_q_heads + r->num_kv_heads;
+    p->q = r->q; p->k = r->k; p->positions = r->positions; p->cos_sin = r->cos_sin_cache;
+    p->q_stride = r->q_stride ? r->q_stride : r->num_q_heads * r->head_dim;
+    p->k_stride = r->k_stride ? r->k_stride : r->num_kv_heads * r->head_dim;
+    p->max_pos = r->max_pos;
+    p->theta = r->theta ? r->theta : 10000.0;
+    p->num_q_heads = (int32_t)r->num_q_heads; p->heads = (int32_t)heads;
+    p->head_dim = (int32_t)r->head_dim; p->rot_dim = (int32_t)rot;
+    p->vecs = (uint32_t)(rot / 2 / vp);
+    const int64_t g = strstr(symbol, "neox1") ? 1 : TALON__ROPE_HEADS; /* heads per thread */
+    p->per_token = (uint32_t)((heads + g - 1) / g * p->vecs);
+    p->threads = (uint32_t)(p->per_token * r->tokens);
+    p->pos64 = r->positions_dtype == TALON_INDEX_I64;
+    return (p->threads + rope_block(symbol) - 1) / rope_block(symbol);
 }
 
 static void test_launch(void **state) {
@@ -303,36 +168,28 @@ static void test_launch(void **state) {
     int k = kernel_index(row->symbol);
     unsigned char want[256];
     int64_t grid;
-    op_args a;
+    talon_rope_args a;
     assert_true(k >= 0);
-    valid_args(row->op, &a);
+    valid_args(&a);
     apply_sets(&a, row->set, MAX_SETS);
-    assert_int_equal(call_op(row->op, g_ctx, &a), TALON_SUCCESS);
+    assert_int_equal(talon_rope(g_ctx, STREAM, &a), TALON_SUCCESS);
     assert_int_equal(fake.launches, 1);
     /* rope and kv_append are families of their own: only the op's image loads */
-    assert_int_equal(fake.load_calls[row->op == OP_ROPE ? TALON__IMG_rope : TALON__IMG_kv_cache], 1);
+    assert_int_equal(fake.load_calls[TALON__IMG_rope], 1);
+    assert_int_equal(fake.load_calls[TALON__IMG_kv_cache], 0);
     if (fake.last.fn != fake_handle_for(row->symbol))
         fail_msg("launched %s, expected %s",
                  talon__kernels[fake.fns[FN_INDEX(fake.last.fn)].kernel].symbol, row->symbol);
-    grid = expected_launch(row->op, &a, row->symbol, want);
+    grid = expected_launch(&a, row->symbol, want);
     assert_int_equal(fake.last.grid[0], grid);
     assert_int_equal(fake.last.grid[1], 1);
     assert_int_equal(fake.last.grid[2], 1);
-    assert_int_equal(fake.last.block[0], row->op == OP_ROPE ? rope_block(row->symbol) : 256);
+    assert_int_equal(fake.last.block[0], rope_block(row->symbol));
     assert_int_equal(fake.last.block[1], 1);
     assert_int_equal(fake.last.smem, 0);
     assert_ptr_equal(fake.last.stream, STREAM);
-    assert_int_equal(fake.last.param_size, row->op == OP_ROPE ? sizeof(talon__rope_params)
-                                                              : sizeof(talon__kv_params));
+    assert_int_equal(fake.last.param_size, sizeof(talon__rope_params));
     assert_memory_equal(fake.last.params, want, fake.last.param_size);
-    if (row->op == OP_KV) { /* the kernel's division by the units of a token */
-        const talon__kv_params *p = (const talon__kv_params *)fake.last.params;
-        const uint32_t d = 2 * p->row_vecs, ns[] = {0, 1, d - 1, d, d + 1, 3 * d + 7,
-                                                    p->units - 1, 0x7ffffdffu};
-        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
-            assert_int_equal((uint32_t)((((uint64_t)ns[i] * p->div_m >> 32) + ns[i]) >> p->div_l),
-                             ns[i] / d);
-    }
 }
 
 /* ================================================================ references */

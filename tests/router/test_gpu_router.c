@@ -1,4 +1,4 @@
-/* GPU tests (H100/H200) of talon_moe_router_topk against tests/ref_router.c: ids EXACTLY (the
+/* GPU tests (H100/H200) of talon_moe_router_topk against tests/router/ref_router.c: ids EXACTLY (the
    reference ranks the same fp32 keys the kernel computes, with the documented tie rule),
    weights within 2^-19 relative + 2^-30 absolute of the fp64 values (32 fp32 ulp: the
    hardware exp of the unbiased softmax, its fp32 sum of up to 512 terms and the rounding of

@@ -1,5 +1,5 @@
 /* talon_moe_router_topk on the fake driver (no GPU): one validation test per rule, the exact
-   launch (kernel, grid, block, params) for each path, and the CPU reference (tests/ref_router.c)
+   launch (kernel, grid, block, params) for each path, and the CPU reference (tests/router/ref_router.c)
    on hand-computed cases. */
 #include "fake_driver.h"
 #include "table_rows.h"

@@ -1,6 +1,6 @@
 /* GPU tests of talon_topk (H100/H200): random and adversarial rows in fp32, bf16 and f16,
    sorted and unsorted, every output element compared EXACTLY with the CPU reference
-   (tests/ref_topk.h): sorted output must equal the reference index list; unsorted output must
+   (tests/topk/ref_topk.h): sorted output must equal the reference index list; unsorted output must
    be the same set; every value must be the input element at its index, bit for bit. Outputs
    and the workspace are poisoned (0xFF bytes) before every launch; guards after the outputs,
    the row padding of the input (NaN, which would rank first if read) and the input itself must

@@ -28,7 +28,7 @@ extern "C" {
 /* ---------------------------------------------------------------- driver table */
 /* Every driver entry point talon uses, resolved at run time, each at the ABI version whose
    signature is written here (cudaTypedefs.h names it PFN_<name>_v<version>;
-   tests/driver_abi_check.c checks they agree at compile time). Asking for the header's CUDA_VERSION instead would hand back newer
+   tests/core/driver_abi_check.c checks they agree at compile time). Asking for the header's CUDA_VERSION instead would hand back newer
    variants with other signatures: CUDA 13's cuCtxGetDevice takes a context too. Tests replace
    the table with a fake through talon__driver_fake; `loaded` 0 means "no driver". */
 #define TALON__DRIVER_FUNCS(X)                                                                 \
