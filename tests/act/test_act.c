@@ -53,10 +53,10 @@ _Static_assert(sizeof(talon_dtype) == sizeof(int) && sizeof(talon_gelu_approx) =
     COMMON_BAD(OP, T, N, 2305843009213693952), PTR_BAD(OP, T, N, out), PTR_BAD(OP, T, N, in),  \
     STRIDE_BAD(OP, T, N, out_stride, 4095), STRIDE_BAD(OP, T, N, in_stride, 8191),             \
     STRIDE_BAD(OP, T, N, in_stride, 4096),                                                     \
-    BAD(N " rejects a grid over 2^31-1 blocks (16-byte path)", OP,                             \
+    TABLE_BAD(N " rejects a grid over 2^31-1 blocks (16-byte path)", OP,                             \
         ONE(SET(T, rows, I64, 2147483647), SET(T, cols, I64, 4096)), "args->rows",             \
         "2147483647"),                                                                         \
-    BAD(N " rejects a grid over 2^31-1 blocks (element-wise)", OP,                             \
+    TABLE_BAD(N " rejects a grid over 2^31-1 blocks (element-wise)", OP,                             \
         ONE(SET(T, rows, I64, 16777216), SET(T, cols, I64, 32769)), "args->rows", "16777216")
 
 _Static_assert(COLS == 4096, "the stride rows below spell out COLS - 1 and 2 * COLS - 1");
@@ -64,9 +64,9 @@ _Static_assert(COLS == 4096, "the stride rows below spell out COLS - 1 and 2 * C
 static const bad_row bad_rows[] = {
     GATED_BAD(OP_SILU, talon_silu_and_mul_args, "talon_silu_and_mul"),
     GATED_BAD(OP_GELU, talon_gelu_and_mul_args, "talon_gelu_and_mul"),
-    BAD("talon_gelu_and_mul rejects approx = 2", OP_GELU, ONE(GELU(approx, ENUM, 2)),
+    TABLE_BAD("talon_gelu_and_mul rejects approx = 2", OP_GELU, ONE(GELU(approx, ENUM, 2)),
         "args->approx", "2"),
-    BAD("talon_gelu_and_mul rejects approx = -1", OP_GELU, ONE(GELU(approx, ENUM, -1)),
+    TABLE_BAD("talon_gelu_and_mul rejects approx = -1", OP_GELU, ONE(GELU(approx, ENUM, -1)),
         "args->approx", "-1"),
 };
 

@@ -27,30 +27,30 @@ typedef struct launch_row {
 
 /* Validation rows the norm and activation ops share (T: the args struct, N: the op's name in
    test names, OP: the test file's op id). */
-#define BAD(NAME, OP, SETS, FIELD, VALUE)                                                       \
+#define TABLE_BAD(NAME, OP, SETS, FIELD, VALUE)                                                       \
     {.name = NAME, .op = OP, .kind = BAD_FIELDS, .set = SETS, .field = FIELD, .value = VALUE}
 /* Rules every op shares; COLS_BIG is one past its largest cols. */
 #define COMMON_BAD(OP, T, N, COLS_BIG)                                                         \
     {.name = N " rejects ctx NULL", .op = OP, .kind = BAD_CTX, .field = "ctx", .value = "NULL"}, \
     {.name = N " rejects args NULL", .op = OP, .kind = BAD_ARGS, .field = "args", .value = "NULL"}, \
-    BAD(N " rejects rows = 0", OP, ONE(SET(T, rows, I64, 0)), "args->rows", "0"),              \
-    BAD(N " rejects rows = -1", OP, ONE(SET(T, rows, I64, -1)), "args->rows", "-1"),           \
-    BAD(N " rejects rows = 2^31", OP, ONE(SET(T, rows, I64, 2147483648)), "args->rows",        \
+    TABLE_BAD(N " rejects rows = 0", OP, ONE(SET(T, rows, I64, 0)), "args->rows", "0"),              \
+    TABLE_BAD(N " rejects rows = -1", OP, ONE(SET(T, rows, I64, -1)), "args->rows", "-1"),           \
+    TABLE_BAD(N " rejects rows = 2^31", OP, ONE(SET(T, rows, I64, 2147483648)), "args->rows",        \
         "2147483648"),                                                                         \
-    BAD(N " rejects cols = 0", OP, ONE(SET(T, cols, I64, 0)), "args->cols", "0"),              \
-    BAD(N " rejects cols = -1", OP, ONE(SET(T, cols, I64, -1)), "args->cols", "-1"),           \
-    BAD(N " rejects cols = " #COLS_BIG, OP, ONE(SET(T, cols, I64, COLS_BIG)), "args->cols",    \
+    TABLE_BAD(N " rejects cols = 0", OP, ONE(SET(T, cols, I64, 0)), "args->cols", "0"),              \
+    TABLE_BAD(N " rejects cols = -1", OP, ONE(SET(T, cols, I64, -1)), "args->cols", "-1"),           \
+    TABLE_BAD(N " rejects cols = " #COLS_BIG, OP, ONE(SET(T, cols, I64, COLS_BIG)), "args->cols",    \
         #COLS_BIG),                                                                            \
-    BAD(N " rejects dtype F32", OP, ONE(SET(T, dtype, ENUM, TALON_DTYPE_F32)), "args->dtype",  \
+    TABLE_BAD(N " rejects dtype F32", OP, ONE(SET(T, dtype, ENUM, TALON_DTYPE_F32)), "args->dtype",  \
         "2"),                                                                                  \
-    BAD(N " rejects dtype = 7", OP, ONE(SET(T, dtype, ENUM, 7)), "args->dtype", "7")
+    TABLE_BAD(N " rejects dtype = 7", OP, ONE(SET(T, dtype, ENUM, 7)), "args->dtype", "7")
 #define ODD_PTR_BAD(OP, T, N, F)                                                               \
-    BAD(N " rejects odd " #F, OP, ONE(SET(T, F, PTR, 0x7001)), "args->" #F, "0x7001")
+    TABLE_BAD(N " rejects odd " #F, OP, ONE(SET(T, F, PTR, 0x7001)), "args->" #F, "0x7001")
 #define PTR_BAD(OP, T, N, F)                                                                   \
-    BAD(N " rejects " #F " NULL", OP, ONE(SET(T, F, PTR, 0)), "args->" #F, "NULL"),            \
+    TABLE_BAD(N " rejects " #F " NULL", OP, ONE(SET(T, F, PTR, 0)), "args->" #F, "NULL"),            \
     ODD_PTR_BAD(OP, T, N, F)
 #define STRIDE_BAD(OP, T, N, F, V)                                                             \
-    BAD(N " rejects " #F " = " #V " (shorter than a row)", OP, ONE(SET(T, F, I64, V)),         \
+    TABLE_BAD(N " rejects " #F " = " #V " (shorter than a row)", OP, ONE(SET(T, F, I64, V)),         \
         "args->" #F, #V)
 
 #endif
