@@ -1,4 +1,4 @@
-/* fp8-div-check: the evidence for kv_append's fp8 division (kernels/rope.cu, div_scale).
+/* fp8-div-check: the evidence for kv_append's fp8 division (kernels/kv_cache/kv_cache.cu, div_scale).
 
    The kernel computes x / scale, rounded to fp32, as y = (x mul) rcp plus one FMA correction,
    with mul = 2^k, div = scale 2^k and rcp = RN(1 / div) from the host (talon__fp8_quant; here
@@ -25,7 +25,7 @@ static float from_bits(uint32_t u) {
     return f;
 }
 
-/* rope.cu's div_scale. */
+/* kv_cache.cu's div_scale. */
 static float div_scale(float x, const float q[3]) {
     const float a = x * q[0], y = a * q[2];
     return fabsf(y) > 0x1p-20f && fabsf(y) < 0x1p20f ? fmaf(fmaf(-y, q[1], a), q[2], y) : y;

@@ -338,7 +338,7 @@ struct SelectSmem {
     int res[2], warp_sums[32], count, last, n_above, n_cand, base_above, base_cand;
 };
 
-static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in talon.h is too small");
+static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in include/talon/kernels/topk.def is too small");
 
 // A select block's row and chunk [begin, end). Blocks run in the reverse order of chunk_hist's:
 // the chunks it read last are the likeliest to be still in L2 (the sampled path reads its rows

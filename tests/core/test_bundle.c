@@ -1,6 +1,7 @@
 /* Bundle integrity: every embedded cubin is an sm_90a ELF without PTX, and its kernels, their
-   parameter sizes and block sizes agree with the metadata in talon.h. The ELF and .nv.info
-   parsing is our own, bounds-checked, so a corrupt image fails a check instead of crashing. */
+   parameter sizes and block sizes agree with the kernel tables (include/talon/kernels/). The
+   ELF and .nv.info parsing is our own, bounds-checked, so a corrupt image fails a check
+   instead of crashing. */
 #define TALON_IMPLEMENTATION
 #include "talon.h"
 
@@ -249,7 +250,7 @@ static bool check_kernel_symbol(const elf *e, const char *symbol) {
                        ELF64_ST_BIND(s.st_info), s.st_shndx);
         return true;
     }
-    return bad("image %s: kernel %s is listed in talon.h but missing from .symtab", e->name, symbol);
+    return bad("image %s: kernel %s is in the kernel table but missing from .symtab", e->name, symbol);
 }
 
 static bool listed(const char *symbol, int image) {
@@ -265,7 +266,7 @@ static bool check_no_unlisted(const elf *e, int image) {
         Elf64_Sym s = sym_at(e, &symtab, k);
         const char *name = str_at(e, &strtab, s.st_name);
         if (ELF64_ST_TYPE(s.st_info) == STT_FUNC && !strncmp(name, "talon_", 6) && !listed(name, image))
-            return bad("image %s: function %s is in the cubin but not in talon.h's kernel list for this "
+            return bad("image %s: function %s is in the cubin but not in the kernel table for this "
                        "image", e->name, name);
     }
     return true;
@@ -277,7 +278,7 @@ static bool find_info(const elf *e, const char *symbol, Elf64_Shdr *s) {
     return find_section(e, name, s) ? true : bad("image %s: %s has no %s section", e->name, symbol, name);
 }
 
-/* The one by-value struct parameter: its size in the cubin must equal sizeof(P) in talon.h. */
+/* The one by-value struct parameter: its size in the cubin must equal sizeof(P) of its table row. */
 static bool check_params(const elf *e, const char *symbol, int param_size) {
     Elf64_Shdr s;
     uint64_t pos = 0;
@@ -377,7 +378,7 @@ static void test_tables(void **state) {
         bool used = false;
         assert_non_null(talon__images[i].data);
         for (int k = 0; k < TALON__NUM_KERNELS; k++) used |= talon__kernels[k].image == i;
-        if (!used) fail_msg("image %s has no kernel in talon.h", talon__images[i].name);
+        if (!used) fail_msg("image %s has no kernel in the kernel table", talon__images[i].name);
     }
     for (int k = 0; k < TALON__NUM_KERNELS; k++) {
         const talon__kernel *kd = &talon__kernels[k];
@@ -470,7 +471,7 @@ static void test_rejects_corrupt(void **state) {
             Elf64_Sym sym = sym_at(&e, &symtab, k);
             if (strcmp(str_at(&e, &strtab, sym.st_name), kd->symbol)) continue;
             c[strtab.sh_offset + sym.st_name + 6] ^= 0x20; /* talon_x -> talon_X */
-            EXPECT_FAIL(check_no_unlisted(&e, 0), "not in talon.h");
+            EXPECT_FAIL(check_no_unlisted(&e, 0), "not in the kernel table");
             EXPECT_FAIL(check_kernel_symbol(&e, kd->symbol), "missing");
             c[strtab.sh_offset + sym.st_name + 6] ^= 0x20;
         }

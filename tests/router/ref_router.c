@@ -8,7 +8,7 @@
 
 static float f32_of_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 
-/* Cody-Waite reduction, degree-7 Taylor polynomial, two exact scalings: kernels/router.cu. */
+/* Cody-Waite reduction, degree-7 Taylor polynomial, two exact scalings: kernels/router/router.cu. */
 float ref_router_exp(float d) {
     float n, r, p;
     int ni, h;
@@ -31,7 +31,7 @@ float ref_router_exp(float d) {
     return p * f32_of_bits((uint32_t)(ni - h + 127) << 23);
 }
 
-/* Newton's iteration from a bit-trick estimate: kernels/router.cu. */
+/* Newton's iteration from a bit-trick estimate: kernels/router/router.cu. */
 float ref_router_recip(float d) {
     uint32_t u;
     float r;

@@ -1,5 +1,5 @@
 /* CPU reference of talon_moe_router_topk (see talon.h). The ids are derived exactly as the
-   kernel derives them: the selection keys repeat its fp32 operations (kernels/router.cu), so
+   kernel derives them: the selection keys repeat its fp32 operations (kernels/router/router.cu), so
    they are bit-identical, and the ranking rule is applied to them independently. The weights
    are computed in fp64 from the same fp32 logits. */
 #ifndef TALON_TESTS_REF_ROUTER_H
