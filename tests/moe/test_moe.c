@@ -333,6 +333,37 @@ static void test_ref_sum(void **state) {
     assert_true(out[0] == 4.0 && out[1] == 6.0);
 }
 
+/* The plans as pure functions, at the edges of each kernel's range and of the slicing. */
+static void test_plans(void **state) {
+    static const struct { int64_t n, sorted, blocks; int ids, cluster, block, sliced; int64_t grid, slice; } rows[] = {
+        {128, 2047, 32, 2048, 1, 512, 0, 1, 0},          /* fits one slice: one block */
+        {128, 8192, 128, 2048, 1, 512, 1, 4, 2048},      /* 4 slices of 2048 */
+        {2048, 200000, 3125, 2048, 1, 512, 1, 64, 3128}, /* capped at 64 slices */
+        {2049, 600000, 9376, 32768, 8, 512, 0, 8, 0},    /* past one block: cluster of 8 */
+        {32769, 600000, 9376, 131072, 8, 512, 0, 8, 0},  /* the wide register cluster */
+        {131073, 600000, 9376, 0, 8, 1024, 0, 8, 0},     /* the looped cluster */
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const talon__moe_align_plan pl = talon__moe_align_plan_make(rows[i].n, rows[i].sorted, rows[i].blocks);
+        assert_int_equal(pl.ids, rows[i].ids);
+        assert_int_equal(pl.cluster, rows[i].cluster);
+        assert_int_equal(pl.block, rows[i].block);
+        assert_int_equal(pl.sliced, rows[i].sliced);
+        assert_int_equal(pl.grid, rows[i].grid);
+        assert_int_equal(pl.sorted_slice, rows[i].slice);
+        assert_int_equal(pl.chunk % 32, 0);
+        assert_true((int64_t)pl.chunk * pl.block / 32 * pl.cluster >= rows[i].n); /* ids covered */
+    }
+    assert_int_equal(talon__moe_sum_slices(8, 1), 4);
+    assert_int_equal(talon__moe_sum_slices(8, 2), 4);
+    assert_int_equal(talon__moe_sum_slices(8, 3), 2);
+    assert_int_equal(talon__moe_sum_slices(8, 4), 2);
+    assert_int_equal(talon__moe_sum_slices(8, 5), 1);
+    assert_int_equal(talon__moe_sum_slices(1, 2), 1);
+}
+
 /* ================================================================ main */
 #define ADD(fn) test_add(#fn, fn, NULL)
 
@@ -344,6 +375,7 @@ int main(void) {
     ADD(test_align_launch_cluster);
     ADD(test_sum_launch);
     ADD(test_capacity);
+    ADD(test_plans);
     ADD(test_ref_align_block2);
     ADD(test_ref_align_block4);
     ADD(test_ref_align_none_valid);

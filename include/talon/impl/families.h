@@ -17,6 +17,7 @@ extern "C" {
 #include "topk.h"
 #include "rope.h"
 #include "kv_cache.h"
+#include "moe_plan.h"
 #include "moe.h"
 #include "router.h"
 #include "decode_plan.h"

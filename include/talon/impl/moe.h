@@ -47,8 +47,9 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
                                         const talon_moe_align_block_size_args *a) {
     static const char op[] = "talon_moe_align_block_size";
     talon__moe_align_params p;
-    int64_t sorted, blocks, n, grid;
-    int ids, cluster, block, sliced = 0, k;
+    talon__moe_align_plan pl;
+    int64_t sorted, blocks, n;
+    int k;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
@@ -69,32 +70,20 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
                            (long long)a->tokens, (long long)a->k, (long long)a->experts,
                            (long long)a->block_size);
     n = a->tokens * a->k;
-    /* ids held in registers by one block, or by a cluster of 8 (two sizes); more: looped */
-    ids = n <= TALON__MOE_ALIGN_SMALL_MAX ? TALON__MOE_ALIGN_SMALL_MAX
-          : n <= TALON__MOE_ALIGN_C8_MAX  ? TALON__MOE_ALIGN_C8_MAX
-          : n <= TALON__MOE_ALIGN_C8W_MAX ? TALON__MOE_ALIGN_C8W_MAX : 0;
-    cluster = n <= TALON__MOE_ALIGN_SMALL_MAX ? 1 : TALON__MOE_ALIGN_CLUSTER;
-    block = ids ? 512 : 1024;
+    pl = talon__moe_align_plan_make(n, a->sorted_capacity, a->expert_ids_capacity);
     memset(&p, 0, sizeof p);
     p.sorted = a->sorted_token_ids; p.expert_ids = a->expert_ids;
     p.num_post = a->num_tokens_post_padded; p.topk_ids = a->topk_ids;
     p.sorted_capacity = a->sorted_capacity; p.expert_ids_capacity = a->expert_ids_capacity;
     p.numel = (int)n; p.experts = (int)a->experts; p.block_size = (int)a->block_size;
-    p.chunk = (int)((n + block * cluster - 1) / (block * cluster) * 32);
-    grid = cluster;
-    if (cluster == 1 && a->sorted_capacity > TALON__MOE_ALIGN_SLICE) {
-        grid = (a->sorted_capacity + TALON__MOE_ALIGN_SLICE - 1) / TALON__MOE_ALIGN_SLICE;
-        if (grid > TALON__MOE_ALIGN_SLICES_MAX) grid = TALON__MOE_ALIGN_SLICES_MAX;
-        p.sorted_slice = ((a->sorted_capacity + grid - 1) / grid + 3) & ~(int64_t)3;
-        p.expert_ids_slice = (a->expert_ids_capacity + grid - 1) / grid;
-        sliced = 1;
-    }
-    if (ids)
-        TALON__TRY(talon__pick(op, &k, TALON__B_moe_align_regs, 3, cluster, ids, sliced));
+    p.chunk = pl.chunk;
+    p.sorted_slice = pl.sorted_slice; p.expert_ids_slice = pl.expert_ids_slice;
+    if (pl.ids)
+        TALON__TRY(talon__pick(op, &k, TALON__B_moe_align_regs, 3, pl.cluster, pl.ids, pl.sliced));
     else
-        TALON__TRY(talon__pick(op, &k, TALON__B_moe_align_looped, 2, cluster,
+        TALON__TRY(talon__pick(op, &k, TALON__B_moe_align_looped, 2, pl.cluster,
                                TALON__MOE_ALIGN_STAGE_X8));
-    return talon__launch(ctx, stream, op, k, grid, &p);
+    return talon__launch(ctx, stream, op, k, pl.grid, &p);
 }
 
 talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_args *a) {
@@ -112,8 +101,7 @@ talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_
     TALON__TRY(talon__check_dtype(op, a->dtype));
     ptrs[0] = a->out; ptrs[1] = a->in;
     vec = talon__vec8(ptrs, 2, &a->hidden, 1) ? 8 : 1;
-    /* slices per thread: 8 / k 16-byte loads each, as k = 8 has (moe.cu) */
-    r = vec == 8 && a->k <= 2 ? 4 : vec == 8 && a->k <= 4 ? 2 : 1;
+    r = talon__moe_sum_slices(vec, a->k);
     TALON__TRY(talon__pick(op, &k, TALON__B_moe_sum, 3, (int)a->dtype, vec, r));
     memset(&p, 0, sizeof p);
     p.out = a->out; p.in = a->in; p.weights = a->weights; p.hidden = a->hidden;
