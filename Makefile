@@ -138,7 +138,7 @@ $(DEV_TEST): tests/dev/test_gpu_dev.c build/tests/dev_kernels.cubin build/tests/
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 -isystem $(CUDA_INC) -MMD -MP -MF build/dep/test_gpu_dev.d $< -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm -ldl -o $@
 build/bin/talon-bench: bench/bench.c $(GPU_HELPERS) $(LIB)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -MMD -MP -MF build/dep/bench.d $< $(GPU_HELPERS) $(LIB) -lm $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -MMD -MP -MF build/dep/bench.d $(GPU_HELPERS) $< $(LIB) -lm $(LIBS) -o $@
 
 # The Python benchmarks (bench/ops.py) call talon through ctypes on a shared build of the
 # dispatcher; bench/shim.c adds the description of the argument structs (fields, offsets, sizes)
