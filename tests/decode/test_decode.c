@@ -205,6 +205,20 @@ static void test_invalid_argument(void **state) {
     assert_rejected(s, op, row->field, row->value);
 }
 
+/* A misaligned pointer's message states the rule in words (issue: "is not aligned to the
+   16-byte element" read as if the element were 16 bytes). */
+static void test_alignment_message(void **state) {
+    talon_decode_attention_args d = valid_decode();
+    talon_merge_attention_states_args m = valid_merge();
+    (void)state;
+    d.o += 8;
+    assert_int_equal(talon_decode_attention(g_ctx, STREAM, &d), TALON_ERROR_INVALID_ARGUMENT);
+    assert_contains(talon_last_error(), "must be 16-byte aligned");
+    m.lse_a += 2;
+    assert_int_equal(talon_merge_attention_states(g_ctx, STREAM, &m), TALON_ERROR_INVALID_ARGUMENT);
+    assert_contains(talon_last_error(), "must be 4-byte aligned");
+}
+
 /* ================================================================ the split rule */
 /* The rule as talon.h documents it, written out independently: one split from 199 to 528
    CTAs, else the least cost(s) = waves / s, raised towards 264 CTAs (128-key chunks at
@@ -542,6 +556,7 @@ static void test_split_rule_follows_sms(void **state) {
 int main(void) {
     size_t i;
     ADD_ROWS(bad_rows, test_invalid_argument);
+    ADD(test_alignment_message);
     ADD(test_split_rule);
     ADD(test_split_rule_follows_sms);
     ADD_ROWS(launch_rows, test_launch);

@@ -38,7 +38,7 @@ static talon_status talon__check_ptr_align(const char *op, const char *name, CUd
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s is NULL", op, name);
     if (p % (CUdeviceptr)align)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->%s = 0x%llx is not aligned to the %d-byte element", op,
+                           "%s: args->%s = 0x%llx must be %d-byte aligned", op,
                            name, (unsigned long long)p, align);
     return TALON_SUCCESS;
 }
