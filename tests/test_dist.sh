@@ -15,11 +15,17 @@ ok() { checks=$((checks + 1)); }
 mk() {
     want=$1; shift
     $MAKE -s --no-print-directory "$@" > "$tmp/make.log" 2>&1; rc=$?
-    if [ $rc -ne 0 ] && [ "$want" = 0 ] || [ $rc -eq 0 ] && [ "$want" = 1 ]; then
+    # success must be wanted (0), failure must be wanted (1): one test, no && / || chain
+    # (A && B || C && D groups as ((A && B) || C) && D and passed a failed make)
+    if { [ $rc -eq 0 ] && [ "$want" = 1 ]; } || { [ $rc -ne 0 ] && [ "$want" = 0 ]; }; then
         cat "$tmp/make.log" >&2; fail "make $* exited $rc"; return 1
     fi
     ok
 }
+# mk itself must notice a failed make: a target that does not exist, wanted to succeed
+before=$fails
+mk 0 no-such-target-xyz 2>/dev/null
+if [ $fails -eq $((before + 1)) ]; then fails=$before; ok; else fail "mk 0 passed a failed make"; fi
 vd() { tools/verify-dist "$@" > "$tmp/vd.log" 2>&1; }
 
 # ---- names
