@@ -11,7 +11,13 @@
 #include "opcheck.h"
 #include "talon.h"
 
-int main(void) {
+static void usage(FILE *f) {
+    fprintf(f, "usage: talon-info [--help]\n"
+               "  prints what this build of talon contains; with an H100/H200, runs every op once\n"
+               "  and checks it (exit 0 when all pass; 1 without a GPU or on a failure)\n");
+}
+
+int main(int argc, char **argv) {
     const talon_bundle_info *b = talon_bundle_info_get();
     const int v = talon_version();
     talon_ctx_options options = {NULL, TALON_CTX_PRELOAD};
@@ -23,6 +29,15 @@ int main(void) {
     char err[512];
     int k, failed = 0;
 
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "talon-info: unknown argument '%s'\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
     printf("talon %s (talon_version() %d.%d.%d, header %s)\n", b->version, v / 10000,
            v / 100 % 100, v % 100, TALON_VERSION_STRING);
     printf("  commit   %s\n", b->git_commit);

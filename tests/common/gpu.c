@@ -31,10 +31,18 @@ int gpu_open(gpu *g, char *err, size_t errlen) {
         snprintf(err, errlen, "libcuda.so.1 has no cuGetProcAddress_v2 (driver too old)");
         return -1;
     }
+/* The toolkit's stub libcuda (lib64/stubs, for linking only) answers every lookup with
+   CUDA_ERROR_STUB_LIBRARY: name the cause rather than a missing function. */
 #define GPU_RESOLVE(name, version, args)                                                       \
-    if (get_proc(#name, (void **)&cu.name, version, CU_GET_PROC_ADDRESS_DEFAULT, NULL) ||      \
+    if ((r = get_proc(#name, (void **)&cu.name, version, CU_GET_PROC_ADDRESS_DEFAULT, NULL)) || \
         !cu.name) {                                                                            \
-        snprintf(err, errlen, "driver lacks %s", #name);                                      \
+        if (r == CUDA_ERROR_STUB_LIBRARY)                                                      \
+            snprintf(err, errlen, "libcuda.so.1 is the CUDA toolkit's stub library "           \
+                     "(CUDA_ERROR_STUB_LIBRARY, %d), not a driver: put the NVIDIA driver's "   \
+                     "libcuda.so.1 first on the library path", (int)r);                        \
+        else                                                                                   \
+            snprintf(err, errlen, "libcuda.so.1 could not resolve %s (CUresult %d)", #name,    \
+                     (int)r);                                                                  \
         return -1;                                                                             \
     }
     GPU_FUNCS(GPU_RESOLVE)
