@@ -4,20 +4,32 @@
 #                   header compile checks, CPU references
 #   make test-gpu   GPU tests on an H100/H200 (also under compute-sanitizer: make sanitize)
 #   make bench      benchmarks on an H100/H200 (C harness, then bench/peers.py)
-#   V=1 shows commands. NVCC=/path/to/nvcc or CUDA_HOME=/usr/local/cuda pick the toolkit.
+#   V=1 shows commands. NVCC=/path/to/nvcc or CUDA_HOME=/usr/local/cuda pick the toolkit;
+#   clean, uninstall and verify-dist work without nvcc.
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(if $(wildcard $(CUDA_HOME)/bin/nvcc),$(CUDA_HOME)/bin/nvcc,nvcc)
 NVCC_MIN := 12.4
 NVCC_VERSION := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
 NVCC_FULL_VERSION := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release .*, V\([0-9.]*\).*/\1/p')
-ifeq ($(NVCC_VERSION),)
+# Goals that compile nothing work without nvcc (verify-dist needs only the toolkit's cuda.h).
+NO_NVCC_GOALS := clean uninstall verify-dist
+ifneq ($(MAKECMDGOALS),)
+ifeq ($(filter-out $(NO_NVCC_GOALS),$(MAKECMDGOALS)),)
+NVCC_OPTIONAL := 1
+endif
+endif
+ifeq ($(NVCC_VERSION)$(NVCC_OPTIONAL),)
 $(error nvcc not found (tried '$(NVCC)'): install the CUDA toolkit and set NVCC=/path/to/nvcc or CUDA_HOME=/path/to/cuda)
 endif
+ifneq ($(NVCC_VERSION),)
 ifneq ($(shell printf '%s\n%s\n' $(NVCC_MIN) $(NVCC_VERSION) | sort -V | head -n1),$(NVCC_MIN))
 $(error nvcc $(NVCC_VERSION) at '$(NVCC)' is older than $(NVCC_MIN): set NVCC= or CUDA_HOME= to a newer CUDA toolkit)
 endif
 CUDA_INC := $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))/include
+else
+CUDA_INC := $(CUDA_HOME)/include
+endif
 
 ARCH := sm_90a
 CC ?= cc

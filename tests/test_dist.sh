@@ -26,6 +26,10 @@ mk() {
 before=$fails
 mk 0 no-such-target-xyz 2>/dev/null
 if [ $fails -eq $((before + 1)) ]; then fails=$before; ok; else fail "mk 0 passed a failed make"; fi
+# goals that compile nothing need no nvcc (dry runs: nothing is removed); building does
+for goal in clean uninstall verify-dist; do mk 0 -n NVCC=/no/such/nvcc "$goal"; done
+mk 1 -n NVCC=/no/such/nvcc all
+if grep -q "nvcc not found (tried '/no/such/nvcc')" "$tmp/make.log"; then ok; else fail "make all without nvcc: no clear message"; fi
 vd() { tools/verify-dist "$@" > "$tmp/vd.log" 2>&1; }
 
 # ---- names
