@@ -126,6 +126,7 @@ test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon
 	$(Q)python3 tools/lint-workflows
 	$(Q)python3 tests/bench/check_mirrors.py build/lib/libtalon_bench.so
 	$(Q)sh tests/core/test_talon_info.sh build/bin/talon-info $(CUDA_INC)
+	$(Q)sh tests/core/test_readme.sh "$(CC)" $(CUDA_INC)
 	$(Q)sh tests/test_dist.sh
 	@echo "make test: all CPU tests passed"
 

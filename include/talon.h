@@ -18,8 +18,13 @@
       build/lib/libtalon.a -ldl -lpthread.
    3. Vendoring: copy include/ and build/include/ (or the release tarball's include/) into
       your tree and use 1.
-   cuda.h from the CUDA toolkit must be on the include path (for the CU* types only).
+   Every user compiles against cuda.h (the CU* types; nothing is linked from the toolkit): put
+   the toolkit's include directory on the path as a system directory (-isystem; cuda.h is not
+   clean under -std=c99 -pedantic -Werror). cuda.h of CUDA 12.4 or newer works.
 
+       CUdevice dev; CUcontext cu;                          // a context current on this thread:
+       cuInit(0); cuDeviceGet(&dev, 0);                     // e.g. device 0's primary context
+       cuDevicePrimaryCtxRetain(&cu, dev); cuCtxSetCurrent(cu);
        talon_ctx *ctx;
        if (talon_ctx_create(&ctx, NULL) != TALON_SUCCESS)      // binds the current CUcontext
            fprintf(stderr, "talon: %s\n", talon_last_error());
@@ -53,7 +58,8 @@
 
    REQUIREMENTS
    An sm_90 GPU (H100/H200) and a driver supporting the CUDA version the cubins were built with
-   (CUDA 13 needs R580 or newer). The CUDA toolkit is needed only to build talon from source.
+   (CUDA 13 needs R580 or newer). cuda.h (CUDA 12.4 or newer) to compile against talon; the
+   rest of the toolkit (nvcc) only to build talon's cubins from source.
 
    LICENSE: Apache-2.0. */
 #ifndef TALON_H
@@ -280,8 +286,12 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
      in_stride: elements between rows of in (0: cols; otherwise >= cols). out_values and
        out_indices are contiguous [rows, k].
    Order: values compare as numbers, except that every NaN (either sign, any payload) ranks
-   above +inf, as in torch.topk, and -0.0 equals +0.0. Among equal values the lower index
-   wins: the set returned is exactly determined (no randomness at the k-th value). Values are
+   above +inf, and -0.0 equals +0.0. Among equal values (and among NaNs) the lower index wins:
+   the set returned is exactly determined (no randomness at the k-th value). Against
+   torch.topk: the same set of entries (torch also ranks NaN above +inf); sorted output orders
+   it the same way except for NaNs, which talon puts first in ascending index order while
+   torch may place some of them elsewhere in the row (seen: 5 NaNs of V=1000, k=50 at
+   positions 0, 1, 2, 48, 49). Values are
    copied bit for bit from the input (NaN payloads and the sign of zero are kept).
    sorted = 1: each output row is in descending order, equal values by ascending index;
    sorted = 0: the same set of k entries in an unspecified order (it may differ between calls).

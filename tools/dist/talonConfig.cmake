@@ -2,10 +2,12 @@
 #   find_package(talon 0.1 REQUIRED)
 #   target_link_libraries(app PRIVATE talon::talon)
 # talon::talon is the static archive (lib/libtalon.a) with include/ on the include path.
-# Header-only use (TALON_IMPLEMENTATION in one file): link nothing, and add
-# $<TARGET_PROPERTY:talon::talon,INTERFACE_INCLUDE_DIRECTORIES> to the include path.
+# Header-only use (TALON_IMPLEMENTATION in exactly one file): link talon::headers instead (the
+# include directories and -ldl/-lpthread, no archive).
 # talon.h needs <cuda.h>: the CUDA toolkit's include directory is added when
-# find_package(CUDAToolkit) finds one; otherwise put it on the include path yourself.
+# find_package(CUDAToolkit) finds one; otherwise put it on the include path yourself. Both
+# targets are imported, so their include directories are system directories for consumers
+# (cuda.h is not clean under -pedantic -Werror).
 # Relocatable: every path derives from this file's location.
 include(CMakeFindDependencyMacro)
 find_dependency(Threads)
@@ -18,6 +20,12 @@ if(NOT TARGET talon::talon)
   set_target_properties(talon::talon PROPERTIES
     IMPORTED_LOCATION "${_talon_prefix}/lib/libtalon.a"
     IMPORTED_LINK_INTERFACE_LANGUAGES "C"
+    INTERFACE_INCLUDE_DIRECTORIES "${_talon_includes}"
+    INTERFACE_LINK_LIBRARIES "${CMAKE_DL_LIBS};Threads::Threads")
+endif()
+if(NOT TARGET talon::headers)
+  add_library(talon::headers INTERFACE IMPORTED)
+  set_target_properties(talon::headers PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${_talon_includes}"
     INTERFACE_LINK_LIBRARIES "${CMAKE_DL_LIBS};Threads::Threads")
 endif()
