@@ -288,10 +288,11 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
    Order: values compare as numbers, except that every NaN (either sign, any payload) ranks
    above +inf, and -0.0 equals +0.0. Among equal values (and among NaNs) the lower index wins:
    the set returned is exactly determined (no randomness at the k-th value). Against
-   torch.topk: the same set of entries (torch also ranks NaN above +inf); sorted output orders
-   it the same way except for NaNs, which talon puts first in ascending index order while
-   torch may place some of them elsewhere in the row (seen: 5 NaNs of V=1000, k=50 at
-   positions 0, 1, 2, 48, 49). Values are
+   torch.topk: the same values (torch also ranks NaN above +inf; where values tie at the k-th
+   place torch may return other indices of them, it documents no tie order). Sorted output is
+   descending in both, but talon puts every NaN first, in ascending index order, while torch
+   may place some NaNs elsewhere in the row (seen: V=1000, k=50, 5 NaNs and one +inf, the NaNs
+   at positions 0, 1, 2, 48, 49), and equal values come in index order in talon only. Values are
    copied bit for bit from the input (NaN payloads and the sign of zero are kept).
    sorted = 1: each output row is in descending order, equal values by ascending index;
    sorted = 0: the same set of k entries in an unspecified order (it may differ between calls).
