@@ -147,9 +147,9 @@ DEV_TEST := build/tests/test_gpu_dev
 build/tests/dev_kernels.cubin: tests/dev/dev_kernels.cu
 	$(call say,NVCC,$@)mkdir -p $(@D) build/dep
 	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -MF build/dep/dev_kernels.d -MT $@ -cubin $< -o $@
-$(DEV_TEST): tests/dev/test_gpu_dev.c build/tests/dev_kernels.cubin build/tests/libcmocka.so.0
+$(DEV_TEST): tests/dev/test_gpu_dev.c build/tests/dev_kernels.cubin build/tests/libcmocka.so.0 $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 -isystem $(CUDA_INC) -MMD -MP -MF build/dep/test_gpu_dev.d $< -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm -ldl -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_gpu_dev.d $< -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm $(LIBS) -o $@
 build/bin/talon-bench: bench/bench.c $(GPU_HELPERS) $(LIB)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -MMD -MP -MF build/dep/bench.d $(GPU_HELPERS) $< $(LIB) -lm $(LIBS) -o $@

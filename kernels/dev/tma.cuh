@@ -2,7 +2,7 @@
 // Copy Instructions": cp.async.bulk.tensor, cp.async.bulk, cp.async.bulk.prefetch, and
 // "Memory Consistency Model: proxies" for fence.proxy.async).
 //
-// Tensor maps are built on the host (cuTensorMapEncodeTiled, see tests/dev/tensor_map.h) and
+// Tensor maps are built on the host (cuTensorMapEncodeTiled, see include/talon/impl/tma.h) and
 // passed to kernels as `const __grid_constant__ CUtensorMap` parameters: the copy instructions
 // read the 128-byte map from the parameter space through its generic address, so it must not
 // be copied into a local. Coordinates are signed element indices, innermost dimension first

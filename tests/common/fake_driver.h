@@ -103,6 +103,29 @@ static inline CUfunction fake_handle_for(const char *symbol) {
     return NULL;
 }
 
+/* The one plain launch of a single-kernel op: kernel `symbol` on a grid x 1 x 1, with its table
+   row's block and shared memory, on `stream`, no extra, and parameters equal to want. */
+static inline void assert_single_launch(const char *symbol, int64_t grid, CUstream stream,
+                                        const void *want, size_t param_size) {
+    const int k = kernel_index(symbol);
+    assert_true(k >= 0);
+    assert_int_equal(fake.launches, 1);
+    if (fake.last.fn != fake_handle_for(symbol))
+        fail_msg("launched %s, expected %s",
+                 talon__kernels[fake.fns[FN_INDEX(fake.last.fn)].kernel].symbol, symbol);
+    assert_int_equal(fake.last.grid[0], grid);
+    assert_int_equal(fake.last.grid[1], 1);
+    assert_int_equal(fake.last.grid[2], 1);
+    assert_int_equal(fake.last.block[0], talon__kernels[k].block);
+    assert_int_equal(fake.last.block[1], 1);
+    assert_int_equal(fake.last.block[2], 1);
+    assert_int_equal(fake.last.smem, talon__kernels[k].smem);
+    assert_ptr_equal(fake.last.stream, stream);
+    assert_null(fake.last.extra);
+    assert_int_equal(fake.last.param_size, param_size);
+    assert_memory_equal(fake.last.params, want, param_size);
+}
+
 static int fake_loaded_modules(void) {
     int i, n = 0;
     for (i = 0; i < fake.nmodules; i++) n += fake.modules[i].loaded;
@@ -158,7 +181,6 @@ static CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice
     if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = fake.major;
     else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = fake.minor;
     else if (a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *v = fake.sms;
-    else if (a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) *v = 233472;
     else return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }

@@ -2,7 +2,7 @@
  * kernels of tests/dev/dev_kernels.cu, loaded from a cubin at run time:
  *     test_gpu_dev [path/to/dev_kernels.cubin]  (else $TALON_DEV_CUBIN, else the cubin beside it)
  * Opens libcuda itself (dlopen + cuGetProcAddress_v2), builds tensor maps with
- * cuTensorMapEncodeTiled (tests/dev/tensor_map.h), poisons every output with 0xFF bytes, and
+ * cuTensorMapEncodeTiled (talon__tensor_map, include/talon/impl/tma.h), poisons every output with 0xFF bytes, and
  * checks every output element against a CPU reference: bit-exact for copies; for the matrix
  * products, per element, |gpu - ref| <= 2^-16 * sum_k |a_k b_k| for bf16/f16 and 2^-9 * sum for
  * fp8 e4m3, ref in fp64. The bf16 inputs are k/256 so fp32 accumulation is in fact exact; the
@@ -23,7 +23,10 @@
 #include <dlfcn.h>
 #include <cmocka.h>
 #include <cuda.h>
-#include "tensor_map.h"
+/* The tensor maps come from the library's own encoder (include/talon/impl/tma.h, through a talon
+   context), so its rules are exercised on hardware here. */
+#define TALON_IMPLEMENTATION
+#include "talon.h"
 
 /* ---------------------------------------------------------------- driver */
 #define DEV_FUNCS(X)                                                                           \
@@ -51,11 +54,11 @@
 #define DEV_FIELD(name, version, args) CUresult (*name) args;
 static struct {
     DEV_FUNCS(DEV_FIELD)
-    dev_encode_tiled_fn cuTensorMapEncodeTiled;
 } cu;
 #undef DEV_FIELD
 
 static CUmodule module;
+static talon_ctx *tctx; /* for talon__tensor_map */
 static int num_sms;
 static long long n_cases, n_elements, n_failed_elements;
 static int quick; /* TALON_TEST_QUICK set and not 0: skip the largest GEMM (sanitizer runs) */
@@ -110,7 +113,6 @@ static int open_driver(char *err, size_t errlen) {
         return -1;                                                                             \
     }
     DEV_FUNCS(DEV_RESOLVE)
-    DEV_RESOLVE(cuTensorMapEncodeTiled, 12000, ())
 #undef DEV_RESOLVE
     if ((r = cu.cuInit(0)) || (r = cu.cuDeviceGetCount(&count))) {
         snprintf(err, errlen, "cuInit: %s", cu_err(r));
@@ -195,10 +197,14 @@ static void *host_from(CUdeviceptr p, size_t bytes) {
 static void map_2d(CUtensorMap *m, CUtensorMapDataType type, CUdeviceptr base, uint64_t rows,
                    uint64_t cols, uint64_t stride, uint32_t box_rows, uint32_t box_cols,
                    CUtensorMapSwizzle sw) {
-    CUresult r = dev_tensor_map_2d(cu.cuTensorMapEncodeTiled, m, type, (const void *)(uintptr_t)base,
-                                   rows, cols, stride, box_rows, box_cols, sw);
-    if (r) fail_msg("dev_tensor_map_2d(%llu x %llu, box %u x %u): %s", (unsigned long long)rows,
-                    (unsigned long long)cols, box_rows, box_cols, cu_err(r));
+    talon__tensor_map_shape t;
+    memset(&t, 0, sizeof t);
+    t.type = type; t.rank = 2; t.swizzle = sw;
+    t.dims[0] = cols; t.dims[1] = rows; t.strides[0] = stride;
+    t.box[0] = box_cols; t.box[1] = box_rows;
+    if (talon__tensor_map(tctx, "test_gpu_dev", "map", m, base, &t) != TALON_SUCCESS)
+        fail_msg("tensor map %llu x %llu, box %u x %u: %s", (unsigned long long)rows,
+                 (unsigned long long)cols, box_rows, box_cols, talon_last_error());
 }
 
 /* ---------------------------------------------------------------- data */
@@ -303,13 +309,14 @@ static void run_load(const load_case *lc) {
     din = dev_buf(in, in_elems * 2);
     dout = dev_buf(NULL, out_elems * 2);
     if (lc->gz > 1) {
-        CUresult r = dev_tensor_map_3d(cu.cuTensorMapEncodeTiled, &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                       (const void *)(uintptr_t)din, (uint64_t)lc->batch,
-                                       (uint64_t)lc->rows, (uint64_t)lc->cols, (uint64_t)lc->pitch * 2,
-                                       (uint64_t)lc->matrix_rows * lc->pitch * 2, 1,
-                                       (uint32_t)lc->box_rows, (uint32_t)lc->box_cols,
-                                       CU_TENSOR_MAP_SWIZZLE_NONE);
-        if (r) fail_msg("dev_tensor_map_3d: %s", cu_err(r));
+        talon__tensor_map_shape t;
+        memset(&t, 0, sizeof t);
+        t.type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; t.rank = 3; t.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+        t.dims[0] = (uint64_t)lc->cols; t.dims[1] = (uint64_t)lc->rows; t.dims[2] = (uint64_t)lc->batch;
+        t.strides[0] = (uint64_t)lc->pitch * 2; t.strides[1] = (uint64_t)lc->matrix_rows * lc->pitch * 2;
+        t.box[0] = (uint32_t)lc->box_cols; t.box[1] = (uint32_t)lc->box_rows; t.box[2] = 1;
+        if (talon__tensor_map(tctx, "test_gpu_dev", "map", &map, din, &t) != TALON_SUCCESS)
+            fail_msg("3D tensor map: %s", talon_last_error());
     } else {
         map_2d(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, din, (uint64_t)lc->rows, (uint64_t)lc->cols,
                (uint64_t)lc->pitch * 2, (uint32_t)lc->box_rows, (uint32_t)lc->box_cols,
@@ -736,7 +743,7 @@ static void test_scheduler(void **state) {
 /* ---------------------------------------------------------------- main */
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : getenv("TALON_DEV_CUBIN");
-    char err[512], beside[256];
+    char err[512] = "", beside[256];
     int failed;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scheduler),     cmocka_unit_test(test_tma_load),
@@ -753,11 +760,14 @@ int main(int argc, char **argv) {
                  argv[0]);
         path = beside;
     }
-    if (open_driver(err, sizeof err) || load_module(path, err, sizeof err)) {
+    if (open_driver(err, sizeof err) || load_module(path, err, sizeof err) ||
+        talon_ctx_create(&tctx, NULL) != TALON_SUCCESS) {
+        if (!err[0]) snprintf(err, sizeof err, "talon_ctx_create: %.480s", talon_last_error());
         fprintf(stderr, "test_gpu_dev: %s (this test needs an sm_90a GPU: H100/H200)\n", err);
         return 1;
     }
     failed = cmocka_run_group_tests_name("talon::dev Hopper primitives", tests, NULL, NULL);
+    talon_ctx_destroy(tctx);
     printf("test_gpu_dev: %lld cases, %lld elements checked, %lld failed (%d failed tests)\n", n_cases,
            n_elements, n_failed_elements, failed);
     return failed || n_failed_elements ? 1 : 0;

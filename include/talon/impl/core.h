@@ -181,17 +181,17 @@ static const char *const talon__body_names[TALON__NUM_BODIES] = {TALON__IMAGES(T
 #undef TALON__BODY_NAME_OF
 #undef TALON__BODY_NAME
 
-/* One row of a .def table; targs are the body's template arguments, zero-padded. */
+/* What the host needs of a .def row (min_blocks and cluster are compiled into the kernel);
+   targs are the body's template arguments, zero-padded. */
 typedef struct talon__kernel {
     const char *symbol;
     talon__body body;
     int targs[TALON__TARGS_MAX];
-    int image, block, min_blocks, cluster, smem, param_size;
+    int image, block, smem, param_size;
 } talon__kernel;
 
 #define TALON__KERNEL_ROW(sym, img, body, targs, block, minb, cluster, smem, P)                \
-    {#sym, TALON__B_##body, {TALON__UNPAREN targs}, TALON__IMG_##img, block, minb, cluster, smem, \
-     (int)sizeof(P)},
+    {#sym, TALON__B_##body, {TALON__UNPAREN targs}, TALON__IMG_##img, block, smem, (int)sizeof(P)},
 #define TALON__KERNEL_ROWS_OF(img) TALON__KERNELS_##img(TALON__KERNEL_ROW)
 static const talon__kernel talon__kernels[TALON__NUM_KERNELS] = {TALON__IMAGES(TALON__KERNEL_ROWS_OF)};
 #undef TALON__KERNEL_ROWS_OF
@@ -225,7 +225,7 @@ const talon_bundle_info *talon_bundle_info_get(void) {
 struct talon_ctx {
     const talon__driver *drv;
     CUcontext cu;
-    int sms, smem_per_sm;  /* the device's SM count and shared memory per SM: the plans' facts */
+    int sms;               /* the device's SM count: the plans' fact */
     pthread_mutex_t lock;
     CUmodule modules[TALON__NUM_IMAGES];     /* written under lock */
     CUfunction functions[TALON__NUM_KERNELS]; /* published with release, read with acquire */
@@ -294,7 +294,7 @@ talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options)
     CUcontext cu = o->context, prev;
     CUdevice dev;
     CUresult r;
-    int major = 0, minor = 0, sms = 0, smem_per_sm = 0;
+    int major = 0, minor = 0, sms = 0;
     char name[128];
     talon_status s;
 
@@ -323,9 +323,6 @@ talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options)
     if (r == CUDA_SUCCESS) r = d->cuDeviceGetName(name, (int)sizeof name, dev);
     if (r == CUDA_SUCCESS)
         r = d->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
-    if (r == CUDA_SUCCESS)
-        r = d->cuDeviceGetAttribute(&smem_per_sm,
-                                    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev);
     d->cuCtxPopCurrent(&prev);
     if (r != CUDA_SUCCESS)
         return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_create: querying the device");
@@ -344,7 +341,6 @@ talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options)
     ctx->drv = d;
     ctx->cu = cu;
     ctx->sms = sms;
-    ctx->smem_per_sm = smem_per_sm;
     pthread_mutex_init(&ctx->lock, NULL);
     if ((o->flags & TALON_CTX_PRELOAD) && (s = talon_ctx_preload(ctx)) != TALON_SUCCESS) {
         talon_ctx_destroy(ctx);

@@ -84,12 +84,13 @@ static talon_status talon__tensor_map(const talon_ctx *ctx, const char *op, cons
                                (unsigned long long)t->strides[i]);
         strides[i] = t->strides[i];
     }
-    if (t->box[0] * (uint32_t)elem % 16 || (span && t->box[0] * (uint32_t)elem > (uint32_t)span))
+    if (t->box[0] * (uint32_t)elem % 16)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s: a box row of %u bytes "
-                           "must be a multiple of 16%s (TMA)", op, name, t->box[0] * (uint32_t)elem,
-                           span == 128 ? " and at most the 128-byte swizzle span"
-                           : span == 64 ? " and at most the 64-byte swizzle span"
-                           : span == 32 ? " and at most the 32-byte swizzle span" : "");
+                           "must be a multiple of 16 (TMA)", op, name, t->box[0] * (uint32_t)elem);
+    if (span && t->box[0] * (uint32_t)elem > (uint32_t)span)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s: a box row of %u bytes "
+                           "exceeds the %d-byte swizzle span (TMA)", op, name,
+                           t->box[0] * (uint32_t)elem, span);
     r = ctx->drv->cuTensorMapEncodeTiled(map, t->type, (cuuint32_t)t->rank,
                                          (void *)(uintptr_t)base, dims, strides, box, ones,
                                          CU_TENSOR_MAP_INTERLEAVE_NONE, t->swizzle,
