@@ -73,7 +73,7 @@ def cases(h):
             s[name] = x.reshape(B, hk, L, d).contiguous()
         a, ws = args_for(s, splits)
         s["ws"] = torch.empty(max(ws, 16), device="cuda", dtype=torch.uint8)
-        a.workspace, a.workspace_size = ptr(s["ws"]), ws
+        a.workspace, a.workspace_bytes = ptr(s["ws"]), ws
         s["args"] = a
         return s
 

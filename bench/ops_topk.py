@@ -2,6 +2,8 @@
 V=128256 k=50 and V=262144 k=1024, plus k=1024 at V=128256, a bf16 case and two small shapes of
 the two-kernel path (B=4 V=128256, B=2 V=262144; it reaches up to B=64 at V=128256) and two
 sampled shapes whose chunking differs from the targets' (B=65 V=128256, B=100 V=262144)."""
+import ctypes
+
 from ops import Case, I64, ptr
 
 DTYPES = {"fp32": 2, "bf16": 0, "fp16": 1}  # talon_dtype
@@ -10,12 +12,16 @@ DTYPES = {"fp32": 2, "bf16": 0, "fp16": 1}  # talon_dtype
 def cases(h):
     import torch
     Args = h.struct("talon_topk_args")
-    h.lib.talon_topk_workspace_size.restype = I64
-    h.lib.talon_topk_workspace_size.argtypes = [I64, I64]
+    h.lib.talon_topk_workspace_size.argtypes = [
+        ctypes.c_void_p, ctypes.POINTER(Args), ctypes.POINTER(I64)]
     tdt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
     def case(B, V, k, dt="fp32", targets=()):
-        nbytes = h.lib.talon_topk_workspace_size(B, V)
+        shape, n = Args(), I64()
+        shape.rows, shape.cols = B, V
+        h._check("talon_topk_workspace_size",
+                 h.lib.talon_topk_workspace_size(h.ctx, ctypes.byref(shape), ctypes.byref(n)))
+        nbytes = n.value
         ws = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
 
         def make():

@@ -84,7 +84,7 @@
       F(dtype, ENUM) F(cache_dtype, ENUM) F(layout, ENUM)) \
     S(talon_decode_attention_args, \
       F(o, PTR) F(lse, PTR) F(q, PTR) F(k_cache, PTR) F(v_cache, PTR) F(page_table, PTR) \
-      F(kv_lens, PTR) F(workspace, PTR) F(workspace_size, I64) F(batch, I64) \
+      F(kv_lens, PTR) F(workspace, PTR) F(workspace_bytes, I64) F(batch, I64) \
       F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) F(page_size, I64) \
       F(page_table_stride, I64) F(max_kv_len, I64) F(window, I64) F(num_splits, I64) \
       F(sm_scale, F32) F(logits_soft_cap, F32) F(k_scale, F32) F(v_scale, F32) \

@@ -56,6 +56,18 @@
    its stream is capturing: call talon_ctx_preload() (or create with TALON_CTX_PRELOAD) first.
    Argument structs are read when the op is called; device pointers are baked into the graph.
 
+   WORKSPACES
+   An op that needs scratch memory takes it from the caller: args->workspace (device memory,
+   16-byte aligned, contents on entry irrelevant) and args->workspace_bytes (bytes available).
+   Its size comes from one function per op, all of one shape:
+       talon_status talon_<op>_workspace_size(talon_ctx *ctx, const talon_<op>_args *args,
+                                              int64_t *bytes);
+   which reads only the shape fields of args (each op lists them), may need the context's
+   device (its SM count), launches nothing and is thread-safe. A workspace serves one call at
+   a time: calls that may overlap (other streams, other graphs replayed concurrently) need
+   their own. To serve several shapes (say, one graph captured per batch size), allocate the
+   largest size over those shapes: sizes need not grow with the batch.
+
    REQUIREMENTS
    An sm_90 GPU (H100/H200) and a driver supporting the CUDA version the cubins were built with
    (CUDA 13 needs R580 or newer). cuda.h (CUDA 12.4 or newer) to compile against talon; the
@@ -296,9 +308,7 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
    copied bit for bit from the input (NaN payloads and the sign of zero are kept).
    sorted = 1: each output row is in descending order, equal values by ascending index;
    sorted = 0: the same set of k entries in an unspecified order (it may differ between calls).
-   workspace: device memory of at least talon_topk_workspace_size(rows, cols) bytes,
-     16-byte aligned, used only during the call (on the stream); its contents on entry do not
-     matter. One workspace must not be shared by calls that may run at the same time.
+   workspace, workspace_bytes: at least talon_topk_workspace_size's bytes (see WORKSPACES).
    Pointers must be aligned to their element (4 bytes for fp32 and indices, 2 for bf16/f16).
    Launches a fixed sequence of two kernels chosen from rows and cols alone: for small problems
    (rows x ceil(cols / 4096) <= 2048: B <= 64 at cols 128256, B <= 32 at 262144) chunk
@@ -322,10 +332,12 @@ typedef struct talon_topk_args {
     talon_dtype dtype;
 } talon_topk_args;
 
-/* Bytes of workspace talon_topk needs for rows x cols (at most 33 KB per row, except on the
-   chunk path: up to 288 KB per row, at most 8 MB of chunk histograms in all); 0 when rows or
-   cols is out of range. Needs no context. */
-int64_t talon_topk_workspace_size(int64_t rows, int64_t cols);
+/* Workspace bytes talon_topk needs for these args (only rows and cols are read): at most 33 KB
+   per row, except on the chunk path: up to 288 KB per row, at most 8 MB of chunk histograms in
+   all. The same on every device. Errors (INVALID_ARGUMENT): NULL ctx, args or bytes, rows or
+   cols out of range. Thread-safe. */
+talon_status talon_topk_workspace_size(talon_ctx *ctx, const talon_topk_args *args,
+                                       int64_t *bytes);
 talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *args);
 
 /* ---------------------------------------------------------------- mixture of experts */
@@ -521,8 +533,8 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
        cost(s); when ctas * s0 <= 1.5 S (at most 1.5 CTAs per SM) it is raised to
        min(ceil(2 S / ctas), ceil(max_kv_len / 128), 256) if that is larger (2 per SM: 264)
    or num_splits when given. The workspace size therefore depends on the context's device:
-   size it with the ctx that will run the op. So a graph captured with a max_kv_len bound stays valid for any
-   kv_lens <= that bound. Kernels: the attention kernel (grid batch * num_kv_heads *
+   size it with the ctx that will run the op. kv_lens is not read on the host, so a graph
+   captured with a max_kv_len bound stays valid for any kv_lens <= that bound. Kernels: the attention kernel (grid batch * num_kv_heads *
    ceil(group / 4) x splits), then the merge kernel when splits > 1, launched as a
    programmatic dependent of the first (cuLaunchKernelEx): it starts while the attention
    kernel drains and waits for its partials on the GPU (captured graphs keep that edge). The
@@ -546,7 +558,7 @@ typedef struct talon_decode_attention_args {
     CUdeviceptr page_table;     /* int32 [batch, page_table_stride] */
     CUdeviceptr kv_lens;        /* int32 [batch] */
     CUdeviceptr workspace;      /* 16-byte aligned; may be 0 when the workspace size is 0 */
-    int64_t workspace_size;     /* bytes available at workspace */
+    int64_t workspace_bytes;    /* bytes available at workspace */
     int64_t batch;              /* [1, 2^24] */
     int64_t num_qo_heads, num_kv_heads; /* [1, 1024]; num_qo_heads % num_kv_heads == 0 */
     int64_t head_dim;           /* 64, 128, 256 */
@@ -574,7 +586,7 @@ talon_status talon_decode_attention_workspace_size(talon_ctx *ctx,
 /* Errors (INVALID_ARGUMENT, nothing launched): NULL pointers (lse and a zero-size workspace
    may be 0), pointers not 16-byte aligned (q, o, caches, workspace) or 4-byte aligned (lse,
    page_table, kv_lens), shapes out of range, num_qo_heads not a multiple of num_kv_heads,
-   page_table_stride < ceil(max_kv_len / page_size), workspace_size too small, bad scales.
+   page_table_stride < ceil(max_kv_len / page_size), workspace_bytes too small, bad scales.
    Legal inside stream capture (after preload). Thread-safe. */
 talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
                                     const talon_decode_attention_args *args);

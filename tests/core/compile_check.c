@@ -82,8 +82,8 @@ static void check_more_ops(void) {
     memset(&topk, 0, sizeof topk);
     topk.out_values = 0x1000; topk.out_indices = 0x2000; topk.in = 0x3000; topk.workspace = 0x4000;
     topk.rows = 2; topk.cols = 1000; topk.k = 10; topk.sorted = 1; topk.dtype = TALON_DTYPE_F32;
-    topk.workspace_bytes = talon_topk_workspace_size(topk.rows, topk.cols);
-    expect(topk.workspace_bytes > 0, "talon_topk_workspace_size");
+    expect(talon_topk_workspace_size(ctx, &topk, &topk.workspace_bytes) ==
+               TALON_ERROR_INVALID_ARGUMENT, "talon_topk_workspace_size(NULL ctx)");
     expect(talon_topk(ctx, stream, &topk) == TALON_ERROR_INVALID_ARGUMENT, "talon_topk(NULL ctx)");
 
     expect(talon_moe_align_block_size_capacity(16, 8, 256, 64, &sorted, &blocks) == TALON_SUCCESS &&

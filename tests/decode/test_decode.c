@@ -16,7 +16,7 @@ static talon_decode_attention_args valid_decode(void) {
     talon_decode_attention_args a;
     memset(&a, 0, sizeof a);
     a.o = P_O; a.lse = P_LSE; a.q = P_Q; a.k_cache = P_K; a.v_cache = P_V;
-    a.page_table = P_PT; a.kv_lens = P_LENS; a.workspace = P_WS; a.workspace_size = 1 << 30;
+    a.page_table = P_PT; a.kv_lens = P_LENS; a.workspace = P_WS; a.workspace_bytes = 1 << 30;
     a.batch = 2; a.num_qo_heads = 32; a.num_kv_heads = 8; a.head_dim = 128; a.page_size = 16;
     a.max_kv_len = 4096;
     return a;
@@ -82,7 +82,7 @@ D_EDIT(d_window_neg, a->window = -1)
 D_EDIT(d_splits_neg, a->num_splits = -1)
 D_EDIT(d_splits_big, a->num_splits = 257)
 D_EDIT(d_pt_stride, a->page_table_stride = 255) /* 4096 / 16 = 256 pages */
-D_EDIT(d_ws_small, a->num_splits = 4; a->workspace_size = 4 * 2 * 32 * 129 * 4 - 16)
+D_EDIT(d_ws_small, a->num_splits = 4; a->workspace_bytes = 4 * 2 * 32 * 129 * 4 - 16)
 D_EDIT(d_ws_null, a->workspace = 0)
 D_EDIT(d_ws_mis, a->workspace = P_WS + 4)
 D_EDIT(d_scale_nan, a->sm_scale = NAN)
@@ -151,7 +151,7 @@ static const bad_row bad_rows[] = {
     DB("num_splits -1", d_splits_neg, "args->num_splits", "-1"),
     DB("num_splits 257", d_splits_big, "args->num_splits", "257"),
     DB("page_table_stride shorter than max_kv_len's pages", d_pt_stride, "args->page_table_stride", "255"),
-    DB("workspace_size 16 bytes short", d_ws_small, "args->workspace_size", "132080"),
+    DB("workspace_size 16 bytes short", d_ws_small, "args->workspace_bytes", "132080"),
     DB("workspace NULL when splits > 1", d_ws_null, "args->workspace", "NULL"),
     DB("workspace not 16-byte aligned", d_ws_mis, "args->workspace", "0x800004"),
     DB("sm_scale NaN", d_scale_nan, "args->sm_scale", "nan"),
@@ -285,7 +285,7 @@ static void test_split_rule(void **state) {
         a.head_dim = rows[i].d; a.max_kv_len = rows[i].max;
         assert_int_equal(talon_decode_attention_workspace_size(g_ctx, &a, &bytes), TALON_SUCCESS);
         assert_int_equal(bytes, ws_bytes(want, rows[i].b * rows[i].hq, rows[i].d));
-        a.workspace_size = bytes;
+        a.workspace_bytes = bytes;
         assert_int_equal(talon_decode_attention(g_ctx, STREAM, &a), TALON_SUCCESS);
         assert_int_equal(fake.log[fake.launches - (want > 1 ? 2 : 1)].grid[1], want);
         a.num_splits = 5; /* forced */
@@ -451,11 +451,11 @@ static void test_workspace_exact(void **state) {
     a.num_splits = 4;
     assert_int_equal(talon_decode_attention_workspace_size(g_ctx, &a, &bytes), TALON_SUCCESS);
     assert_int_equal(bytes, 4 * 2 * 32 * 129 * 4);
-    a.workspace_size = bytes;
+    a.workspace_bytes = bytes;
     assert_int_equal(talon_decode_attention(g_ctx, STREAM, &a), TALON_SUCCESS);
     a.num_splits = 1;
     a.workspace = 0;
-    a.workspace_size = 0;
+    a.workspace_bytes = 0;
     assert_int_equal(talon_decode_attention_workspace_size(g_ctx, &a, &bytes), TALON_SUCCESS);
     assert_int_equal(bytes, 0);
     assert_int_equal(talon_decode_attention(g_ctx, STREAM, &a), TALON_SUCCESS);

@@ -292,7 +292,7 @@ static void fill_args(const dcase *c, const dev *d, talon_decode_attention_args 
     memset(a, 0, sizeof *a);
     a->o = d->o; a->lse = c->no_lse ? 0 : d->lse; a->q = d->q; a->k_cache = d->k; a->v_cache = d->v;
     a->page_table = d->pt; a->kv_lens = d->lens; a->workspace = d->ws;
-    a->workspace_size = d->ws_bytes;
+    a->workspace_bytes = d->ws_bytes;
     a->batch = c->batch; a->num_qo_heads = c->hq; a->num_kv_heads = c->hk; a->head_dim = c->d;
     a->page_size = c->ps; a->max_kv_len = c->max_kv_len; a->window = c->window;
     a->num_splits = c->splits; a->sm_scale = c->sm_scale; a->logits_soft_cap = c->cap;

@@ -132,7 +132,12 @@ static int job_prepare(job *j, const tcase *c) {
     j->in_bytes = c->rows * j->ld * j->esize;
     j->val_bytes = c->rows * c->k * j->esize + GUARD;
     j->idx_bytes = c->rows * c->k * 4 + GUARD;
-    j->ws_bytes = talon_topk_workspace_size(c->rows, c->cols);
+    {
+        talon_topk_args a;
+        memset(&a, 0, sizeof a);
+        a.rows = c->rows; a.cols = c->cols;
+        if (talon_topk_workspace_size(g_ctx, &a, &j->ws_bytes) != TALON_SUCCESS) return -1;
+    }
     j->x = malloc((size_t)(c->rows * c->cols) * sizeof(float));
     j->host = malloc((size_t)j->in_bytes);
     j->ref = malloc((size_t)(c->rows * c->k) * sizeof(int32_t));

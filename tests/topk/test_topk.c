@@ -100,26 +100,50 @@ static void test_accepts_edges(void **state) {
     assert_int_equal(fake.launches, 2 + 2 + 2 + 2); /* 4, 65, 1024 and 1 rows */
 }
 
+/* talon_topk_workspace_size for rows x cols, or -1 when it fails */
+static int64_t ws(int64_t rows, int64_t cols) {
+    talon_topk_args a;
+    int64_t bytes = -2;
+    valid_args(&a);
+    a.rows = rows; a.cols = cols;
+    return talon_topk_workspace_size(g_ctx, &a, &bytes) == TALON_SUCCESS ? bytes : -1;
+}
+
 static void test_workspace_size(void **state) {
     (void)state;
     /* words per row: histograms + 16 counters + 2 * min(cols, 4096), to a multiple of 4; the
        histograms are 1024 words per chunk of 4096 on the chunk path (rows x chunks <= 2048),
        none on the sampled path */
-    assert_int_equal(talon_topk_workspace_size(1, 7), 4 * 1056);
-    assert_int_equal(talon_topk_workspace_size(1, 1), 4 * 1044);
-    assert_int_equal(talon_topk_workspace_size(1024, 7), 1024 * 4 * 1056);
-    assert_int_equal(talon_topk_workspace_size(1024, 8193), 1024 * 4 * 8208);
-    assert_int_equal(talon_topk_workspace_size(1, 262144), 4 * (64 * 1024 + 16 + 8192));
-    assert_int_equal(talon_topk_workspace_size(2, 262144), 2 * 4 * (64 * 1024 + 16 + 8192));
-    assert_int_equal(talon_topk_workspace_size(32, 262144), 32 * 4 * (64 * 1024 + 16 + 8192));
-    assert_int_equal(talon_topk_workspace_size(33, 262144), 33 * 4 * 8208);
-    assert_int_equal(talon_topk_workspace_size(64, 128256), 64 * 4 * (32 * 1024 + 16 + 8192));
-    assert_int_equal(talon_topk_workspace_size(65, 128256), 65 * 4 * 8208);
-    assert_int_equal(talon_topk_workspace_size(1024, 262144), 1024 * 4 * 8208);
-    assert_int_equal(talon_topk_workspace_size(0, 7), 0);
-    assert_int_equal(talon_topk_workspace_size(1025, 7), 0);
-    assert_int_equal(talon_topk_workspace_size(1, 0), 0);
-    assert_int_equal(talon_topk_workspace_size(1, 262145), 0);
+    assert_int_equal(ws(1, 7), 4 * 1056);
+    assert_int_equal(ws(1, 1), 4 * 1044);
+    assert_int_equal(ws(1024, 7), 1024 * 4 * 1056);
+    assert_int_equal(ws(1024, 8193), 1024 * 4 * 8208);
+    assert_int_equal(ws(1, 262144), 4 * (64 * 1024 + 16 + 8192));
+    assert_int_equal(ws(2, 262144), 2 * 4 * (64 * 1024 + 16 + 8192));
+    assert_int_equal(ws(32, 262144), 32 * 4 * (64 * 1024 + 16 + 8192));
+    assert_int_equal(ws(33, 262144), 33 * 4 * 8208);
+    assert_int_equal(ws(64, 128256), 64 * 4 * (32 * 1024 + 16 + 8192));
+    assert_int_equal(ws(65, 128256), 65 * 4 * 8208);
+    assert_int_equal(ws(1024, 262144), 1024 * 4 * 8208);
+    assert_int_equal(ws(0, 7), -1);
+    assert_int_equal(ws(1025, 7), -1);
+    assert_int_equal(ws(1, 0), -1);
+    assert_int_equal(ws(1, 262145), -1);
+}
+
+static void test_workspace_size_errors(void **state) {
+    static const char op[] = "talon_topk_workspace_size";
+    talon_topk_args a;
+    int64_t bytes = 0;
+    (void)state;
+    valid_args(&a);
+    assert_rejected(talon_topk_workspace_size(NULL, &a, &bytes), op, "ctx", "NULL");
+    assert_rejected(talon_topk_workspace_size(g_ctx, NULL, &bytes), op, "args", "NULL");
+    assert_rejected(talon_topk_workspace_size(g_ctx, &a, NULL), op, "bytes", "NULL");
+    a.rows = 1025;
+    assert_rejected(talon_topk_workspace_size(g_ctx, &a, &bytes), op, "args->rows", "1025");
+    a.rows = 4; a.cols = 0;
+    assert_rejected(talon_topk_workspace_size(g_ctx, &a, &bytes), op, "args->cols", "0");
 }
 
 /* ---------------------------------------------------------------- launches */
@@ -280,6 +304,7 @@ int main(void) {
         test_add(bad_rows[i].name, test_invalid_argument, &bad_rows[i]);
     test_add("topk accepts the edges", test_accepts_edges, NULL);
     test_add("topk workspace size", test_workspace_size, NULL);
+    test_add("topk workspace size errors", test_workspace_size_errors, NULL);
     test_add("topk chunks follow the SM count", test_chunks_follow_sms, NULL);
     for (i = 0; i < sizeof launch_rows / sizeof launch_rows[0]; i++)
         test_add(launch_rows[i].name, test_launch, &launch_rows[i]);

@@ -89,11 +89,11 @@ talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
     TALON__TRY(talon__decode_plan_make(op, a, ctx->sms, &pl));
     TALON__TRY(talon__kv_strides(op, a->layout, a->page_size, a->num_kv_heads,
                                  a->head_dim * (fp8 ? 1 : 2), strides));
-    if (a->workspace_size < pl.ws_bytes)
+    if (a->workspace_bytes < pl.ws_bytes)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->workspace_size = %lld is smaller than the %lld bytes "
+                           "%s: args->workspace_bytes = %lld is smaller than the %lld bytes "
                            "talon_decode_attention_workspace_size asks for (%d splits)",
-                           op, (long long)a->workspace_size, (long long)pl.ws_bytes, pl.splits);
+                           op, (long long)a->workspace_bytes, (long long)pl.ws_bytes, pl.splits);
     TALON__TRY(talon__check_ptr_align(op, "workspace", a->workspace, pl.ws_bytes == 0, 16));
     TALON__TRY(talon__check_float(op, "sm_scale", a->sm_scale, 0, 1));
     TALON__TRY(talon__check_float(op, "logits_soft_cap", a->logits_soft_cap, 1, 1));

@@ -3,10 +3,18 @@
 #ifndef TALON_IMPL_TOPK_H
 #define TALON_IMPL_TOPK_H
 
-int64_t talon_topk_workspace_size(int64_t rows, int64_t cols) {
-    if (rows < 1 || rows > TALON__TOPK_ROWS_MAX || cols < 1 || cols > TALON__TOPK_COLS_MAX)
-        return 0;
-    return rows * talon__topk_row_ints(rows, cols) * 4;
+static talon_status talon__topk_shape(const char *op, const talon_topk_args *a, int64_t *bytes) {
+    TALON__TRY(talon__check_size(op, "rows", a->rows, TALON__TOPK_ROWS_MAX));
+    TALON__TRY(talon__check_size(op, "cols", a->cols, TALON__TOPK_COLS_MAX));
+    *bytes = a->rows * talon__topk_row_ints(a->rows, a->cols) * 4;
+    return TALON_SUCCESS;
+}
+
+talon_status talon_topk_workspace_size(talon_ctx *ctx, const talon_topk_args *a, int64_t *bytes) {
+    static const char op[] = "talon_topk_workspace_size";
+    TALON__TRY(talon__check_common(op, ctx, a));
+    if (!bytes) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", op);
+    return talon__topk_shape(op, a, bytes);
 }
 
 talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *a) {
@@ -16,8 +24,7 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
     int esize, k, small;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_dtype_f32(op, "dtype", a->dtype, &esize));
-    TALON__TRY(talon__check_size(op, "rows", a->rows, TALON__TOPK_ROWS_MAX));
-    TALON__TRY(talon__check_size(op, "cols", a->cols, TALON__TOPK_COLS_MAX));
+    TALON__TRY(talon__topk_shape(op, a, &need));
     TALON__TRY(talon__check_size(op, "k", a->k, TALON__TOPK_KMAX));
     if (a->k > a->cols)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
@@ -32,11 +39,10 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
     TALON__TRY(talon__check_ptr_align(op, "out_indices", a->out_indices, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "in", a->in, 0, esize));
     TALON__TRY(talon__check_ptr_align(op, "workspace", a->workspace, 0, 16));
-    need = talon_topk_workspace_size(a->rows, a->cols);
     if (a->workspace_bytes < need)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                            "%s: args->workspace_bytes = %lld is smaller than the %lld bytes "
-                           "talon_topk_workspace_size(%lld, %lld) asks for",
+                           "talon_topk_workspace_size asks for (rows %lld, cols %lld)",
                            op, (long long)a->workspace_bytes, (long long)need,
                            (long long)a->rows, (long long)a->cols);
     p.out_values = a->out_values; p.out_indices = a->out_indices; p.in = a->in;
