@@ -3,7 +3,8 @@
 #   make test       CPU tests (no GPU): dispatcher on a fake driver, bundle integrity,
 #                   header compile checks, CPU references
 #   make test-gpu   GPU tests on an H100/H200 (also under compute-sanitizer: make sanitize)
-#   make bench      benchmarks on an H100/H200 (C harness, then bench/peers.py)
+#   make bench      benchmarks on an H100/H200: bench/ops.py, talon beside its PyTorch peers
+#                   (needs PyTorch with CUDA; writes bench/results/<date>-<gpu>-ops.json)
 #   V=1 shows commands. NVCC=/path/to/nvcc or CUDA_HOME=/usr/local/cuda pick the toolkit;
 #   clean, uninstall and verify-dist work without nvcc.
 
@@ -150,9 +151,6 @@ build/tests/dev_kernels.cubin: tests/dev/dev_kernels.cu
 $(DEV_TEST): tests/dev/test_gpu_dev.c build/tests/dev_kernels.cubin build/tests/libcmocka.so.0 $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -MMD -MP -MF build/dep/test_gpu_dev.d $< -Lbuild/tests -l:libcmocka.so.0 -Wl,-rpath,'$$ORIGIN' -lm $(LIBS) -o $@
-build/bin/talon-bench: bench/bench.c $(GPU_HELPERS) $(LIB)
-	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -MMD -MP -MF build/dep/bench.d $(GPU_HELPERS) $< $(LIB) -lm $(LIBS) -o $@
 
 # The Python benchmarks (bench/ops.py) call talon through ctypes on a shared build of the
 # dispatcher; bench/shim.c adds the description of the argument structs (fields, offsets, sizes)
@@ -161,15 +159,13 @@ build/lib/libtalon_bench.so: bench/shim.c $(HEADERS) $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -fPIC -shared $(INC) $< $(LIBS) -o $@
 
-gpu-build: $(GPU_TESTS) $(DEV_TEST) build/bin/talon-bench build/bin/talon-info build/lib/libtalon_bench.so
+gpu-build: $(GPU_TESTS) $(DEV_TEST) build/bin/talon-info build/lib/libtalon_bench.so
 test-gpu: $(GPU_TESTS) $(DEV_TEST)
 	$(Q)for t in $(GPU_TESTS) $(DEV_TEST); do $$t || exit 1; done
 sanitize: $(GPU_TESTS) $(DEV_TEST)
 	$(Q)for t in $(GPU_TESTS) $(DEV_TEST); do TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check full $$t || exit 1; done
 	$(Q)for tool in racecheck synccheck; do TALON_TEST_QUICK=1 compute-sanitizer --tool $$tool --error-exitcode 1 $(DEV_TEST) || exit 1; done
-bench: build/bin/talon-bench build/lib/libtalon_bench.so
-	$(Q)build/bin/talon-bench --json build/bench-talon.json
-	$(Q)python3 bench/peers.py --talon build/bench-talon.json --out bench/results
+bench: build/lib/libtalon_bench.so
 	$(Q)python3 bench/ops.py --lib build/lib/libtalon_bench.so --out bench/results
 
 # The exhaustive CPU check behind kv_append's fp8 division (rope.cu, div_scale); not part of

@@ -10,14 +10,15 @@ bench/ops_<family>.py and provides `cases(h)`, a list of Case objects (below); i
 argument structs as h.struct(name), ctypes mirrors built from the library's own description of
 them (bench/shim.c lists the fields once; bench/mirror.py builds and checks the mirrors).
 
-Method (PERF.md "How to measure", as talon-bench and peers.py): random inputs, rotating over
+Method (PERF.md "How to measure"): random inputs, rotating over
 input sets totalling more than 4x the 50 MiB L2 (at least 2 sets), warm-up, then each run
 between its own pair of CUDA events, queued behind a GPU spin so the events time the GPU work
 and not Python's launch gaps; the median is reported ("us", what the targets use). "b2b_us"
 is also reported: 20 calls back to back between one pair of events, per call, which leaves
 out the few microseconds an event pair adds to every timed call. The copy ceiling is a 1 GiB
 device-to-device copy (bytes read + written) timed the same way. Ratios are peer_us / talon_us
-(> 1: talon faster). Writes <out>/<date>-<gpu>-ops.json; exit status 0 whether targets pass.
+(> 1: talon faster). Writes <out>/<date>-<gpu>-ops.json (with talon's version, the commit and
+nvcc of the measured build: tools/release-notes reads them); exit status 0 whether targets pass.
 """
 import argparse
 import ctypes
@@ -38,8 +39,8 @@ ROTATE_BYTES = 4 * L2_BYTES
 MAX_SETS = 64
 WARMUP = 10
 RUNS = 100
-# GPU spin queued per timed call: ctypes calls and torch's multi-kernel peers need more host
-# time per call than the C harness.
+# GPU spin queued per timed call: it must outlast the host time of one ctypes call or one of
+# torch's multi-kernel peers.
 SPIN_US = 100
 FAMILIES = []  # bench/ops_*.py, found at start-up
 
@@ -59,8 +60,10 @@ class Case:
     bytes: minimum traffic (for GB/s and % of the copy ceiling), or None.
     targets: [(field, cmp, threshold, text)] with field "us", "gbs", "pct_copy" or
         "<peer>_over_talon", cmp "<=" or ">=".
-    meta: optional {field: value} copied into the case's JSON row (e.g. talon-bench's dtype,
-        rows, cols; "skipped_peers": {peer: why} for a peer that could not be imported).
+    meta: optional {field: value} copied into the case's JSON row (e.g. the norms' and
+        activations' dtype, rows, cols, by which tools/release-notes also matches them in
+        results of the earlier C harness; "skipped_peers": {peer: why} for a peer that could
+        not be imported).
     """
 
     def __init__(self, op, label, make, talon, peers, bytes=None, check=None, targets=(),
@@ -108,6 +111,23 @@ class Talon:
         """talon_<op>(ctx, stream, &args); raises with talon_last_error on failure."""
         self._check(fn, getattr(self.lib, fn)(self.ctx, ctypes.c_void_p(stream),
                                                ctypes.byref(args)))
+
+
+def build_info(lib):
+    """{talon_version, git_commit, nvcc_version} of the loaded build, from
+    talon_bundle_info_get() (no GPU needed): the first three members of talon_bundle_info,
+    each a const char * (version, git_commit, nvcc_version in talon.h's order); the version
+    is checked against talon_version()."""
+    fn = lib.talon_bundle_info_get
+    fn.restype = ctypes.POINTER(ctypes.c_char_p)
+    p = fn()
+    info = {k: (p[i] or b"").decode() for i, k in
+            enumerate(("talon_version", "git_commit", "nvcc_version"))}
+    v = lib.talon_version()
+    if info["talon_version"] != f"{v // 10000}.{v // 100 % 100}.{v % 100}":
+        raise RuntimeError(f"talon_bundle_info_get().version {info['talon_version']!r} is not "
+                           f"talon_version() {v}: talon_bundle_info's members moved?")
+    return info
 
 
 # ctypes spellings of talon's C types (the mirrors' kinds), for restype/argtypes
@@ -226,8 +246,11 @@ def main(argv=None):
     copy_gbs = copy_ceiling()
     gpu = torch.cuda.get_device_name(0)
     date = datetime.date.today().isoformat()
-    print(f"bench/ops.py on {gpu}, {date}, torch {torch.__version__}; copy ceiling "
-          f"{copy_gbs:.0f} GB/s; ratios = peer us / talon us (> 1: talon faster)", flush=True)
+    info = build_info(h.lib)
+    print(f"bench/ops.py on {gpu}, {date}, talon {info['talon_version']} (git "
+          f"{info['git_commit'] or '?'}, nvcc {info['nvcc_version'] or '?'}), torch "
+          f"{torch.__version__}; copy ceiling {copy_gbs:.0f} GB/s; ratios = peer us / talon us "
+          "(> 1: talon faster)", flush=True)
     results = []
     t0 = time.perf_counter()
     for fam in sorted(f[:-3] for f in os.listdir(here) if re.fullmatch(r"ops_\w+\.py", f)):
@@ -259,7 +282,7 @@ def main(argv=None):
     targets = [t for e in results for t in e["targets"]]
     npass = sum(t["status"] == "PASS" for t in targets)
     print(f"\ntargets: {npass}/{len(targets)} pass")
-    doc = {"gpu": gpu, "date": date, "torch": torch.__version__, "copy_gbs": copy_gbs,
+    doc = {"gpu": gpu, "date": date, **info, "torch": torch.__version__, "copy_gbs": copy_gbs,
            "method": "ctypes talon vs torch peers on the same tensors; sets > 4x L2; "
                      f"warm-up {WARMUP}; median of CUDA event pairs",
            "runtime_s": round(time.perf_counter() - t0, 1), "results": results}

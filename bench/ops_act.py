@@ -1,12 +1,13 @@
 """talon_silu_and_mul and talon_gelu_and_mul (erf and tanh) (bench/ops.py runs them).
 
 out[r, j] = act(in[r, j]) * in[r, I + j], in [rows, 2 I], out [rows, I], I = 14336 (Llama-3-8B
-and Mixtral FFN width): talon-bench's shapes (bench/bench.c and peers.py), 64 and 16384 rows,
-bf16, and silu_and_mul also f16 at 16384. The label gives the input, rows x (2 x I); "cols" in
-the JSON row is I, as in talon-bench's. gelu_erf_and_mul / gelu_tanh_and_mul are
-talon_gelu_and_mul with TALON_GELU_ERF / TALON_GELU_TANH. Inputs uniform in [-2, 2]; runs 100,
-or 50 when the input is >= 128 MiB (talon-bench).
-Peers (peers.py's): "eager" F.silu(x[:, :I]) * x[:, I:] and F.gelu(x[:, :I], approximate=
+and Mixtral FFN width): the shapes of the earlier C harness, 64 and 16384 rows, bf16, and
+silu_and_mul also f16 at 16384. The label gives the input, rows x (2 x I); "cols" in the JSON
+row is I, as in that harness's results (tools/release-notes matches the rows of both by dtype,
+rows and cols). gelu_erf_and_mul / gelu_tanh_and_mul are talon_gelu_and_mul with
+TALON_GELU_ERF / TALON_GELU_TANH. Inputs uniform in [-2, 2]; runs 100, or 50 when the input is
+>= 128 MiB.
+Peers: "eager" F.silu(x[:, :I]) * x[:, I:] and F.gelu(x[:, :I], approximate=
 "none" / "tanh") * x[:, I:]; "compile": the same under torch.compile (dynamic=False, afresh for
 every shape); "liger": Liger-Kernel's swiglu_fused_gate_up_forward (reads the fused input, as
 talon) and, for tanh, geglu_forward (Liger has no erf GEGLU; its kernel takes gate and up as two
@@ -14,9 +15,9 @@ tensors of one row stride, so those cases also hold the two halves, contiguous, 
 "flashinfer": flashinfer.activation.silu_and_mul / gelu_and_mul / gelu_tanh_and_mul, where
 importable (the pack of ../shared/peers builds silu_and_mul only: the others report an error).
 A peer that cannot be imported is left out, named in the row's "skipped_peers".
-Bytes (talon-bench): 2 x I read and I written per row. Check: on the last timed set, against an
+Bytes: 2 x I read and I written per row. Check: on the last timed set, against an
 fp32 torch reference with tests/common/opcheck.c's tolerance (magnitude |gate x up|).
-Targets: peers.py's, silu_and_mul bf16 16384 x (2 x 14336): >= 90% of the copy ceiling and at
+Targets (issue 2's): silu_and_mul bf16 16384 x (2 x 14336): >= 90% of the copy ceiling and at
 least as fast as torch.compile.
 """
 from ops import Case, ptr

@@ -1,24 +1,24 @@
 """talon_rmsnorm, talon_fused_add_rmsnorm and talon_layernorm (bench/ops.py runs them).
 
-Shapes: those of talon-bench (bench/bench.c) and peers.py, bf16 (rmsnorm also f16 at
-16384x8192), plus the mid-size shapes of the FlashInfer comparison (rmsnorm 4096x5120 and
-2048x7168, fused_add_rmsnorm 2048x7168, layernorm 4096x5120). Inputs as talon-bench: activations
-uniform in [-2, 2], weights in [0.5, 1.5], biases in [-0.5, 0.5]; eps 1e-6 (rms), 1e-5 (layer);
-layernorm always with a bias. Runs: 100, or 50 when the input is >= 128 MiB (talon-bench).
-Peers (peers.py's): "eager" F.rms_norm (a manual fp32 rmsnorm where torch has none), x + r then
+Shapes: those of the earlier C harness, bf16 (rmsnorm also f16 at 16384x8192), plus the
+mid-size shapes of the FlashInfer comparison (rmsnorm 4096x5120 and 2048x7168,
+fused_add_rmsnorm 2048x7168, layernorm 4096x5120). Inputs: activations uniform in [-2, 2],
+weights in [0.5, 1.5], biases in [-0.5, 0.5]; eps 1e-6 (rms), 1e-5 (layer); layernorm always
+with a bias. Runs: 100, or 50 when the input is >= 128 MiB.
+Peers: "eager" F.rms_norm (a manual fp32 rmsnorm where torch has none), x + r then
 F.rms_norm, F.layer_norm; "compile": the same under torch.compile (dynamic=False, compiled
-afresh for every shape, as peers.py does); "liger": Liger-Kernel's Triton forward kernels
+afresh for every shape); "liger": Liger-Kernel's Triton forward kernels
 (rms_norm_forward with casting "llama", fused_add_rms_norm_forward, layer_norm_forward), and
 "flashinfer": flashinfer.norm.rmsnorm / fused_add_rmsnorm (in place, as talon), each where it
 can be imported (../shared/peers/README.md); one that cannot is left out and named, with the
 reason, in the row's "skipped_peers". The eager, compile and liger peers write new tensors.
-Bytes (talon-bench's op_bytes): rmsnorm reads in and writes out, + the weight once; layernorm
+Bytes: rmsnorm reads in and writes out, + the weight once; layernorm
 also the bias; fused_add_rmsnorm reads in and residual and writes both (4 x rows x cols).
 Check: on the last timed set, talon's output against an fp32 torch reference with
 tests/common/opcheck.c's tolerance (atol + rtol |ref| + 2^-18 magnitude; rtol 2^-7 bf16,
 2^-10 f16); fused_add_rmsnorm's new residual must be round(in + residual) bit for bit (fresh
-inputs, as it works in place). Targets: peers.py's (16384x8192 bf16: >= 90% of the copy
-ceiling and >= 1.15x faster than torch.compile; 64x8192 bf16: <= 5 us).
+inputs, as it works in place). Targets (issue 2's): 16384x8192 bf16: >= 90% of the copy
+ceiling and >= 1.15x faster than torch.compile; 64x8192 bf16: <= 5 us.
 The helpers below (optional peers, torch.compile per shape, the check) serve ops_act.py too.
 """
 import importlib
@@ -30,7 +30,7 @@ torch = None
 F = None
 DTYPES = {"bf16": 0, "f16": 1}  # talon_dtype
 RMS_EPS, LN_EPS = 1e-6, 1e-5
-LARGE_BYTES = 128 * 2**20  # talon-bench: 50 runs from this input size on
+LARGE_BYTES = 128 * 2**20  # 50 runs from this input size on
 NOISE = 2.0**-18  # tests/common/opcheck.c OPCHECK_NOISE
 
 
@@ -99,7 +99,7 @@ def note_skipped(op, skipped):
 
 def compiled(fn):
     """fn under torch.compile(dynamic=False), compiled afresh for this case on its first call
-    (in the warm-up): as peers.py, torch._dynamo.reset() first, so the guards and recompile
+    (in the warm-up): torch._dynamo.reset() first, so the guards and recompile
     limits of earlier shapes of the same function do not apply."""
     state = {}
 
@@ -126,15 +126,16 @@ def assert_close(what, got, ref, mag, dt):
 
 
 def meta(api, dt, rows, cols, skipped, **extra):
-    """The fields talon-bench's JSON has for this case (api, dtype, rows, cols, ...) and the
-    peers left out (skipped_peers: {peer: reason}); ops.py copies them into the row."""
+    """The case's api, dtype, rows, cols (and extra fields) and the peers left out
+    (skipped_peers: {peer: reason}); ops.py copies them into the row. tools/release-notes
+    keys these rows by dtype, rows and cols, as in the earlier C harness's results."""
     m = {"api": api, "dtype": dt, "rows": rows, "cols": cols, **extra}
     if skipped:
         m["skipped_peers"] = dict(skipped)
     return m
 
 
-# ---------------------------------------------------------------- torch peers (peers.py's)
+# ---------------------------------------------------------------- torch peers
 def rms_eager(x, w):
     if hasattr(F, "rms_norm"):
         return F.rms_norm(x, (x.shape[-1],), w, eps=RMS_EPS)

@@ -1,6 +1,6 @@
-"""The timing method shared by bench/peers.py and bench/ops.py (PERF.md "How to measure"):
-CUDA events around every call, calls queued behind a GPU spin, medians. torch is imported
-when a function first needs it, so the scripts' dry runs and --table work without it."""
+"""bench/ops.py's timing method (PERF.md "How to measure"): CUDA events around every call,
+calls queued behind a GPU spin, medians. torch is imported when a function first needs it, so
+ops.py --table works without it."""
 import json
 import os
 import re
@@ -31,8 +31,8 @@ def short_error(exc):
 def time_fn(fn, sets, warmup, runs, spin_us):
     """fn(set) over the sets in turn: warm-up, then `runs` calls each between its own CUDA
     events; (median, min) in us. The timed calls queue behind a GPU spin of spin_us per call,
-    so the events time the GPU work, not the host's launch gaps (talon-bench does the same
-    with copies); spin_us must exceed the host time of one call."""
+    so the events time the GPU work, not the host's launch gaps; spin_us must exceed the host
+    time of one call."""
     import torch
     n, k = len(sets), 0
     for _ in range(warmup):

@@ -1,7 +1,9 @@
 #!/bin/sh
 # tools/release-notes against the fixtures in tests/release-notes/: the notes must match the
 # expected markdown byte for byte, be the same on every run, and bad input must fail with a
-# non-zero status and a message that names the problem.
+# non-zero status and a message that names the problem. The bench fixtures are bench/ops.py
+# JSON (old-bench.json, new-bench.json: rows with a label only, rows that also carry dtype,
+# rows and cols, rows with an error); old-bench-legacy.json is the earlier C harness's format.
 #   sh tests/test_release_notes.sh            (from the repository root; no GPU, no CUDA)
 #   UPDATE=1 sh tests/test_release_notes.sh   rewrites the expected files after a deliberate change
 set -eu
@@ -96,19 +98,63 @@ else
     fail "files as a list: notes differ from files as an object"
 fi
 
+# A bench/results JSON of the earlier C harness (no labels; talon's version under "talon") still
+# reads: its norm and activation rows meet the same rows of an ops.py JSON, by dtype, rows, cols.
+norm_act='^\| (rmsnorm|fused_add_rmsnorm|layernorm|silu_and_mul|gelu_(erf|tanh)_and_mul) \|'
+if python3 "$tool" --old-bench "$fx/old-bench-legacy.json" --new-bench "$fx/new-bench.json" \
+    >"$tmp/legacy.md" && python3 "$tool" --old-bench "$fx/old-bench.json" \
+    --new-bench "$fx/new-bench.json" >"$tmp/ops.md" &&
+    grep -E -- "$norm_act" "$tmp/legacy.md" >"$tmp/legacy-rows" &&
+    grep -E -- "$norm_act" "$tmp/ops.md" >"$tmp/ops-rows" &&
+    [ "$(wc -l <"$tmp/ops-rows")" -eq 6 ] && cmp -s "$tmp/legacy-rows" "$tmp/ops-rows" &&
+    grep -q ', old: talon 0\.1\.0, NVIDIA H100 80GB HBM3, 2026-11-22 (.old-bench-legacy\.json.); new: ' \
+        "$tmp/legacy.md"; then
+    pass "legacy bench JSON compares with an ops.py one"
+else
+    fail "legacy bench JSON compares with an ops.py one: norm/activation rows or metadata differ"
+fi
+
 # What the fixtures are there to show, so that an UPDATE=1 cannot bless a wrong verdict.
-# has NAME PATTERN: a line of the full notes matches the extended regular expression PATTERN
+# has NAME PATTERN: a line of the full notes matches the extended regular expression PATTERN;
+# hasnt NAME PATTERN: no line does; before NAME A B: the first line matching A comes before
+# the first matching B
 has() {
     if grep -Eq -- "$2" "$tmp/a.md"; then pass "$1"; else fail "$1: no line matches /$2/"; fi
 }
+hasnt() {
+    if grep -Eq -- "$2" "$tmp/a.md"; then fail "$1: a line matches /$2/"; else pass "$1"; fi
+}
+before() {
+    a=$(grep -nE -m1 -- "$2" "$tmp/a.md" | cut -d: -f1)
+    b=$(grep -nE -m1 -- "$3" "$tmp/a.md" | cut -d: -f1)
+    if [ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ]; then pass "$1"
+    else fail "$1: /$2/ (line ${a:-none}) not before /$3/ (line ${b:-none})"; fi
+}
 # shellcheck disable=SC2016 # backquotes are markdown here, not command substitution
 {
-has "5% regression flagged" '^\| rmsnorm \| bf16 \| 64x8192 \| 6\.00 \| 6\.30 \| \+5\.0% \| \*\*regression\*\* \|$'
-has "2% slowdown not flagged" '^\| rmsnorm \| bf16 \| 4096x4096 \| 30\.00 \| 30\.60 \| \+2\.0% \|  \|$'
-has "exactly 3% not flagged" '^\| gelu_tanh_and_mul \| bf16 \| 64x14336 \| .* \| \+3\.0% \|  \|$'
-has "improvement shown" '^\| silu_and_mul \| bf16 \| 16384x14336 \| .* \| -7\.4% \| improvement \|$'
+# rows with dtype, rows and cols (norms, gated activations): keyed by that shape, shown by label
+has "5% regression flagged" '^\| rmsnorm \| bf16 64x8192 \| 6\.00 \| 6\.30 \| \+5\.0% \| \*\*regression\*\* \|$'
+has "2% slowdown not flagged" '^\| rmsnorm \| bf16 4096x4096 \| 30\.00 \| 30\.60 \| \+2\.0% \|  \|$'
+has "exactly 3% not flagged" '^\| gelu_tanh_and_mul \| bf16 64x\(2x14336\) \| .* \| \+3\.0% \|  \|$'
+has "improvement shown" '^\| silu_and_mul \| bf16 16384x\(2x14336\) \| .* \| -7\.4% \| improvement \|$'
 has "shape only in new listed" '^- rmsnorm f16 16384x8192: 181\.97 us$'
 has "shape only in old listed" '^- fused_add_rmsnorm bf16 1x4096: 5\.15 us$'
+# rows with a label only (the other families): keyed by op + label
+has "5.5% regression of a labelled case flagged" '^\| topk \| B=1 V=128256 k=50 fp32 sorted \| 13\.84 \| 14\.60 \| \+5\.5% \| \*\*regression\*\* \|$'
+has "labelled regression listed" '^- \*\*topk B=1 V=128256 k=50 fp32 sorted: \+5\.5%\*\* \(13\.84 -> 14\.60 us\)$'
+has "labelled 2% slowdown not flagged" '^\| moe_align_block_size \| T=16 E=256 k=8 block=64 \| 5\.98 \| 6\.10 \| \+2\.0% \|  \|$'
+has "labelled improvement shown" '^\| decode_attention \| B=64 L=4096 bf16 page 16 \| 358\.64 \| 340\.00 \| -5\.2% \| improvement \|$'
+has "labelled case only in new listed" '^- rope T=4096 Hq32 Hk8 D128 NeoX cache: 33\.79 us$'
+has "labelled case only in old listed" '^- moe_sum T=4096 k=8 H=4096 bf16: 102\.24 us$'
+before "numbers in a case sort as numbers (B=1)" '^\| topk \| B=1 ' '^\| topk \| B=64 '
+before "numbers in a case sort as numbers (B=64)" '^\| topk \| B=64 ' '^\| topk \| B=256 '
+before "numbers in a case sort as numbers (64 rows)" '^\| rmsnorm \| bf16 64x8192 ' '^\| rmsnorm \| bf16 4096x4096 '
+has "cases counted" '^11 cases in both runs: 2 regressions, 3 improvements, 6 within 3%\. 1 case failed in the new run\.$'
+# rows with an error and no us: listed as failed, with the other run's timing, and nowhere else
+has "case failed in the new run listed" '^- \*\*kv_append T=4096 Hk8 D128 page16 bf16\*\*: RuntimeError: talon_kv_append: launch failed: .* \(old: 16\.74 us\)$'
+hasnt "case failed in the new run not listed as only in the old" '^- kv_append .*: 16\.74 us$'
+has "case failed in the old run listed" '^- moe_router_topk T=4096 E=256 k=8 fp32: RuntimeError: .* \(new: 7\.94 us\)$'
+hasnt "case failed in the old run not listed as only in the new" '^- moe_router_topk .*: 7\.94 us$'
 has "added kernel" '^- `talon_decode_attention_bf16` '
 has "removed kernel" '^- `talon_rope_bf16` '
 has "changed kernel" '^- `talon_rmsnorm_bf16`: image `cubins/norm\.cubin`, 30,000 -> 31,000 B'
@@ -123,33 +169,47 @@ printf '{"results": [{"op": "rmsnorm", "dtype": "bf16", "rows": 1, "cols": 8}]}\
     >"$tmp/no-us.json"
 printf '{"results": [{"op": "a", "dtype": "bf16", "rows": 1, "cols": 8, "us": 1},
  {"op": "a", "dtype": "bf16", "rows": 1, "cols": 8, "us": 2}]}\n' >"$tmp/dup.json"
+printf '{"results": [{"label": "B=1 V=8 k=1", "us": 1}]}\n' >"$tmp/no-op.json"
+printf '{"results": [{"op": "topk", "us": 1}]}\n' >"$tmp/no-case.json"
+printf '{"results": [{"op": "topk", "label": "B=1 V=8 k=1"}]}\n' >"$tmp/label-no-us.json"
+printf '{"results": [{"op": "rmsnorm", "label": "bf16 1x8", "dtype": "bf16", "rows": 1, "us": 1}]}\n' \
+    >"$tmp/half-shape.json"
+printf '{"results": [{"op": "topk", "label": "B=1 V=8 k=1", "error": "RuntimeError: x"},
+ {"op": "topk", "label": "B=1 V=8 k=1", "us": 2}]}\n' >"$tmp/dup-label.json"
 printf '{"version": "0.2.0", "kernels": [{"symbol": "talon_x_bf16", "image": "x", "size": 1}]}\n' \
     >"$tmp/no-sha.json"
 printf '{"version": "0.2.0"}\n' >"$tmp/no-kernels.json"
 printf '[1, 2, 3]\n' >"$tmp/array.json"
 : >"$tmp/empty.json"
 
-nb="--new-bench $fx/new-bench.json"
+# bad_bench NAME PATTERN FILE: --old-bench $tmp/FILE fails, status 1, a message matching PATTERN
+bad_bench() {
+    refuse "$1" 1 "$2" python3 "$tool" --old-bench "$tmp/$3" --new-bench "$fx/new-bench.json"
+}
 om="--old-manifest $fx/old-manifest.json"
 nm="--new-manifest $fx/new-manifest.json"
-# shellcheck disable=SC2086 # $nb, $om, $nm are option pairs, split on purpose
+# shellcheck disable=SC2086 # $om, $nm are option pairs, split on purpose
 {
-    refuse "missing old bench" 1 "cannot read --old-bench $tmp/missing.json: No such file" \
-        python3 "$tool" --old-bench "$tmp/missing.json" $nb
+    bad_bench "missing old bench" \
+        "cannot read --old-bench $tmp/missing.json: No such file" missing.json
     refuse "missing new manifest" 1 "cannot read --new-manifest $tmp/missing.json" \
         python3 "$tool" $om --new-manifest "$tmp/missing.json"
     refuse "directory as input" 1 "cannot read --old-manifest $tmp" \
         python3 "$tool" --old-manifest "$tmp" $nm
-    refuse "truncated JSON" 1 "--old-bench $tmp/truncated.json is not valid JSON" \
-        python3 "$tool" --old-bench "$tmp/truncated.json" $nb
-    refuse "empty file" 1 "--old-bench $tmp/empty.json is not valid JSON" \
-        python3 "$tool" --old-bench "$tmp/empty.json" $nb
-    refuse "bench without results" 1 "expected an object with a \"results\" list" \
-        python3 "$tool" --old-bench "$tmp/no-results.json" $nb
-    refuse "bench entry without us" 1 "results\[0\] has no positive number \"us\"" \
-        python3 "$tool" --old-bench "$tmp/no-us.json" $nb
-    refuse "bench with a repeated shape" 1 "results\[1\] repeats a bf16 1x8" \
-        python3 "$tool" --old-bench "$tmp/dup.json" $nb
+    bad_bench "truncated JSON" "--old-bench $tmp/truncated.json is not valid JSON" truncated.json
+    bad_bench "empty file" "--old-bench $tmp/empty.json is not valid JSON" empty.json
+    bad_bench "bench without results" "expected an object with a \"results\" list" no-results.json
+    bad_bench "bench entry without us" "results\[0\] has no positive number \"us\"" no-us.json
+    bad_bench "bench with a repeated shape" "results\[1\] repeats a bf16 1x8" dup.json
+    bad_bench "bench entry without op" "results\[0\] has no string \"op\"" no-op.json
+    bad_bench "bench entry without label or shape" \
+        "results\[0\] has neither a string \"label\" nor \"dtype\", \"rows\" and \"cols\"" no-case.json
+    bad_bench "labelled entry without us or error" \
+        "results\[0\] has no positive number \"us\"" label-no-us.json
+    bad_bench "bench entry with part of a shape" \
+        "results\[0\] has no integer \"cols\"" half-shape.json
+    bad_bench "bench with a repeated labelled case" \
+        "results\[1\] repeats topk B=1 V=8 k=1" dup-label.json
     refuse "manifest kernel without sha256" 1 "kernels\[0\] \(talon_x_bf16\) has no string \"sha256\"" \
         python3 "$tool" $om --new-manifest "$tmp/no-sha.json"
     refuse "manifest without kernels" 1 "no \"kernels\" list" \

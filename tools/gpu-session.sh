@@ -2,7 +2,7 @@
 # Everything a GPU machine is needed for, on binaries built elsewhere by `make all gpu-build`.
 #   tools/gpu-session.sh [tests|bench|all]   (default all)
 # tests: talon-info, every GPU test program, each also under compute-sanitizer memcheck;
-# bench: talon-bench with its PyTorch peers (peers.py; PEERS=0 skips them) and bench/ops.py.
+# bench: bench/ops.py, every op beside its PyTorch peers (writes $LOGS/<date>-<gpu>-ops.json).
 # Logs and JSON go to $LOGS (default build/gpu-out), each step's as it ends. Exits non-zero if
 # any step failed. PACK=file.tgz re-packs $LOGS into that one file after every step, so a run
 # cut by a time limit still leaves the steps that ended (a lent device that returns only a few
@@ -40,11 +40,6 @@ if [ "$what" != bench ]; then
     done
 fi
 if [ "$what" != tests ]; then
-    step bench build/bin/talon-bench --json "$out/bench-talon.json"
-    if [ "${PEERS:-1}" != 0 ]; then
-        step peers python3 bench/peers.py --talon "$out/bench-talon.json" --out "$out" --targets
-        echo "== peers"; tail -n 60 "$out/peers.log"
-    fi
     step ops python3 bench/ops.py --lib build/lib/libtalon_bench.so --out "$out"
     echo "== ops"; tail -n 60 "$out/ops.log"
 fi
