@@ -58,7 +58,8 @@ class Case:
     check(s): optional; after timing, asserts on the last set that talon's output is right
         (compared with a peer), so a benchmark never reports the speed of a wrong kernel.
     bytes: minimum traffic (for GB/s and % of the copy ceiling), or None.
-    targets: [(field, cmp, threshold, text)] with field "us", "gbs", "pct_copy" or
+    flops: floating-point operations of one call (for TFLOP/s), or None.
+    targets: [(field, cmp, threshold, text)] with field "us", "gbs", "pct_copy", "tflops" or
         "<peer>_over_talon", cmp "<=" or ">=".
     meta: optional {field: value} copied into the case's JSON row (e.g. the norms' and
         activations' dtype, rows, cols, by which tools/release-notes also matches them in
@@ -67,8 +68,9 @@ class Case:
     """
 
     def __init__(self, op, label, make, talon, peers, bytes=None, check=None, targets=(),
-                 runs=RUNS, meta=None):
+                 runs=RUNS, meta=None, flops=None):
         self.op, self.label, self.make, self.talon, self.peers = op, label, make, talon, peers
+        self.flops = flops
         self.bytes, self.check, self.targets, self.runs = bytes, check, list(targets), runs
         self.meta = dict(meta or {})
 
@@ -175,6 +177,9 @@ def run_case(h, c, copy_gbs, base=None, with_peers=True):
         e["bytes"] = c.bytes
         e["gbs"] = c.bytes / (e["us"] * 1e-6) / 1e9
         e["pct_copy"] = 100.0 * e["gbs"] / copy_gbs
+    if c.flops:
+        e["flops"] = c.flops
+        e["tflops"] = c.flops / (e["us"] * 1e-6) / 1e12
     peers = dict(c.peers) if with_peers else {}
     if base is not None:  # the same case on another build of talon (--base)
         peers["base"] = lambda s: base.talon(s, stream)
@@ -182,6 +187,8 @@ def run_case(h, c, copy_gbs, base=None, with_peers=True):
         try:
             e[name + "_us"], e[name + "_min_us"] = time_fn(fn, sets, WARMUP, c.runs, SPIN_US)
             e[name + "_over_talon"] = e[name + "_us"] / e["us"]
+            if c.flops:
+                e[name + "_tflops"] = c.flops / (e[name + "_us"] * 1e-6) / 1e12
             e[name + "_b2b_us"] = time_b2b(fn, sets, SPIN_US)
         except Exception as exc:
             e[name + "_error"] = short_error(exc)
@@ -214,6 +221,8 @@ def markdown(doc):
                           if k.endswith("_us") and not k.endswith(("min_us", "b2b_us"))
                           and k != "us" and v is not None) or "-"
         bw = f"{e['gbs']:.0f} ({e['pct_copy']:.1f}%)" if "gbs" in e else "-"
+        if "tflops" in e:
+            bw = f"{e['tflops']:.0f} TFLOP/s" + ("" if bw == "-" else f", {bw}")
         targets = "; ".join(f"{t['status']}: {t['text']}" for t in e["targets"]) or "-"
         rows.append(f"| {e['op']} | {e['label']} | {e['us']:.2f} | {e['b2b_us']:.2f} | {bw} | "
                     f"{peers} | {targets} |")
@@ -272,6 +281,7 @@ def main(argv=None):
                               for k, v in e.items()
                               if k.endswith("_us") and not k.endswith(("min_us", "b2b_us")) and k != "us")
             bw = f"  {e['gbs']:.0f} GB/s {e['pct_copy']:.1f}%" if "gbs" in e else ""
+            bw += f"  {e['tflops']:.0f} TFLOP/s" if "tflops" in e else ""
             status = " ".join(f"[{t['status']}: {t['text']}]" for t in e["targets"])
             if "error" in e:
                 print(f"{e['op']:<24} {e['label']:<34} ERROR {e['error']} {status}", flush=True)

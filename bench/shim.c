@@ -91,7 +91,11 @@
       F(dtype, ENUM) F(kv_dtype, ENUM) F(layout, ENUM)) \
     S(talon_merge_attention_states_args, \
       F(o, PTR) F(lse, PTR) F(o_a, PTR) F(lse_a, PTR) F(o_b, PTR) F(lse_b, PTR) \
-      F(rows, I64) F(head_dim, I64) F(dtype, ENUM))
+      F(rows, I64) F(head_dim, I64) F(dtype, ENUM)) \
+    S(talon_gemm_args, \
+      F(d, PTR) F(a, PTR) F(b, PTR) F(bias, PTR) F(c, PTR) F(m, I64) F(n, I64) F(k, I64) \
+      F(lda, I64) F(ldb, I64) F(ldc, I64) F(ldd, I64) F(alpha, F32) F(beta, F32) \
+      F(act, ENUM) F(gated, I32) F(dtype, ENUM) F(out_dtype, ENUM))
 
 /* The C type of each kind (what the ctypes mirror holds). */
 typedef CUdeviceptr bench_c_PTR;

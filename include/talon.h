@@ -608,6 +608,58 @@ typedef struct talon_merge_attention_states_args {
 talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
                                           const talon_merge_attention_states_args *args);
 
+/* ---------------------------------------------------------------- dense GEMM */
+/* D = epilogue(alpha * A . B^T): the linear layer y = x W^T (+ bias, activation, residual),
+   or its gated form (the MLP's up-projection, SwiGLU / GeGLU) without an intermediate.
+     a: [m, k] row-major (activations), row stride lda.
+     b: [n, k] row-major (weights, nn.Linear's layout), row stride ldb; gated: [2n, k], the
+        gate's n rows then the up half's n rows (a fused gate_up weight).
+     d: [m, n] row-major, row stride ldd.
+   Epilogue, in this order, in fp32, one rounding at the end:
+     x = alpha * (A . B^T)[i, j] + bias[j]            (bias optional: 0 = none)
+     y = act(x)                                        (act: talon_gemm_act)
+     gated: y = act(x_gate[i, j]) * x_up[i, j], each x with its bias (bias [2n]: gate, up)
+     d[i, j] = y + beta * c[i, j]                      (c optional: 0 = none)
+   Types: a, b and bias of dtype (bf16 or f16); d and c of out_dtype (dtype or f32).
+   Accumulation in fp32 on the tensor cores; every output is one fp32 sum over k (no split-K
+   today), so results are deterministic and do not depend on the device's SM count.
+   Limits: m in [1, 2^24]; n in [8, 2^20] and k in [8, 2^20], both multiples of 8; strides
+   (elements, 0 = contiguous: lda = ldb = k, ldc = ldd = n) at least a row and multiples of 8;
+   a, b, d, c and bias 16-byte aligned. c may be d itself (same pointer and stride: the
+   residual is read before d is written, element by element); otherwise d must not overlap
+   any input. Rows of a beyond m and of b beyond n are never read.
+   Kernel: one persistent launch of min(tiles, SMs) CTAs of 384 threads (a TMA producer warp,
+   two wgmma warpgroups), tiles of 128 x 256 outputs (128 x 128 when that gives fewer tiles
+   than SMs; gated: 128 x 128 / 128 x 64 outputs from 256 / 128 rows of b), chosen on the host
+   from (m, n, gated, SM count) alone; see docs/notes/gemm.md for measurements.
+   Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
+   out of range or not multiples of 8, unsupported dtype / out_dtype / act, gated not 0/1, a
+   non-finite alpha or beta; DRIVER if the driver rejects a tensor map. Thread-safe; legal
+   inside stream capture (after preload; the tensor maps are built on the host and passed by
+   value, so a captured graph keeps them). */
+typedef enum talon_gemm_act {
+    TALON_GEMM_ACT_NONE = 0,
+    TALON_GEMM_ACT_RELU = 1,
+    TALON_GEMM_ACT_SILU = 2,      /* x / (1 + exp(-x)); gated: SwiGLU */
+    TALON_GEMM_ACT_GELU_ERF = 3,  /* 0.5 x (1 + erf(x / sqrt 2)); gated: GeGLU */
+    TALON_GEMM_ACT_GELU_TANH = 4  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+} talon_gemm_act;
+
+typedef struct talon_gemm_args {
+    CUdeviceptr d, a, b;
+    CUdeviceptr bias;           /* optional: [n] (gated: [2n]) of dtype */
+    CUdeviceptr c;              /* optional: the residual [m, n] of out_dtype; may be d */
+    int64_t m, n, k;            /* n: columns of d (gated: b has 2n rows) */
+    int64_t lda, ldb, ldc, ldd; /* elements; 0: k, k, n, n */
+    float alpha;                /* 0: 1 */
+    float beta;                 /* with c; 0: 1 */
+    talon_gemm_act act;
+    int gated;                  /* 0 or 1 */
+    talon_dtype dtype;          /* a, b, bias: bf16 or f16 */
+    talon_dtype out_dtype;      /* d, c: dtype or f32 (bf16 = 0 is rejected for f16 inputs) */
+} talon_gemm_args;
+talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *args);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,21 +8,12 @@
 // Variants (one row each in include/talon/kernels/act.def): activation x element type x VEC,
 // where VEC = 8 is the 16-byte path (aligned pointers, cols and strides multiples of 8) and
 // VEC = 1 takes any shape.
+#include "dev/activation.cuh"
 #include "dev/kernel.cuh"
 #include "talon/kernels/act.def"
 
 namespace talon::act {
 using namespace talon::dev;
-
-// Fast exp and division (a few ulp of fp32, far below the output's rounding) keep the short
-// rows latency-bound rather than instruction-bound.
-struct Silu { __device__ static float f(float x) { return __fdividef(x, 1.f + __expf(-x)); } };
-struct GeluErf { __device__ static float f(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); } };
-struct GeluTanh {
-    __device__ static float f(float x) {
-        return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-    }
-};
 
 template <typename T, int VEC, typename Act>
 __device__ __forceinline__ void gated(const talon__act_params &p) {

@@ -30,7 +30,7 @@ typedef struct fake_launch {
     void **extra;
     int dependent; /* cuLaunchKernelEx with programmatic stream serialization */
     int param_size;
-    unsigned char params[256];
+    unsigned char params[1024]; /* the largest params struct (the GEMM's 512) fits */
 } fake_launch;
 
 #define FAKE_LOG 16 /* launches kept in fake.log; fake.launches counts them all */
@@ -278,7 +278,8 @@ static CUresult fake_launch_record(CUfunction f, unsigned gx, unsigned gy, unsig
         l->extra = extra;
         l->dependent = dependent;
         l->param_size = talon__kernels[fake.fns[i].kernel].param_size;
-        memcpy(l->params, params[0], (size_t)l->param_size);
+        if ((size_t)l->param_size > sizeof l->params) l->param_size = -1; /* fails the check */
+        else memcpy(l->params, params[0], (size_t)l->param_size);
         if (fake.launches < FAKE_LOG) fake.log[fake.launches] = *l;
         fake.launches++;
     }

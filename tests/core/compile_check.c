@@ -67,6 +67,7 @@ static void check_more_ops(void) {
     talon_kv_append_args kv;
     talon_decode_attention_args dec;
     talon_merge_attention_states_args merge;
+    talon_gemm_args gemm;
     talon_ctx *ctx = NULL;
     CUstream stream = NULL;
     int64_t sorted = 0, blocks = 0, bytes = -1;
@@ -131,6 +132,12 @@ static void check_more_ops(void) {
     merge.lse_b = 0x5000; merge.rows = 2; merge.head_dim = 64; merge.dtype = TALON_DTYPE_F16;
     expect(talon_merge_attention_states(ctx, stream, &merge) == TALON_ERROR_INVALID_ARGUMENT,
            "talon_merge_attention_states(NULL ctx)");
+
+    memset(&gemm, 0, sizeof gemm);
+    gemm.d = 0x1000; gemm.a = 0x2000; gemm.b = 0x3000; gemm.m = 16; gemm.n = 64; gemm.k = 64;
+    gemm.act = TALON_GEMM_ACT_SILU; gemm.gated = 1; gemm.dtype = TALON_DTYPE_BF16;
+    gemm.out_dtype = TALON_DTYPE_F32;
+    expect(talon_gemm(ctx, stream, &gemm) == TALON_ERROR_INVALID_ARGUMENT, "talon_gemm(NULL ctx)");
 }
 
 static void check_statuses(void) {

@@ -283,7 +283,7 @@ static bool check_params(const elf *e, const char *symbol, int param_size) {
     Elf64_Shdr s;
     uint64_t pos = 0;
     ei a;
-    int r, nkparam = 0, cbank = -1, cbank_size = -1;
+    int r, nkparam = 0, cbank = -1, cbank_size = -1, param_offset = 0;
     if (!find_info(e, symbol, &s)) return false;
     while ((r = ei_next(e, &s, &pos, &a)) > 0) {
         if (a.fmt == EIFMT_SVAL && a.attr == EIATTR_KPARAM_INFO && a.val == 12) {
@@ -291,9 +291,15 @@ static bool check_params(const elf *e, const char *symbol, int param_size) {
             if (nkparam++)
                 return bad("image %s: %s has more than one kernel parameter (ordinal %u), expected one "
                            "by-value struct", e->name, symbol, ordinal);
-            if (ordinal != 0 || offset != 0 || (int)size != param_size)
+            /* offset 0, except that a struct holding a CUtensorMap (64-byte aligned, size a
+               multiple of 64) is placed at the next 128-byte boundary of the constant bank:
+               the driver copies the launch's bytes there itself */
+            if (ordinal != 0 || (offset != 0 && (param_size % 64 || offset >= 128)) ||
+                (int)size != param_size)
                 return bad("image %s: %s parameter ordinal %u offset %u size %u, expected ordinal 0 "
-                           "offset 0 size %d", e->name, symbol, ordinal, offset, size, param_size);
+                           "offset 0 (or < 128 for a tensor-map struct) size %d", e->name, symbol,
+                           ordinal, offset, size, param_size);
+            param_offset = (int)offset;
         } else if (a.fmt == EIFMT_SVAL && a.attr == EIATTR_PARAM_CBANK && a.val == 8) {
             cbank = rd16(a.p + 6);
         } else if (a.fmt == EIFMT_HVAL && a.attr == EIATTR_CBANK_PARAM_SIZE) {
@@ -302,10 +308,12 @@ static bool check_params(const elf *e, const char *symbol, int param_size) {
     }
     if (r < 0) return false;
     if (nkparam != 1) return bad("image %s: %s has %d KPARAM_INFO entries, expected 1", e->name, symbol, nkparam);
-    if (cbank != param_size)
-        return bad("image %s: %s PARAM_CBANK size %d, expected %d", e->name, symbol, cbank, param_size);
-    if (cbank_size != -1 && cbank_size != param_size)
-        return bad("image %s: %s CBANK_PARAM_SIZE %d, expected %d", e->name, symbol, cbank_size, param_size);
+    if (cbank != param_offset + param_size)
+        return bad("image %s: %s PARAM_CBANK size %d, expected %d", e->name, symbol, cbank,
+                   param_offset + param_size);
+    if (cbank_size != -1 && cbank_size != param_offset + param_size)
+        return bad("image %s: %s CBANK_PARAM_SIZE %d, expected %d", e->name, symbol, cbank_size,
+                   param_offset + param_size);
     return true;
 }
 

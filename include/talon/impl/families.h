@@ -22,6 +22,8 @@ extern "C" {
 #include "router.h"
 #include "decode_plan.h"
 #include "decode.h"
+#include "gemm_plan.h"
+#include "gemm.h"
 
 #ifdef __cplusplus
 }

@@ -45,9 +45,6 @@ static int talon__tensor_map_span(CUtensorMapSwizzle s) {
 
 /* Encodes *map for tensor `name` of op `op` at base (a device address). Errors:
    INVALID_ARGUMENT naming the tensor and the rule, DRIVER with the CUresult. */
-#if defined(__GNUC__)
-__attribute__((unused)) /* the GEMM, prefill and MoE families call it; the tests do today */
-#endif
 static talon_status talon__tensor_map(const talon_ctx *ctx, const char *op, const char *name,
                                       CUtensorMap *map, CUdeviceptr base,
                                       const talon__tensor_map_shape *t) {

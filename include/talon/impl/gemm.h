@@ -1,0 +1,131 @@
+/* talon/impl/gemm.h - dense GEMM: validate -> plan (gemm_plan.h) -> tensor maps -> launch.
+   Part of talon.h's implementation (TALON_IMPLEMENTATION); not a public header. */
+#ifndef TALON_IMPL_GEMM_H
+#define TALON_IMPL_GEMM_H
+
+#define TALON__GEMM_M_MAX (1LL << 24)
+#define TALON__GEMM_NK_MAX (1LL << 20)
+
+/* n and k: in [8, 2^20] and a multiple of 8 (TMA rows and the epilogue's pairs). */
+static talon_status talon__gemm_check_dim(const char *op, const char *name, int64_t v) {
+    TALON__TRY(talon__check_range(op, name, v, 8, TALON__GEMM_NK_MAX));
+    if (v % 8)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = %lld must be a "
+                           "multiple of 8", op, name, (long long)v);
+    return TALON_SUCCESS;
+}
+
+/* A row stride: 0 = row, else at least a row, a multiple of 8 elements (16 bytes) and at most
+   2^36 (a TMA stride is below 2^40 bytes; spans of m rows stay inside 64 bits). */
+static talon_status talon__gemm_check_ld(const char *op, const char *name, int64_t ld,
+                                         int64_t row, int64_t *out) {
+    TALON__TRY(talon__check_stride(op, name, ld, row, out));
+    if (*out % 8 || *out > (1LL << 36))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = %lld must be a "
+                           "multiple of 8 up to 2^36", op, name, (long long)*out);
+    return TALON_SUCCESS;
+}
+
+/* Bytes [lo, hi) a row-major rows x cols matrix of stride ld touches. */
+static void talon__gemm_span(CUdeviceptr base, int64_t rows, int64_t cols, int64_t ld,
+                             int esize, CUdeviceptr span[2]) {
+    span[0] = base;
+    span[1] = base + (CUdeviceptr)(((rows - 1) * ld + cols) * esize);
+}
+
+static talon_status talon__gemm_check_disjoint(const char *op, const CUdeviceptr d[2],
+                                               const char *name, CUdeviceptr p,
+                                               const CUdeviceptr s[2]) {
+    if (p && s[0] < d[1] && d[0] < s[1])
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = 0x%llx overlaps d "
+                           "(outputs must not overlap inputs; c may be d itself)", op, name,
+                           (unsigned long long)p);
+    return TALON_SUCCESS;
+}
+
+static talon_status talon__gemm_map(const talon_ctx *ctx, const char *op, const char *name,
+                                    CUtensorMap *map, CUdeviceptr base, int64_t rows,
+                                    int64_t k, int64_t ld, int box_rows, talon_dtype dt) {
+    talon__tensor_map_shape t;
+    memset(&t, 0, sizeof t);
+    t.type = dt == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    t.rank = 2;
+    t.dims[0] = (uint64_t)k; t.dims[1] = (uint64_t)rows;
+    t.strides[0] = (uint64_t)ld * 2;
+    t.box[0] = TALON__GEMM_BK; t.box[1] = (uint32_t)box_rows;
+    t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    return talon__tensor_map(ctx, op, name, map, base, &t);
+}
+
+talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *a) {
+    static const char op[] = "talon_gemm";
+    talon__gemm_params p;
+    talon__gemm_plan pl;
+    int64_t lda, ldb, ldc = 0, ldd, b_rows;
+    CUdeviceptr sd[2], s[2];
+    int osize, k;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_dtype(op, a->dtype));
+    if (a->out_dtype != a->dtype && a->out_dtype != TALON_DTYPE_F32)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out_dtype = %d must be "
+                           "dtype (%d) or f32 (%d)", op, (int)a->out_dtype, (int)a->dtype,
+                           (int)TALON_DTYPE_F32);
+    osize = a->out_dtype == TALON_DTYPE_F32 ? 4 : 2;
+    TALON__TRY(talon__check_size(op, "m", a->m, TALON__GEMM_M_MAX));
+    TALON__TRY(talon__gemm_check_dim(op, "n", a->n));
+    TALON__TRY(talon__gemm_check_dim(op, "k", a->k));
+    TALON__TRY(talon__check_range(op, "gated", a->gated, 0, 1));
+    TALON__TRY(talon__check_range(op, "act", (int64_t)(int)a->act, TALON_GEMM_ACT_NONE,
+                                  TALON_GEMM_ACT_GELU_TANH));
+    b_rows = a->gated ? 2 * a->n : a->n;
+    TALON__TRY(talon__gemm_check_ld(op, "lda", a->lda, a->k, &lda));
+    TALON__TRY(talon__gemm_check_ld(op, "ldb", a->ldb, a->k, &ldb));
+    TALON__TRY(talon__gemm_check_ld(op, "ldd", a->ldd, a->n, &ldd));
+    if (a->c) TALON__TRY(talon__gemm_check_ld(op, "ldc", a->ldc, a->n, &ldc));
+    TALON__TRY(talon__check_ptr_align(op, "d", a->d, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "a", a->a, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "b", a->b, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "bias", a->bias, 1, 16));
+    TALON__TRY(talon__check_ptr_align(op, "c", a->c, 1, 16));
+    if (a->c == a->d && ldc != ldd)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->ldc = %lld differs from "
+                           "ldd = %lld while c is d", op, (long long)ldc, (long long)ldd);
+    talon__gemm_span(a->d, a->m, a->n, ldd, osize, sd);
+    talon__gemm_span(a->a, a->m, a->k, lda, 2, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
+    talon__gemm_span(a->b, b_rows, a->k, ldb, 2, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
+    talon__gemm_span(a->bias, 1, b_rows, b_rows, 2, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "bias", a->bias, s));
+    if (a->c != a->d) {
+        talon__gemm_span(a->c, a->m, a->n, ldc, osize, s);
+        TALON__TRY(talon__gemm_check_disjoint(op, sd, "c", a->c, s));
+    }
+    TALON__TRY(talon__check_float(op, "alpha", a->alpha, 0, 1));
+    TALON__TRY(talon__check_float(op, "beta", a->beta, 0, 1));
+
+    talon__gemm_plan_make(a->m, a->n, a->gated, ctx->sms, &pl);
+    memset(&p, 0, sizeof p);
+    TALON__TRY(talon__gemm_map(ctx, op, "a", &p.a, a->a, a->m, a->k, lda, TALON__GEMM_BM,
+                               a->dtype));
+    TALON__TRY(talon__gemm_map(ctx, op, "b", &p.b_lo, a->b, a->n, a->k, ldb, pl.bn / 2,
+                               a->dtype));
+    if (a->gated)
+        TALON__TRY(talon__gemm_map(ctx, op, "b", &p.b_hi, a->b + (CUdeviceptr)(a->n * ldb * 2),
+                                   a->n, a->k, ldb, pl.bn / 2, a->dtype));
+    else
+        p.b_hi = p.b_lo;
+    p.d = a->d; p.c = a->c; p.bias = a->bias;
+    p.ldd = ldd; p.ldc = ldc;
+    p.m = (int)a->m; p.n = (int)a->n; p.k = (int)a->k;
+    p.tiles_m = pl.tiles_m; p.tiles_n = pl.tiles_n; p.group = pl.group;
+    p.act = (int)a->act;
+    p.alpha = a->alpha != 0.0f ? a->alpha : 1.0f;
+    p.beta = a->beta != 0.0f ? a->beta : 1.0f;
+    TALON__TRY(talon__pick(op, &k, TALON__B_gemm_tile, 4, (int)a->dtype, (int)a->out_dtype,
+                           pl.bn, a->gated));
+    return talon__launch(ctx, stream, op, k, pl.grid, &p);
+}
+
+#endif

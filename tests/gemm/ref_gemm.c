@@ -1,0 +1,54 @@
+/* fp64 reference of talon_gemm; see ref_gemm.h. */
+#include "ref_gemm.h"
+#include <math.h>
+#include <stddef.h>
+
+double ref_gemm_act(talon_gemm_act act, double x) {
+    switch (act) {
+    case TALON_GEMM_ACT_NONE: return x;
+    case TALON_GEMM_ACT_RELU: return x > 0.0 ? x : 0.0;
+    case TALON_GEMM_ACT_SILU: return x / (1.0 + exp(-x));
+    case TALON_GEMM_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case TALON_GEMM_ACT_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    }
+    return NAN;
+}
+
+/* alpha * dot(a row i, b row r) + bias[r], and its magnitude */
+static double pre(const ref_gemm_problem *p, int64_t i, int64_t r, double *mag) {
+    const double *a = p->a + i * p->k, *b = p->b + r * p->k;
+    double s = 0.0, m = 0.0;
+    int64_t t;
+    for (t = 0; t < p->k; t++) {
+        s += a[t] * b[t];
+        m += fabs(a[t] * b[t]);
+    }
+    s *= p->alpha;
+    m *= fabs(p->alpha);
+    if (p->bias) {
+        s += p->bias[r];
+        m += fabs(p->bias[r]);
+    }
+    *mag = m;
+    return s;
+}
+
+void ref_gemm_row(const ref_gemm_problem *p, int64_t i, double *out, double *mag) {
+    int64_t j;
+    for (j = 0; j < p->n; j++) {
+        double mg, y = ref_gemm_act(p->act, pre(p, i, j, &mg));
+        if (p->gated) {
+            double mu, u = pre(p, i, p->n + j, &mu);
+            /* the error of act(g) * u: |act'| <= 1.13 on both factors' errors */
+            mg = mg * (fabs(u) + mu) + mu * fabs(y);
+            y *= u;
+        }
+        if (p->c) {
+            y += p->beta * p->c[i * p->n + j];
+            mg += fabs(p->beta * p->c[i * p->n + j]);
+        }
+        out[j] = y;
+        mag[j] = mg;
+    }
+}

@@ -1,0 +1,281 @@
+/* Dispatcher tests on a fake CUDA driver (no GPU) for talon_gemm: one validation error per
+   rule (status, message naming the field and its value, nothing loaded or launched), the
+   plan as a pure function of (m, n, gated, SM count), and the launch of each kernel variant
+   (symbol, persistent grid, the params and the tensor maps the kernel gets). */
+#include "fake_driver.h"
+#include "table_rows.h"
+#include <math.h>
+
+typedef enum { OP_GEMM } op_id; /* the one op: table_rows.h's op column */
+static const char *const op_names[] = {"talon_gemm"};
+
+#define P_A 0x10000000ull
+#define P_B 0x20000000ull
+#define P_D 0x30000000ull
+#define P_C 0x40000000ull
+#define P_BIAS 0x50000000ull
+#define STREAM ((CUstream)(uintptr_t)0x5157)
+
+/* A Llama-3-8B q/o projection over 4096 tokens. */
+static void valid_args(talon_gemm_args *a) {
+    memset(a, 0, sizeof *a);
+    a->d = P_D; a->a = P_A; a->b = P_B;
+    a->m = 4096; a->n = 4096; a->k = 4096;
+}
+
+#define G(f, k, v) SET(talon_gemm_args, f, k, v)
+#define BAD(NAME, SETS, FIELD, VALUE)                                                          \
+    {.name = "gemm: " NAME, .op = OP_GEMM, .kind = BAD_FIELDS, .set = SETS, .field = FIELD,      \
+     .value = VALUE}
+
+/* ================================================================ validation, one per rule */
+static const bad_row bad_rows[] = {
+    {.name = "gemm: ctx NULL", .op = OP_GEMM, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
+    {.name = "gemm: args NULL", .op = OP_GEMM, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
+    BAD("dtype F32", ONE(G(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
+    BAD("dtype FP8 (not yet)", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BAD("dtype 7", ONE(G(dtype, ENUM, 7)), "args->dtype", "7"),
+    BAD("out_dtype bf16 (zero) for f16 inputs", ONE(G(dtype, ENUM, TALON_DTYPE_F16)),
+        "args->out_dtype", "0"),
+    BAD("out_dtype f16 for bf16 inputs", ONE(G(out_dtype, ENUM, TALON_DTYPE_F16)),
+        "args->out_dtype", "1"),
+    BAD("out_dtype I32", ONE(G(out_dtype, ENUM, TALON_DTYPE_I32)), "args->out_dtype", "3"),
+    BAD("m 0", ONE(G(m, I64, 0)), "args->m", "0"),
+    BAD("m -1", ONE(G(m, I64, -1)), "args->m", "-1"),
+    BAD("m 2^24 + 1", ONE(G(m, I64, 16777217)), "args->m", "16777217"),
+    BAD("n 0", ONE(G(n, I64, 0)), "args->n", "0"),
+    BAD("n 4 (below 8)", ONE(G(n, I64, 4)), "args->n", "4"),
+    BAD("n 4100 (not a multiple of 8)", ONE(G(n, I64, 4100)), "args->n", "4100"),
+    BAD("n 2^20 + 8", ONE(G(n, I64, 1048584)), "args->n", "1048584"),
+    BAD("k 0", ONE(G(k, I64, 0)), "args->k", "0"),
+    BAD("k 20 (not a multiple of 8)", ONE(G(k, I64, 20)), "args->k", "20"),
+    BAD("k 2^20 + 8", ONE(G(k, I64, 1048584)), "args->k", "1048584"),
+    BAD("gated 2", ONE(G(gated, INT, 2)), "args->gated", "2"),
+    BAD("gated -1", ONE(G(gated, INT, -1)), "args->gated", "-1"),
+    BAD("act 5", ONE(G(act, ENUM, 5)), "args->act", "5"),
+    BAD("act -1", ONE(G(act, ENUM, -1)), "args->act", "-1"),
+    BAD("lda 4088 (shorter than k)", ONE(G(lda, I64, 4088)), "args->lda", "4088"),
+    BAD("lda 4100 (not a multiple of 8)", ONE(G(lda, I64, 4100)), "args->lda", "4100"),
+    BAD("lda 2^36 + 8", ONE(G(lda, I64, 68719476744.0)), "args->lda", "68719476744"),
+    BAD("ldb 8 (shorter than k)", ONE(G(ldb, I64, 8)), "args->ldb", "8"),
+    BAD("ldb 4097", ONE(G(ldb, I64, 4097)), "args->ldb", "4097"),
+    BAD("ldd 4092 (shorter than n)", ONE(G(ldd, I64, 4092)), "args->ldd", "4092"),
+    BAD("ldd 4099", ONE(G(ldd, I64, 4099)), "args->ldd", "4099"),
+    BAD("ldc 100 with c", ONE(G(c, PTR, P_C), G(ldc, I64, 100)), "args->ldc", "100"),
+    BAD("ldc 4100 with c", ONE(G(c, PTR, P_C), G(ldc, I64, 4100)), "args->ldc", "4100"),
+    BAD("d NULL", ONE(G(d, PTR, 0)), "args->d", "NULL"),
+    BAD("d 8-byte aligned", ONE(G(d, PTR, P_D + 8)), "args->d", "0x30000008"),
+    BAD("a NULL", ONE(G(a, PTR, 0)), "args->a", "NULL"),
+    BAD("a 2-byte aligned", ONE(G(a, PTR, P_A + 2)), "args->a", "0x10000002"),
+    BAD("b NULL", ONE(G(b, PTR, 0)), "args->b", "NULL"),
+    BAD("b 8-byte aligned", ONE(G(b, PTR, P_B + 8)), "args->b", "0x20000008"),
+    BAD("bias 8-byte aligned", ONE(G(bias, PTR, P_BIAS + 8)), "args->bias", "0x50000008"),
+    BAD("c 4-byte aligned", ONE(G(c, PTR, P_C + 4)), "args->c", "0x40000004"),
+    BAD("c is d with ldc != ldd", ONE(G(c, PTR, P_D), G(ldc, I64, 8192), G(ldd, I64, 4096)),
+        "args->ldc", "8192"),
+    BAD("a overlaps d", ONE(G(a, PTR, P_D + 4096 * 2 * 100)), "args->a", "0x300c8000"),
+    BAD("b overlaps d's last row", ONE(G(b, PTR, P_D - 4096 * 2 * 4096 + 16)), "args->b",
+        "0x2e000010"),
+    BAD("bias inside d", ONE(G(bias, PTR, P_D + 1024)), "args->bias", "0x30000400"),
+    BAD("c overlaps d but is not d", ONE(G(c, PTR, P_D + 16)), "args->c", "0x30000010"),
+    BAD("gated b's up half overlaps d", ONE(G(gated, INT, 1), G(d, PTR, P_B + 4096 * 2 * 6000)),
+        "args->b", "0x20000000"),
+    BAD("alpha NaN", ONE(G(alpha, F32, NAN)), "args->alpha", "nan"),
+    BAD("alpha -inf", ONE(G(alpha, F32, -INFINITY)), "args->alpha", "-inf"),
+    BAD("beta inf", ONE(G(c, PTR, P_C), G(beta, F32, INFINITY)), "args->beta", "inf"),
+};
+
+static void test_invalid_argument(void **state) {
+    const bad_row *row = (const bad_row *)*state;
+    talon_gemm_args a;
+    valid_args(&a);
+    apply_sets(&a, row->set, MAX_SETS);
+    assert_rejected(talon_gemm(row->kind == BAD_CTX ? NULL : g_ctx, STREAM,
+                               row->kind == BAD_ARGS ? NULL : &a),
+                    op_names[row->op], row->field, row->value);
+    assert_int_equal(fake.encodes, 0);
+}
+
+/* The largest accepted shapes and strides launch. */
+static void test_accepts_edges(void **state) {
+    talon_gemm_args a;
+    (void)state;
+    valid_args(&a);
+    a.m = 1; a.n = 8; a.k = 8;
+    assert_int_equal(talon_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    valid_args(&a);
+    a.m = 1 << 24; a.n = 8; a.k = 8; a.d = 0x1000000000ull;
+    assert_int_equal(talon_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    valid_args(&a);
+    a.m = 1; a.n = 1 << 20; a.k = 1 << 20; a.a = 0x1000000000ull; a.b = 0x2000000000ull;
+    a.d = 0x30000000000ull;
+    assert_int_equal(talon_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    valid_args(&a);
+    a.c = P_D; a.ldc = a.ldd = 8192; a.bias = P_BIAS; a.alpha = -0.5f; a.beta = 1e-30f;
+    a.gated = 1; a.act = TALON_GEMM_ACT_GELU_TANH;
+    assert_int_equal(talon_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    assert_int_equal(fake.launches, 4);
+}
+
+/* A tensor map the driver rejects: DRIVER, the message names the tensor, nothing launched. */
+static void test_encode_failure(void **state) {
+    talon_gemm_args a;
+    (void)state;
+    valid_args(&a);
+    fake.encode_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(talon_gemm(g_ctx, STREAM, &a), TALON_ERROR_DRIVER);
+    assert_contains(talon_last_error(), "cuTensorMapEncodeTiled(args->a)");
+    assert_int_equal(fake.launches, 0);
+}
+
+/* ================================================================ plan */
+typedef struct plan_row { int64_t m, n; int gated, sms, bn, tiles_m, tiles_n, grid; } plan_row;
+
+static void test_plan(void **state) {
+    static const plan_row rows[] = {
+        /* 128 x 256 tiles when they fill the SMs */
+        {4096, 4096, 0, 132, 256, 32, 16, 132},
+        {8192, 8192, 0, 132, 256, 64, 32, 132},
+        {16384, 28672, 0, 132, 256, 128, 112, 132},
+        /* 512 x 4096: 64 tiles of 256 < 132 SMs -> 128 tiles of 128 */
+        {512, 4096, 0, 132, 128, 4, 32, 128},
+        {512, 6144, 0, 132, 128, 4, 48, 132},
+        /* decode: one tile-row */
+        {1, 14336, 0, 132, 128, 1, 112, 112},
+        {64, 4096, 0, 132, 128, 1, 32, 32},
+        /* gated: 128 (256 rows of b) or 64 output columns per tile */
+        {4096, 14336, 1, 132, 256, 32, 112, 132},
+        {128, 14336, 1, 132, 128, 1, 224, 132},
+        /* ragged edges round up */
+        {1000, 72, 0, 132, 128, 8, 1, 8},
+        {129, 4104, 0, 132, 128, 2, 33, 66},
+        /* the SM count decides */
+        {512, 6144, 0, 78, 256, 4, 24, 78},
+        {512, 6144, 0, 114, 128, 4, 48, 114},
+        {1, 8, 0, 132, 128, 1, 1, 1},
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        talon__gemm_plan pl;
+        talon__gemm_plan_make(rows[i].m, rows[i].n, rows[i].gated, rows[i].sms, &pl);
+        if (pl.bn != rows[i].bn || pl.tiles_m != rows[i].tiles_m ||
+            pl.tiles_n != rows[i].tiles_n || pl.grid != rows[i].grid || pl.group != 16)
+            fail_msg("row %zu (m %lld n %lld gated %d sms %d): bn %d tiles %d x %d grid %d "
+                     "group %d", i, (long long)rows[i].m, (long long)rows[i].n, rows[i].gated,
+                     rows[i].sms, pl.bn, pl.tiles_m, pl.tiles_n, pl.grid, pl.group);
+    }
+}
+
+/* ================================================================ launches */
+typedef struct gemm_launch_row {
+    const char *name;
+    field_set set[MAX_SETS];
+    const char *symbol;
+    int grid, tiles_m, tiles_n;
+} gemm_launch_row;
+
+#define LAUNCH(NAME, SETS, SYM, GRID, TM, TN) {"gemm: " NAME, SETS, SYM, GRID, TM, TN}
+static const gemm_launch_row launch_rows[] = {
+    LAUNCH("bf16 4096^3", NONE, "talon_gemm_bf16_256", 132, 32, 16),
+    LAUNCH("bf16 -> f32", ONE(G(out_dtype, ENUM, TALON_DTYPE_F32)), "talon_gemm_bf16_f32_256",
+           132, 32, 16),
+    LAUNCH("f16", ONE(G(dtype, ENUM, TALON_DTYPE_F16), G(out_dtype, ENUM, TALON_DTYPE_F16)),
+           "talon_gemm_f16_256", 132, 32, 16),
+    LAUNCH("f16 -> f32, m 100 n 8192 -> 128", ONE(G(dtype, ENUM, TALON_DTYPE_F16),
+           G(out_dtype, ENUM, TALON_DTYPE_F32), G(m, I64, 100), G(n, I64, 8192)),
+           "talon_gemm_f16_f32_128", 64, 1, 64),
+    LAUNCH("bf16 m 512 -> 128-wide tiles", ONE(G(m, I64, 512)), "talon_gemm_bf16_128", 128, 4,
+           32),
+    LAUNCH("gated SwiGLU m 4096 n 14336", ONE(G(gated, INT, 1), G(n, I64, 14336),
+           G(act, ENUM, TALON_GEMM_ACT_SILU)), "talon_gemm_bf16_gated_256", 132, 32, 112),
+    LAUNCH("gated m 1 n 4096 -> 128", ONE(G(gated, INT, 1), G(m, I64, 1)),
+           "talon_gemm_bf16_gated_128", 64, 1, 64),
+    LAUNCH("bias, residual in place, alpha, beta", ONE(G(bias, PTR, P_BIAS),
+           G(c, PTR, P_D), G(alpha, F32, 0.25), G(beta, F32, -2)),
+           "talon_gemm_bf16_256", 132, 32, 16),
+};
+
+static void test_launch(void **state) {
+    const gemm_launch_row *row = (const gemm_launch_row *)*state;
+    const talon__gemm_params *p;
+    talon_gemm_args a;
+    CUdeviceptr map_base;
+    int64_t ld_b;
+    valid_args(&a);
+    apply_sets(&a, row->set, MAX_SETS);
+    assert_int_equal(talon_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    assert_int_equal(fake.load_calls[TALON__IMG_gemm], 1);
+    assert_int_equal(fake.launches, 1);
+    assert_int_equal(fake.last.fn, fake_handle_for(row->symbol));
+    assert_int_equal(fake.last.grid[0], row->grid);
+    assert_int_equal(fake.last.grid[1], 1);
+    assert_int_equal(fake.last.block[0], 384);
+    assert_int_equal(fake.last.smem, talon__kernels[kernel_index(row->symbol)].smem);
+    assert_int_equal(fake.last.param_size, sizeof(talon__gemm_params));
+    p = (const talon__gemm_params *)fake.last.params;
+    assert_int_equal(p->d, a.d);
+    assert_int_equal(p->c, a.c);
+    assert_int_equal(p->bias, a.bias);
+    assert_int_equal(p->ldd, a.n);
+    assert_int_equal(p->ldc, a.c ? a.n : 0);
+    assert_int_equal(p->m, a.m);
+    assert_int_equal(p->n, a.n);
+    assert_int_equal(p->k, a.k);
+    assert_int_equal(p->tiles_m, row->tiles_m);
+    assert_int_equal(p->tiles_n, row->tiles_n);
+    assert_int_equal(p->group, 16);
+    assert_int_equal(p->act, (int)a.act);
+    assert_true(p->alpha == (a.alpha != 0.0f ? a.alpha : 1.0f));
+    assert_true(p->beta == (a.beta != 0.0f ? a.beta : 1.0f));
+    /* the fake encoder writes each map's base address into its first 8 bytes */
+    ld_b = a.ldb ? a.ldb : a.k;
+    memcpy(&map_base, &p->a, sizeof map_base);
+    assert_int_equal(map_base, a.a);
+    memcpy(&map_base, &p->b_lo, sizeof map_base);
+    assert_int_equal(map_base, a.b);
+    memcpy(&map_base, &p->b_hi, sizeof map_base);
+    assert_int_equal(map_base, a.gated ? a.b + (CUdeviceptr)(a.n * ld_b * 2) : a.b);
+    assert_int_equal(fake.encodes, a.gated ? 3 : 2);
+    /* the last map encoded: b (gated: its up half), [rows, k] with 128-byte swizzled boxes of
+       64 x bn / 2 */
+    assert_int_equal(fake.enc.rank, 2);
+    assert_int_equal(fake.enc.dims[0], a.k);
+    assert_int_equal(fake.enc.dims[1], a.n);
+    assert_int_equal(fake.enc.strides[0], ld_b * 2);
+    assert_int_equal(fake.enc.box[0], 64);
+    assert_int_equal(fake.enc.box[1], strstr(row->symbol, "_256") ? 128 : 64);
+    assert_int_equal(fake.enc.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+    assert_int_equal(fake.enc.type, a.dtype == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                : CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+}
+
+/* Strided views: the strides reach the maps and the params. */
+static void test_strides(void **state) {
+    talon_gemm_args a;
+    const talon__gemm_params *p;
+    (void)state;
+    valid_args(&a);
+    a.m = 7; a.n = 72; a.k = 24; a.lda = 40; a.ldb = 32; a.ldd = 80; a.c = P_C; a.ldc = 96;
+    assert_int_equal(talon_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    p = (const talon__gemm_params *)fake.last.params;
+    assert_int_equal(p->ldd, 80);
+    assert_int_equal(p->ldc, 96);
+    assert_int_equal(fake.enc.strides[0], 32 * 2); /* b, encoded last */
+    assert_int_equal(fake.enc.dims[0], 24);
+    assert_int_equal(fake.enc.dims[1], 72);
+}
+
+/* ================================================================ main */
+int main(void) {
+    size_t i;
+    for (i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++)
+        test_add(bad_rows[i].name, test_invalid_argument, &bad_rows[i]);
+    test_add("gemm: accepts the edges", test_accepts_edges, NULL);
+    test_add("gemm: a failed tensor map encode", test_encode_failure, NULL);
+    test_add("gemm: plan", test_plan, NULL);
+    for (i = 0; i < sizeof launch_rows / sizeof launch_rows[0]; i++)
+        test_add(launch_rows[i].name, test_launch, &launch_rows[i]);
+    test_add("gemm: strided views", test_strides, NULL);
+    return test_run("test_gemm");
+}
