@@ -89,9 +89,11 @@ __device__ __forceinline__ void mbar_wait_cluster(uint64_t *bar, uint32_t phase)
 }
 
 // ---------------------------------------------------------------- cluster helpers
+// Not volatile: a constant of the CTA, which the compiler may re-read instead of keeping a
+// register (or a spill slot) for it.
 __device__ __forceinline__ uint32_t cluster_ctarank() {
     uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
     return r;
 }
 
@@ -131,6 +133,16 @@ __device__ __forceinline__ uint32_t map_to_cta(const void *p, uint32_t cta) {
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t cta) {
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(
                      map_to_cta(bar, cta))
+                 : "memory");
+}
+
+// Arrive on the barrier at the same offset in CTA `cta`, with the default release at CTA
+// scope: for "I am done reading that stage" signals (consumers freeing a stage that a peer's
+// multicast refills), where no data of ours has to become visible to the peer. The cluster-
+// scope release of mbar_arrive_cluster costs a MEMBAR.ALL.GPU per call, which halved a
+// GEMM's throughput when each k-block's release paid it.
+__device__ __forceinline__ void mbar_arrive_remote(uint64_t *bar, uint32_t cta) {
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(map_to_cta(bar, cta))
                  : "memory");
 }
 

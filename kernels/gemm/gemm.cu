@@ -7,8 +7,9 @@
 //                of STAGES stages (kernels/dev/pipeline.cuh); its registers go to the others.
 //   warpgroups 1, 2  64 rows each: wait for a stage, issue 4 wgmma m64 n(bn) k16 from shared
 //                memory, keep one k-block in flight and release the previous stage, then run
-//                the epilogue from registers straight to global memory while the producer
-//                already fills the ring with the next tile.
+//                the epilogue: 128 bytes of columns at a time into a swizzled staging chunk,
+//                written out by an asynchronous TMA store, while the producer already fills
+//                the ring with the next tile.
 // Gated (SwiGLU / GeGLU): the half-tiles are the gate's and the up half's rows for the same
 // output columns, so accumulator column j < bn / 2 (gate) and j + bn / 2 (up) sit in the same
 // thread: act(gate) * up needs no exchange and no [m, 2n] intermediate.
@@ -42,71 +43,126 @@ template <typename T> __device__ __forceinline__ float2 load_pair(const T *p) {
     if constexpr (sizeof(T) == 4) return *reinterpret_cast<const float2 *>(p);
     else return unpack2<T>(*reinterpret_cast<const uint32_t *>(p));
 }
-template <typename T> __device__ __forceinline__ void store_pair(T *p, float lo, float hi) {
-    if constexpr (sizeof(T) == 4) *reinterpret_cast<float2 *>(p) = make_float2(lo, hi);
-    else *reinterpret_cast<uint32_t *>(p) = pack2<T>(lo, hi);
+
+// Where the pair (row r, columns 8 qq + 2 (l % 4) + {0, 1}) of a 128-byte-swizzled staging
+// chunk goes (row r of the chunk is 128 bytes; 16-byte unit u of row r sits at u ^ (r % 8)).
+// Conflict-free: the 8 rows of one store instruction land in 8 different 16-byte units.
+// A 32-bit shared address and st.shared: no 64-bit pointer to keep live, and the compiler
+// knows these stores cannot touch global memory.
+template <typename T> __device__ __forceinline__ void stage_pair(uint32_t chunk, int r, int qq, int lane, float lo, float hi) {
+    if constexpr (sizeof(T) == 4) {
+        const int unit = 2 * qq + (lane % 4) / 2;
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(chunk + r * 128 + ((unit ^ (r & 7)) << 4) + (lane % 2) * 8),
+                     "f"(lo), "f"(hi));
+    } else {
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(chunk + r * 128 + ((qq ^ (r & 7)) << 4) + (lane % 4) * 4),
+                     "r"(pack2<T>(lo, hi)));
+    }
 }
 
+// Per-warpgroup output staging: two 128-byte x 64-row chunks, alternating, each stored by
+// one TMA store while the next is written.
+struct Staging {
+    uint32_t buf;   // shared address of 2 x 8 KB, 1024-aligned
+    uint32_t count; // chunks staged so far (selects the buffer)
+};
+
 // The accumulators of one warpgroup (64 rows x bn columns of the tile at m0, n0) through the
-// epilogue to d. Thread layout (kernels/dev/wgmma.cuh): register 4q + 2h + e holds row
-// 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e.
+// epilogue, staged in shared memory 128 bytes of columns at a time and written by TMA stores
+// (which clip rows >= m and columns >= n). Thread layout (kernels/dev/wgmma.cuh): register
+// 4q + 2h + e holds row 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e.
 template <int DT, int OT, int BN, int G, typename Act>
 __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__gemm_params &p,
-                                         int m0, int n0) {
+                                         int m0, int n0, Staging &st) {
     using TI = elem<DT>;
     using TO = elem<OT>;
-    constexpr int NQ = (G ? BN / 2 : BN) / 8; // 8-column groups of output
+    constexpr int OUT_COLS = G ? BN / 2 : BN, CHUNK = 128 / sizeof(TO), QC = CHUNK / 8;
     const int lane = lane_index();
-    const int row0 = m0 + 16 * warp_in_warpgroup() + lane / 4;
+    const int r0 = 16 * warp_in_warpgroup() + lane / 4; // row in the warpgroup's 64
     const TI *bias = reinterpret_cast<const TI *>(p.bias);
     const TO *c = reinterpret_cast<const TO *>(p.c);
-    TO *out = reinterpret_cast<TO *>(p.d);
 #pragma unroll
-    for (int q = 0; q < NQ; q++) {
-        const int col = n0 + 8 * q + 2 * (lane % 4);
-        if (col >= p.n) break;
-        float2 bg = make_float2(0.f, 0.f), bu = make_float2(0.f, 0.f);
-        if (bias) {
-            bg = load_pair(bias + col);
-            if (G) bu = load_pair(bias + p.n + col);
-        }
+    for (int ch = 0; ch < OUT_COLS / CHUNK; ch++) {
+        const int col0 = n0 + ch * CHUNK;
+        if (col0 >= p.n) break; // the same in the whole warpgroup
+        const uint32_t buf = st.buf + (st.count & 1) * 8192;
+        const bool leader = thread_in_warpgroup() == 0;
+        const int barrier = 1 + int(warpgroup_index()); // named barriers 2, 3
+        // the store that used this buffer two chunks ago has read it
+        if (leader) bulk_wait_group_read<1>();
+        named_bar_sync(barrier, kWarpgroupThreads);
+        // The global reads of QG column groups first, then their math: the staging stores go
+        // through generic pointers the compiler cannot tell apart from these loads, so a load
+        // left between them would wait out its whole latency alone. (ptxas gives every thread
+        // the launch's 168 registers, not setmaxnreg's 232: next to the accumulators, bn 256
+        // has room for one group, bn 192 for two.)
+        constexpr int QG = BN == 256 ? 1 : BN == 192 ? 2 : 4;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = row0 + 8 * h;
-            if (row >= p.m) continue;
-            const int r = 4 * q + 2 * h;
-            float y0 = Act::f(fmaf(p.alpha, d[r], bg.x));
-            float y1 = Act::f(fmaf(p.alpha, d[r + 1], bg.y));
-            if constexpr (G) {
-                y0 *= fmaf(p.alpha, d[r + BN / 4], bu.x);
-                y1 *= fmaf(p.alpha, d[r + BN / 4 + 1], bu.y);
+        for (int q4 = 0; q4 < QC; q4 += QG) {
+            float2 bg[QG], bu[QG], cv[QG][2];
+#pragma unroll
+            for (int j = 0; j < QG; j++) {
+                const int col = col0 + 8 * (q4 + j) + 2 * (lane % 4);
+                const bool in_n = col < p.n;
+                bg[j] = bu[j] = make_float2(0.f, 0.f);
+                if (bias && in_n) {
+                    bg[j] = load_pair(bias + col);
+                    if (G) bu[j] = load_pair(bias + p.n + col);
+                }
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int row = m0 + r0 + 8 * h;
+                    cv[j][h] = c && in_n && row < p.m ? load_pair(c + (int64_t)row * p.ldc + col)
+                                                      : make_float2(0.f, 0.f);
+                }
             }
-            if (c) {
-                const float2 cv = load_pair(c + (int64_t)row * p.ldc + col);
-                y0 = fmaf(p.beta, cv.x, y0);
-                y1 = fmaf(p.beta, cv.y, y1);
+#pragma unroll
+            for (int j = 0; j < QG; j++) {
+                const int qq = q4 + j, q = ch * QC + qq;
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int r = r0 + 8 * h, i = 4 * q + 2 * h;
+                    float y0 = Act::f(fmaf(p.alpha, d[i], bg[j].x));
+                    float y1 = Act::f(fmaf(p.alpha, d[i + 1], bg[j].y));
+                    if constexpr (G) {
+                        y0 *= fmaf(p.alpha, d[i + BN / 4], bu[j].x);
+                        y1 *= fmaf(p.alpha, d[i + BN / 4 + 1], bu[j].y);
+                    }
+                    stage_pair<TO>(buf, r, qq, lane, fmaf(p.beta, cv[j][h].x, y0),
+                                   fmaf(p.beta, cv[j][h].y, y1));
+                }
             }
-            store_pair(out + (int64_t)row * p.ldd + col, y0, y1);
         }
+        fence_proxy_async(); // the generic-proxy writes above, before the TMA store reads them
+        named_bar_sync(barrier, kWarpgroupThreads);
+        if (leader) {
+            tma_store_2d(&p.d_map, __cvta_shared_to_generic(buf), col0, m0);
+            bulk_commit_group();
+        }
+        st.count++;
     }
 }
 
 template <int DT, int OT, int BN, int G>
 __device__ __forceinline__ void epilogue_act(const float (&d)[BN / 2], const talon__gemm_params &p,
-                                             int m0, int n0) {
+                                             int m0, int n0, Staging &st) {
     switch (p.act) {
-    case 1: epilogue<DT, OT, BN, G, Relu>(d, p, m0, n0); break;
-    case 2: epilogue<DT, OT, BN, G, Silu>(d, p, m0, n0); break;
-    case 3: epilogue<DT, OT, BN, G, GeluErf>(d, p, m0, n0); break;
-    case 4: epilogue<DT, OT, BN, G, GeluTanh>(d, p, m0, n0); break;
-    default: epilogue<DT, OT, BN, G, Identity>(d, p, m0, n0); break;
+    case 1: epilogue<DT, OT, BN, G, Relu>(d, p, m0, n0, st); break;
+    case 2: epilogue<DT, OT, BN, G, Silu>(d, p, m0, n0, st); break;
+    case 3: epilogue<DT, OT, BN, G, GeluErf>(d, p, m0, n0, st); break;
+    case 4: epilogue<DT, OT, BN, G, GeluTanh>(d, p, m0, n0, st); break;
+    default: epilogue<DT, OT, BN, G, Identity>(d, p, m0, n0, st); break;
     }
 }
 
+// bn 256 runs in pairs of CTAs (TALON__GEMM_CLUSTER) on vertically adjacent tiles (m, n) and
+// (m + 1, n), which share b's tile: each CTA loads one half-tile and multicasts it to both,
+// halving b's traffic from L2 (at 128 x 256 tiles on 132 SMs that traffic is close to L2's
+// bandwidth).
 template <int DT, int OT, int BN, int G>
 __device__ void gemm_tile(const talon__gemm_params &p) {
     using T = elem<DT>;
-    constexpr int STAGES = TALON__GEMM_STAGES(BN);
+    constexpr int STAGES = TALON__GEMM_STAGES(BN), CM = TALON__GEMM_CLUSTER(BN);
     constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK;
     constexpr uint32_t STAGE_BYTES = (A_ELEMS + B_ELEMS) * sizeof(T);
     constexpr int CONSUMER_WARPS = 8;
@@ -114,34 +170,47 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
     // The 128-byte swizzle repeats every 1024 bytes: stage bases must be 1024-aligned.
     T *sa = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     T *sb = sa + STAGES * A_ELEMS;
-    auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(sb + STAGES * B_ELEMS);
+    uint8_t *staging = reinterpret_cast<uint8_t *>(sb + STAGES * B_ELEMS); // 2 x 16 KB
+    auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(staging + 2 * 16384);
 
-    const int tiles = p.tiles_m * p.tiles_n;
+    // Tiles are walked in units of CM vertically adjacent tiles, one per CTA of a cluster.
+    const int rank = CM > 1 ? int(cluster_ctarank()) : 0;
+    const int units_m = (p.tiles_m + CM - 1) / CM, units = units_m * p.tiles_n;
+    const int first = blockIdx.x / CM, stride = gridDim.x / CM, group = (p.group + CM - 1) / CM;
     const int kblocks = (p.k + BK - 1) / BK;
     const int wg = warpgroup_index();
     if (threadIdx.x == 0) {
-        pipe->init(CONSUMER_WARPS);
+        pipe->init(CONSUMER_WARPS * CM); // a stage is free once both CTAs' consumers are done
         tma_prefetch_desc(&p.a);
         tma_prefetch_desc(&p.b_lo);
         tma_prefetch_desc(&p.b_hi);
+        tma_prefetch_desc(&p.d_map);
     }
-    __syncthreads();
+    // Barriers initialised in both CTAs before either multicasts or arrives remotely.
+    if constexpr (CM > 1) cluster_sync();
+    else __syncthreads();
 
     if (wg == 0) {
         setmaxnreg_dec<40>();
         if (warp_in_warpgroup() == 0 && elect_one()) {
             PipeState<STAGES> st;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                const TileCoord tc = tile_of(t, p.tiles_m, p.tiles_n, p.group);
-                const int m0 = tc.m * BM;
+            for (int u = first; u < units; u += stride) {
+                const TileCoord tc = tile_of(u, units_m, p.tiles_n, group);
+                const int m0 = (tc.m * CM + rank) * BM;
                 const int lo = tc.n * (G ? BN / 2 : BN), hi = G ? lo : lo + BN / 2;
                 for (int kb = 0; kb < kblocks; kb++) {
-                    uint64_t *full = pipe->producer_acquire(st);
-                    pipe->producer_commit(st, STAGE_BYTES);
+                    uint64_t *full = &pipe->full[st.stage];
+                    mbar_wait(&pipe->empty[st.stage], st.phase ^ 1);
+                    mbar_arrive_expect_tx(full, STAGE_BYTES);
                     T *a = sa + st.stage * A_ELEMS, *b = sb + st.stage * B_ELEMS;
                     tma_load_2d(a, &p.a, full, kb * BK, m0);
-                    tma_load_2d(b, &p.b_lo, full, kb * BK, lo);
-                    tma_load_2d(b + B_ELEMS / 2, &p.b_hi, full, kb * BK, hi);
+                    if constexpr (CM > 1) { // rank 0 brings the first half-tile, rank 1 the second
+                        tma_load_2d_multicast(b + rank * (B_ELEMS / 2), rank ? &p.b_hi : &p.b_lo,
+                                              full, kb * BK, rank ? hi : lo, 0x3);
+                    } else {
+                        tma_load_2d(b, &p.b_lo, full, kb * BK, lo);
+                        tma_load_2d(b + B_ELEMS / 2, &p.b_hi, full, kb * BK, hi);
+                    }
                     st.advance();
                 }
             }
@@ -150,12 +219,24 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
         setmaxnreg_inc<232>();
         const int band = wg - 1; // this warpgroup's 64 rows of the tile
         const bool arriver = lane_index() == 0;
+        Staging out{smem_addr(staging + band * 16384), 0};
         PipeState<STAGES> st;
+        // Release a stage in every CTA whose producer may refill it (both, in a cluster).
+        auto release = [&](uint32_t stage) {
+            if (!arriver) return;
+            if constexpr (CM > 1) {
+#pragma unroll
+                for (int r = 0; r < CM; r++) mbar_arrive_remote(&pipe->empty[stage], r);
+            } else {
+                mbar_arrive(&pipe->empty[stage]);
+            }
+        };
         float d[BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const TileCoord tc = tile_of(t, p.tiles_m, p.tiles_n, p.group);
+        for (int u = first; u < units; u += stride) {
+            const TileCoord tc = tile_of(u, units_m, p.tiles_n, group);
+            const int m0 = (tc.m * CM + rank) * BM;
             uint32_t prev = 0;
             for (int kb = 0; kb < kblocks; kb++) {
                 pipe->consumer_wait(st);
@@ -166,16 +247,21 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                 wgmma_commit();
                 // The previous k-block's wgmmas are done: its stage may be refilled.
                 wgmma_wait<1>();
-                if (kb > 0 && arriver) mbar_arrive(&pipe->empty[prev]);
+                if (kb > 0) release(prev);
                 prev = st.stage;
                 st.advance();
             }
             wgmma_wait<0>();
             fence_operand(d);
-            if (arriver) mbar_arrive(&pipe->empty[prev]);
-            epilogue_act<DT, OT, BN, G>(d, p, tc.m * BM + band * 64, tc.n * (G ? BN / 2 : BN));
+            release(prev);
+            // the second tile of a pair may lie below the last row of tiles: nothing to write
+            if (m0 < p.m)
+                epilogue_act<DT, OT, BN, G>(d, p, m0 + band * 64, tc.n * (G ? BN / 2 : BN), out);
         }
+        if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes
     }
+    // A CTA leaves only when its peer no longer arrives on its barriers.
+    if constexpr (CM > 1) cluster_sync();
 }
 
 } // namespace talon::gemm

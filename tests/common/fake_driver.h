@@ -34,6 +34,7 @@ typedef struct fake_launch {
 } fake_launch;
 
 #define FAKE_LOG 16 /* launches kept in fake.log; fake.launches counts them all */
+#define FAKE_ENC_LOG 8
 
 static struct fake {
     pthread_mutex_t lock;
@@ -48,8 +49,9 @@ static struct fake {
     CUstreamCaptureStatus capture;
     CUresult encode_result;   /* cuTensorMapEncodeTiled fails with this */
     /* observations */
-    int encodes; /* cuTensorMapEncodeTiled calls, the last one's arguments in enc */
-    struct {
+    int encodes; /* cuTensorMapEncodeTiled calls, the last one's arguments in enc, the first
+                    FAKE_ENC_LOG in enc_log */
+    struct fake_enc {
         CUtensorMapDataType type;
         cuuint32_t rank, box[5], elem_strides[5];
         void *addr;
@@ -58,7 +60,7 @@ static struct fake {
         CUtensorMapSwizzle swizzle;
         CUtensorMapL2promotion l2;
         CUtensorMapFloatOOBfill oob;
-    } enc;
+    } enc, enc_log[FAKE_ENC_LOG];
     int load_calls[TALON__NUM_IMAGES], bad_images;
     int pushes, pops, capturing_calls, launches, stale_launches, bad_unloads;
     CUcontext last_pushed;
@@ -335,6 +337,7 @@ static CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataTyp
     }
     fake.enc.interleave = interleave; fake.enc.swizzle = swizzle; fake.enc.l2 = l2;
     fake.enc.oob = oob;
+    if (fake.encodes <= FAKE_ENC_LOG) fake.enc_log[fake.encodes - 1] = fake.enc;
     pthread_mutex_unlock(&fake.lock);
     if (fake.encode_result != CUDA_SUCCESS) return fake.encode_result;
     memset(map, 0, sizeof *map);

@@ -133,26 +133,37 @@ typedef struct plan_row { int64_t m, n; int gated, sms, bn, tiles_m, tiles_n, gr
 
 static void test_plan(void **state) {
     static const plan_row rows[] = {
-        /* 128 x 256 tiles when they fill the SMs */
+        /* the tile width with the fewest waves x tile time (gemm_plan.h) */
         {4096, 4096, 0, 132, 256, 32, 16, 132},
         {8192, 8192, 0, 132, 256, 64, 32, 132},
         {16384, 28672, 0, 132, 256, 128, 112, 132},
         /* 512 x 4096: 64 tiles of 256 < 132 SMs -> 128 tiles of 128 */
         {512, 4096, 0, 132, 128, 4, 32, 128},
-        {512, 6144, 0, 132, 128, 4, 48, 132},
+        /* 512 x 6144: 96 tiles of 256 leave a third of a wave idle, 192 of 128 take two:
+           128 tiles of 192 fill one */
+        {512, 6144, 0, 132, 192, 4, 32, 128},
+        {512, 28672, 0, 132, 128, 4, 224, 132},
         /* decode: one tile-row */
         {1, 14336, 0, 132, 128, 1, 112, 112},
         {64, 4096, 0, 132, 128, 1, 32, 32},
-        /* gated: 128 (256 rows of b) or 64 output columns per tile */
+        /* gated: 128 (256 rows of b) or 64 output columns per tile, never 192 */
         {4096, 14336, 1, 132, 256, 32, 112, 132},
-        {128, 14336, 1, 132, 128, 1, 224, 132},
+        {128, 14336, 1, 132, 256, 1, 112, 132},
+        {256, 14336, 1, 132, 256, 2, 112, 132},
+        {64, 4096, 1, 132, 128, 1, 64, 64},
         /* ragged edges round up */
         {1000, 72, 0, 132, 128, 8, 1, 8},
         {129, 4104, 0, 132, 128, 2, 33, 66},
         /* the SM count decides */
-        {512, 6144, 0, 78, 256, 4, 24, 78},
-        {512, 6144, 0, 114, 128, 4, 48, 114},
+        {512, 6144, 0, 78, 192, 4, 32, 78},
+        {512, 6144, 0, 114, 256, 4, 24, 96},
         {1, 8, 0, 132, 128, 1, 1, 1},
+        /* bn 256 launches whole clusters of 2: pairs of tile-rows (an odd count rounds up),
+           at most floor(SMs / 2) of them */
+        {384, 9728, 0, 114, 256, 3, 38, 114},
+        {4096, 4096, 0, 133, 256, 32, 16, 132},
+        {1152, 4096, 0, 132, 192, 9, 22, 132},
+        {1408, 6144, 0, 132, 256, 11, 24, 132},
     };
     size_t i;
     (void)state;
@@ -187,6 +198,8 @@ static const gemm_launch_row launch_rows[] = {
            "talon_gemm_f16_f32_128", 64, 1, 64),
     LAUNCH("bf16 m 512 -> 128-wide tiles", ONE(G(m, I64, 512)), "talon_gemm_bf16_128", 128, 4,
            32),
+    LAUNCH("bf16 m 512 n 6144 -> 192-wide tiles", ONE(G(m, I64, 512), G(n, I64, 6144)),
+           "talon_gemm_bf16_192", 128, 4, 32),
     LAUNCH("gated SwiGLU m 4096 n 14336", ONE(G(gated, INT, 1), G(n, I64, 14336),
            G(act, ENUM, TALON_GEMM_ACT_SILU)), "talon_gemm_bf16_gated_256", 132, 32, 112),
     LAUNCH("gated m 1 n 4096 -> 128", ONE(G(gated, INT, 1), G(m, I64, 1)),
@@ -236,18 +249,42 @@ static void test_launch(void **state) {
     assert_int_equal(map_base, a.b);
     memcpy(&map_base, &p->b_hi, sizeof map_base);
     assert_int_equal(map_base, a.gated ? a.b + (CUdeviceptr)(a.n * ld_b * 2) : a.b);
-    assert_int_equal(fake.encodes, a.gated ? 3 : 2);
-    /* the last map encoded: b (gated: its up half), [rows, k] with 128-byte swizzled boxes of
-       64 x bn / 2 */
+    memcpy(&map_base, &p->d_map, sizeof map_base);
+    assert_int_equal(map_base, a.d);
+    assert_int_equal(fake.encodes, a.gated ? 4 : 3);
+    {   /* a: [m, k], boxes 64 x 128 rows; b (each half when gated): [n, k], 64 x bn / 2 */
+        const int bn = strstr(row->symbol, "_256") ? 256 : strstr(row->symbol, "_192") ? 192 : 128;
+        const int nb = a.gated ? 2 : 1;
+        const int64_t ld_a = a.lda ? a.lda : a.k;
+        int i;
+        assert_int_equal(fake.enc_log[0].dims[0], a.k);
+        assert_int_equal(fake.enc_log[0].dims[1], a.m);
+        assert_int_equal(fake.enc_log[0].strides[0], ld_a * 2);
+        assert_int_equal(fake.enc_log[0].box[0], 64);
+        assert_int_equal(fake.enc_log[0].box[1], 128);
+        for (i = 1; i <= nb; i++) {
+            assert_ptr_equal(fake.enc_log[i].addr,
+                             (void *)(uintptr_t)(a.b + (CUdeviceptr)((i - 1) * a.n * ld_b * 2)));
+            assert_int_equal(fake.enc_log[i].dims[0], a.k);
+            assert_int_equal(fake.enc_log[i].dims[1], a.n);
+            assert_int_equal(fake.enc_log[i].strides[0], ld_b * 2);
+            assert_int_equal(fake.enc_log[i].box[0], 64);
+            assert_int_equal(fake.enc_log[i].box[1], bn / 2);
+            assert_int_equal(fake.enc_log[i].swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+        }
+    }
+    /* the last map encoded: d, [m, n] of the output type, 128-byte swizzled boxes of 128 bytes
+       x 64 rows */
     assert_int_equal(fake.enc.rank, 2);
-    assert_int_equal(fake.enc.dims[0], a.k);
-    assert_int_equal(fake.enc.dims[1], a.n);
-    assert_int_equal(fake.enc.strides[0], ld_b * 2);
-    assert_int_equal(fake.enc.box[0], 64);
-    assert_int_equal(fake.enc.box[1], strstr(row->symbol, "_256") ? 128 : 64);
+    assert_int_equal(fake.enc.dims[0], a.n);
+    assert_int_equal(fake.enc.dims[1], a.m);
+    assert_int_equal(fake.enc.strides[0], a.n * (a.out_dtype == TALON_DTYPE_F32 ? 4 : 2));
+    assert_int_equal(fake.enc.box[0], a.out_dtype == TALON_DTYPE_F32 ? 32 : 64);
+    assert_int_equal(fake.enc.box[1], 64);
     assert_int_equal(fake.enc.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
-    assert_int_equal(fake.enc.type, a.dtype == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                                : CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+    assert_int_equal(fake.enc.type, a.out_dtype == TALON_DTYPE_F32  ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                    : a.out_dtype == TALON_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
 }
 
 /* Strided views: the strides reach the maps and the params. */
@@ -261,9 +298,9 @@ static void test_strides(void **state) {
     p = (const talon__gemm_params *)fake.last.params;
     assert_int_equal(p->ldd, 80);
     assert_int_equal(p->ldc, 96);
-    assert_int_equal(fake.enc.strides[0], 32 * 2); /* b, encoded last */
-    assert_int_equal(fake.enc.dims[0], 24);
-    assert_int_equal(fake.enc.dims[1], 72);
+    assert_int_equal(fake.enc.strides[0], 80 * 2); /* d, encoded last */
+    assert_int_equal(fake.enc.dims[0], 72);
+    assert_int_equal(fake.enc.dims[1], 7);
 }
 
 /* ================================================================ main */

@@ -326,7 +326,8 @@ static void test_epilogues(void **state) {
     tally_end(&t);
 }
 
-/* Problems large enough for 128 x 256 tiles and several tiles per CTA (sampled rows). */
+/* Problems large enough for 128 x 256 tiles in clusters of 2 (and 128 x 192 tiles) and
+   several tiles per CTA (sampled rows). */
 static void test_large(void **state) {
     const gcase full[] = {
         {BF, BF, 2048, 4096, 4096, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},
@@ -335,9 +336,16 @@ static void test_large(void **state) {
         {HF, HF, 1000, 4104, 4104, 0, 1, RES_NONE, TALON_GEMM_ACT_GELU_TANH, 1, 0, 0},
         {BF, BF, 16, 14336, 4096, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},
         {BF, BF, 64, 4096, 14336, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},
+        /* 11 tile-rows of 128 x 256: the last cluster pair's second tile lies below m */
+        {BF, BF, 1408, 6144, 520, 8, 1, RES_IN_PLACE, TALON_GEMM_ACT_RELU, 0, 0, 0},
+        /* 128 x 192 tiles */
+        {BF, BF, 512, 6144, 4096, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},
+        {BF, F32, 1152, 4096, 520, 0, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0, 0},
     };
     const gcase quick[] = {
-        {BF, BF, 1152, 4096, 64, 0, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0, 0},
+        {BF, BF, 1152, 4096, 64, 0, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0, 0},     /* bn 192 */
+        {HF, F32, 1152, 4096, 64, 8, 0, RES_IN_PLACE, TALON_GEMM_ACT_NONE, 0, 0, 0},
+        {BF, BF, 1408, 6144, 64, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_RELU, 0, 0, 0}, /* 256, odd */
         {HF, F32, 2176, 2048, 64, 8, 0, RES_NONE, TALON_GEMM_ACT_SILU, 1, 0, 0},
     };
     tally t;

@@ -43,17 +43,21 @@ static talon_status talon__gemm_check_disjoint(const char *op, const CUdeviceptr
     return TALON_SUCCESS;
 }
 
+/* A row-major [rows, cols] matrix of stride ld elements, boxes of 128 bytes x box_rows with
+   the 128-byte swizzle the kernel's shared-memory tiles use. */
 static talon_status talon__gemm_map(const talon_ctx *ctx, const char *op, const char *name,
                                     CUtensorMap *map, CUdeviceptr base, int64_t rows,
-                                    int64_t k, int64_t ld, int box_rows, talon_dtype dt) {
+                                    int64_t cols, int64_t ld, int box_rows, talon_dtype dt) {
     talon__tensor_map_shape t;
+    const int esize = dt == TALON_DTYPE_F32 ? 4 : 2;
     memset(&t, 0, sizeof t);
-    t.type = dt == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    t.type = dt == TALON_DTYPE_BF16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+             : dt == TALON_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
     t.rank = 2;
-    t.dims[0] = (uint64_t)k; t.dims[1] = (uint64_t)rows;
-    t.strides[0] = (uint64_t)ld * 2;
-    t.box[0] = TALON__GEMM_BK; t.box[1] = (uint32_t)box_rows;
+    t.dims[0] = (uint64_t)cols; t.dims[1] = (uint64_t)rows;
+    t.strides[0] = (uint64_t)(ld * esize);
+    t.box[0] = (uint32_t)(128 / esize); t.box[1] = (uint32_t)box_rows;
     t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
     return talon__tensor_map(ctx, op, name, map, base, &t);
 }
@@ -116,6 +120,7 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
                                    a->n, a->k, ldb, pl.bn / 2, a->dtype));
     else
         p.b_hi = p.b_lo;
+    TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, a->m, a->n, ldd, 64, a->out_dtype));
     p.d = a->d; p.c = a->c; p.bias = a->bias;
     p.ldd = ldd; p.ldc = ldc;
     p.m = (int)a->m; p.n = (int)a->n; p.k = (int)a->k;

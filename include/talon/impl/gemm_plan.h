@@ -5,29 +5,55 @@
 #define TALON_IMPL_GEMM_PLAN_H
 
 typedef struct talon__gemm_plan {
-    int bn;               /* rows of b per tile: 256 or 128 */
+    int bn;               /* rows of b per tile: 256, 192 (not gated) or 128 */
     int tiles_m, tiles_n; /* tiles of 128 rows x (gated ? bn / 2 : bn) output columns */
     int group;            /* tile-rows per raster group */
-    int grid;             /* persistent CTAs: min(tiles, SMs) */
+    int grid;             /* persistent CTAs */
 } talon__gemm_plan;
 
 /* Output columns of a tile of width bn. */
 static int talon__gemm_tile_cols(int bn, int gated) { return gated ? bn / 2 : bn; }
 
-/* bn = 256 (the wider wgmma: more flops per byte of shared memory read) unless that leaves
-   SMs without a tile, then 128. Tiles are walked in groups of 16 tile-rows (a wave of 132
-   CTAs then shares about 16 row panels of a and 8 column panels of b in L2). */
+/* The tile width with the least estimated time: waves of tiles times a tile's time,
+     cost(bn) = ceil(tiles(bn) / SMs) x bn x slow(bn),   slow = 1, 1.04, 1.08 for 256, 192, 128
+   (a narrower tile reads more shared memory per flop: 128 x 128 tiles ran 8% below 128 x 256
+   per SM on H100, docs/notes/gemm.md), the wider on a tie. So a problem that 128 x 256 tiles
+   cover in a fraction of a wave takes narrower tiles, and one whose last wave would be nearly
+   empty takes the width that fills it best (M 512, N 6144: 128 tiles of 192 in one wave,
+   not 96 of 256 or 192 of 128). bn 256 runs in clusters of 2 CTAs on vertically adjacent
+   tiles (TALON__GEMM_CLUSTER): its grid is 2 min(pairs, floor(SMs / 2)), pairs =
+   ceil(tiles_m / 2) tiles_n; the others' min(tiles, SMs). Tiles are walked in groups of 16
+   tile-rows (a wave of 132 CTAs then shares about 16 row panels of a and 8 column panels of
+   b in L2). */
+static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, int sms) {
+    const int64_t cols = talon__gemm_tile_cols(bn, gated);
+    const int64_t tiles = tiles_m * ((n + cols - 1) / cols);
+    const int64_t slow = bn == 256 ? 100 : bn == 192 ? 104 : 108;
+    return (tiles + sms - 1) / sms * bn * slow;
+}
+
 static void talon__gemm_plan_make(int64_t m, int64_t n, int gated, int sms, talon__gemm_plan *pl) {
+    static const int widths[] = {256, 192, 128};
     const int64_t tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
-    const int64_t cols256 = talon__gemm_tile_cols(256, gated);
-    int64_t tiles;
-    pl->bn = tiles_m * ((n + cols256 - 1) / cols256) >= sms ? 256 : 128;
+    int64_t best = -1, cost, units, cluster, slots;
+    size_t i;
+    pl->bn = 256;
+    for (i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+        if (gated && widths[i] == 192) continue;
+        cost = talon__gemm_cost(tiles_m, n, gated, widths[i], sms);
+        if (best < 0 || cost < best) {
+            best = cost;
+            pl->bn = widths[i];
+        }
+    }
     pl->tiles_m = (int)tiles_m;
     pl->tiles_n = (int)((n + talon__gemm_tile_cols(pl->bn, gated) - 1) /
                         talon__gemm_tile_cols(pl->bn, gated));
     pl->group = 16;
-    tiles = (int64_t)pl->tiles_m * pl->tiles_n;
-    pl->grid = (int)(tiles < sms ? tiles : sms);
+    cluster = TALON__GEMM_CLUSTER(pl->bn);
+    units = (tiles_m + cluster - 1) / cluster * pl->tiles_n;
+    slots = sms / cluster;
+    pl->grid = (int)(cluster * (units < slots ? units : slots));
 }
 
 #endif
