@@ -155,39 +155,69 @@ __device__ __forceinline__ void epilogue_act(const float (&d)[BN / 2], const tal
     }
 }
 
-// bn 256 runs in pairs of CTAs (TALON__GEMM_CLUSTER) on vertically adjacent tiles (m, n) and
-// (m + 1, n), which share b's tile: each CTA loads one half-tile and multicasts it to both,
-// halving b's traffic from L2 (at 128 x 256 tiles on 132 SMs that traffic is close to L2's
-// bandwidth).
-template <int DT, int OT, int BN, int G>
+// Remote shared-memory read (distributed shared memory) of 4 floats at the same offset in
+// CTA `cta` of the cluster.
+__device__ __forceinline__ float4 load_remote4(const void *p, uint32_t cta) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(map_to_cta(p, cta))
+                 : "memory");
+    return v;
+}
+
+// Clusters, from the table row (TALON__GEMM_CLUSTER_SIZE):
+//  - bn 256 runs in pairs of CTAs on vertically adjacent tiles (m, n) and (m + 1, n), which
+//    share b's tile: each CTA loads one half-tile and multicasts it to both (b's traffic from
+//    L2 halves).
+//  - SPLIT > 1 (split-K, bn 128, for shapes with fewer tiles than SMs): the SPLIT CTAs of a
+//    cluster take equal shares of the k-blocks of one tile; ranks 1.. leave their fp32
+//    partial sums in shared memory, and rank 0 adds them to its own in rank order through
+//    distributed shared memory (a fixed order: deterministic) and runs the epilogue.
+template <int DT, int OT, int BN, int G, int SPLIT>
 __device__ void gemm_tile(const talon__gemm_params &p) {
     using T = elem<DT>;
-    constexpr int STAGES = TALON__GEMM_STAGES(BN), CM = TALON__GEMM_CLUSTER(BN);
+    constexpr int STAGES = TALON__GEMM_STAGES(BN, SPLIT);
+    constexpr int CM = SPLIT > 1 ? 1 : TALON__GEMM_CLUSTER(BN); // tiles per cluster
     constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK;
     constexpr uint32_t STAGE_BYTES = (A_ELEMS + B_ELEMS) * sizeof(T);
-    constexpr int CONSUMER_WARPS = 8;
+    constexpr int CONSUMER_WARPS = 8, CONSUMERS = 256;
     extern __shared__ uint8_t smem_raw[];
     // The 128-byte swizzle repeats every 1024 bytes: stage bases must be 1024-aligned.
     T *sa = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     T *sb = sa + STAGES * A_ELEMS;
     uint8_t *staging = reinterpret_cast<uint8_t *>(sb + STAGES * B_ELEMS); // 2 x 16 KB
-    auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(staging + 2 * 16384);
+    float4 *partial = reinterpret_cast<float4 *>(staging + 2 * 16384);   // SPLIT > 1: 128 x bn
+    auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(reinterpret_cast<uint8_t *>(partial) +
+                                                      (SPLIT > 1 ? BM * BN * 4 : 0));
+    // split-K: ready[r] (on rank 0): rank r's partial is in place; done (on rank r): rank 0
+    // has read it
+    uint64_t *ready = reinterpret_cast<uint64_t *>(pipe + 1), *done = ready + SPLIT;
 
-    // Tiles are walked in units of CM vertically adjacent tiles, one per CTA of a cluster.
-    const int rank = CM > 1 ? int(cluster_ctarank()) : 0;
+    // Tiles are walked in units of CM vertically adjacent tiles, one per CTA of a cluster; a
+    // split-K cluster shares one tile.
+    const int rank = CM * SPLIT > 1 ? int(cluster_ctarank()) : 0;
     const int units_m = (p.tiles_m + CM - 1) / CM, units = units_m * p.tiles_n;
-    const int first = blockIdx.x / CM, stride = gridDim.x / CM, group = (p.group + CM - 1) / CM;
+    const int first = blockIdx.x / (CM * SPLIT), stride = gridDim.x / (CM * SPLIT);
+    const int group = (p.group + CM - 1) / CM;
     const int kblocks = (p.k + BK - 1) / BK;
+    const int kb0 = SPLIT > 1 ? rank * kblocks / SPLIT : 0;
+    const int kb1 = SPLIT > 1 ? (rank + 1) * kblocks / SPLIT : kblocks;
     const int wg = warpgroup_index();
     if (threadIdx.x == 0) {
-        pipe->init(CONSUMER_WARPS * CM); // a stage is free once both CTAs' consumers are done
+        pipe->init(CONSUMER_WARPS * CM); // a stage is free once every sharing CTA is done
+        if constexpr (SPLIT > 1) {
+            for (int r = 0; r < SPLIT; r++) mbar_init(&ready[r], CONSUMERS);
+            mbar_init(done, CONSUMERS);
+            mbar_fence_init();
+        }
         tma_prefetch_desc(&p.a);
         tma_prefetch_desc(&p.b_lo);
         tma_prefetch_desc(&p.b_hi);
         tma_prefetch_desc(&p.d_map);
     }
-    // Barriers initialised in both CTAs before either multicasts or arrives remotely.
-    if constexpr (CM > 1) cluster_sync();
+    // Barriers initialised in every CTA of the cluster before any multicasts or arrives.
+    if constexpr (CM * SPLIT > 1) cluster_sync();
     else __syncthreads();
 
     if (wg == 0) {
@@ -196,9 +226,9 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
             PipeState<STAGES> st;
             for (int u = first; u < units; u += stride) {
                 const TileCoord tc = tile_of(u, units_m, p.tiles_n, group);
-                const int m0 = (tc.m * CM + rank) * BM;
+                const int m0 = (tc.m * CM + (CM > 1 ? rank : 0)) * BM;
                 const int lo = tc.n * (G ? BN / 2 : BN), hi = G ? lo : lo + BN / 2;
-                for (int kb = 0; kb < kblocks; kb++) {
+                for (int kb = kb0; kb < kb1; kb++) {
                     uint64_t *full = &pipe->full[st.stage];
                     mbar_wait(&pipe->empty[st.stage], st.phase ^ 1);
                     mbar_arrive_expect_tx(full, STAGE_BYTES);
@@ -219,9 +249,11 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
         setmaxnreg_inc<232>();
         const int band = wg - 1; // this warpgroup's 64 rows of the tile
         const bool arriver = lane_index() == 0;
+        const int consumer = int(threadIdx.x) - kWarpgroupThreads; // 0..255
         Staging out{smem_addr(staging + band * 16384), 0};
         PipeState<STAGES> st;
-        // Release a stage in every CTA whose producer may refill it (both, in a cluster).
+        uint32_t iter = 0; // tiles done (split-K barrier phases)
+        // Release a stage in every CTA whose producer may refill it (both, in a pair).
         auto release = [&](uint32_t stage) {
             if (!arriver) return;
             if constexpr (CM > 1) {
@@ -233,35 +265,63 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
         };
         float d[BN / 2];
 #pragma unroll
-        for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
-        for (int u = first; u < units; u += stride) {
+        for (int i = 0; i < BN / 2; i++) d[i] = 0.f; // stays the sum when a split has no k-block
+        for (int u = first; u < units; u += stride, iter++) {
             const TileCoord tc = tile_of(u, units_m, p.tiles_n, group);
-            const int m0 = (tc.m * CM + rank) * BM;
+            const int m0 = (tc.m * CM + (CM > 1 ? rank : 0)) * BM;
             uint32_t prev = 0;
-            for (int kb = 0; kb < kblocks; kb++) {
+            for (int kb = kb0; kb < kb1; kb++) {
                 pipe->consumer_wait(st);
                 const uint64_t da = make_desc_kmajor<Swizzle::B128>(sa + st.stage * A_ELEMS + band * 64 * BK);
                 const uint64_t db = make_desc_kmajor<Swizzle::B128>(sb + st.stage * B_ELEMS);
                 wgmma_fence();
-                mma_k64<DT, BN>(d, da, db, kb > 0);
+                mma_k64<DT, BN>(d, da, db, kb > kb0);
                 wgmma_commit();
                 // The previous k-block's wgmmas are done: its stage may be refilled.
                 wgmma_wait<1>();
-                if (kb > 0) release(prev);
+                if (kb > kb0) release(prev);
                 prev = st.stage;
                 st.advance();
             }
             wgmma_wait<0>();
             fence_operand(d);
-            release(prev);
+            if (kb1 > kb0) release(prev);
+            if constexpr (SPLIT > 1) {
+                if (rank != 0) {
+                    // rank 0 has read the previous tile's partial: overwrite it, say so
+                    mbar_wait(done, (iter & 1) ^ 1);
+#pragma unroll
+                    for (int j = 0; j < BN / 8; j++)
+                        partial[j * CONSUMERS + consumer] =
+                            make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
+                    mbar_arrive_cluster(&ready[rank], 0); // release: the writes go with it
+#pragma unroll
+                    for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
+                    continue;
+                }
+#pragma unroll 1
+                for (int r = 1; r < SPLIT; r++) {
+                    mbar_wait_cluster(&ready[r], iter & 1);
+#pragma unroll
+                    for (int j = 0; j < BN / 8; j++) {
+                        const float4 v = load_remote4(&partial[j * CONSUMERS + consumer], r);
+                        d[4 * j] += v.x; d[4 * j + 1] += v.y; d[4 * j + 2] += v.z; d[4 * j + 3] += v.w;
+                    }
+                    mbar_arrive_remote(done, r);
+                }
+            }
             // the second tile of a pair may lie below the last row of tiles: nothing to write
             if (m0 < p.m)
                 epilogue_act<DT, OT, BN, G>(d, p, m0 + band * 64, tc.n * (G ? BN / 2 : BN), out);
+            if constexpr (SPLIT > 1) {
+#pragma unroll
+                for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
+            }
         }
         if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes
     }
-    // A CTA leaves only when its peer no longer arrives on its barriers.
-    if constexpr (CM > 1) cluster_sync();
+    // A CTA leaves only when no peer still arrives on its barriers or reads its memory.
+    if constexpr (CM * SPLIT > 1) cluster_sync();
 }
 
 } // namespace talon::gemm

@@ -129,52 +129,68 @@ static void test_encode_failure(void **state) {
 }
 
 /* ================================================================ plan */
-typedef struct plan_row { int64_t m, n; int gated, sms, bn, tiles_m, tiles_n, grid; } plan_row;
+typedef struct plan_row {
+    int64_t m, n, k;
+    int gated, sms, bn, tiles_m, tiles_n, split, grid;
+} plan_row;
 
 static void test_plan(void **state) {
     static const plan_row rows[] = {
         /* the tile width with the fewest waves x tile time (gemm_plan.h) */
-        {4096, 4096, 0, 132, 256, 32, 16, 132},
-        {8192, 8192, 0, 132, 256, 64, 32, 132},
-        {16384, 28672, 0, 132, 256, 128, 112, 132},
+        {4096, 4096, 4096, 0, 132, 256, 32, 16, 1, 132},
+        {8192, 8192, 4096, 0, 132, 256, 64, 32, 1, 132},
+        {16384, 28672, 4096, 0, 132, 256, 128, 112, 1, 132},
         /* 512 x 4096: 64 tiles of 256 < 132 SMs -> 128 tiles of 128 */
-        {512, 4096, 0, 132, 128, 4, 32, 128},
+        {512, 4096, 4096, 0, 132, 128, 4, 32, 1, 128},
         /* 512 x 6144: 96 tiles of 256 leave a third of a wave idle, 192 of 128 take two:
            128 tiles of 192 fill one */
-        {512, 6144, 0, 132, 192, 4, 32, 128},
-        {512, 28672, 0, 132, 128, 4, 224, 132},
+        {512, 6144, 4096, 0, 132, 192, 4, 32, 1, 128},
+        {512, 28672, 4096, 0, 132, 128, 4, 224, 1, 132},
         /* decode: one tile-row */
-        {1, 14336, 0, 132, 128, 1, 112, 112},
-        {64, 4096, 0, 132, 128, 1, 32, 32},
+        {1, 14336, 4096, 0, 132, 128, 1, 112, 1, 112},
+        {64, 4096, 4096, 0, 132, 128, 1, 32, 4, 128},
         /* gated: 128 (256 rows of b) or 64 output columns per tile, never 192 */
-        {4096, 14336, 1, 132, 256, 32, 112, 132},
-        {128, 14336, 1, 132, 256, 1, 112, 132},
-        {256, 14336, 1, 132, 256, 2, 112, 132},
-        {64, 4096, 1, 132, 128, 1, 64, 64},
+        {4096, 14336, 4096, 1, 132, 256, 32, 112, 1, 132},
+        {128, 14336, 4096, 1, 132, 256, 1, 112, 1, 132},
+        {256, 14336, 4096, 1, 132, 256, 2, 112, 1, 132},
+        {64, 4096, 4096, 1, 132, 128, 1, 64, 1, 64},
         /* ragged edges round up */
-        {1000, 72, 0, 132, 128, 8, 1, 8},
-        {129, 4104, 0, 132, 128, 2, 33, 66},
+        {1000, 72, 4096, 0, 132, 128, 8, 1, 4, 32},
+        {129, 4104, 4096, 0, 132, 128, 2, 33, 2, 132},
         /* the SM count decides */
-        {512, 6144, 0, 78, 192, 4, 32, 78},
-        {512, 6144, 0, 114, 256, 4, 24, 96},
-        {1, 8, 0, 132, 128, 1, 1, 1},
+        {512, 6144, 4096, 0, 78, 192, 4, 32, 1, 78},
+        {512, 6144, 4096, 0, 114, 256, 4, 24, 1, 96},
+        {1, 8, 4096, 0, 132, 128, 1, 1, 4, 4},
         /* bn 256 launches whole clusters of 2: pairs of tile-rows (an odd count rounds up),
            at most floor(SMs / 2) of them */
-        {384, 9728, 0, 114, 256, 3, 38, 114},
-        {4096, 4096, 0, 133, 256, 32, 16, 132},
-        {1152, 4096, 0, 132, 192, 9, 22, 132},
-        {1408, 6144, 0, 132, 256, 11, 24, 132},
+        {384, 9728, 4096, 0, 114, 256, 3, 38, 1, 114},
+        {4096, 4096, 4096, 0, 133, 256, 32, 16, 1, 132},
+        {1152, 4096, 4096, 0, 132, 192, 9, 22, 1, 132},
+        {1408, 6144, 4096, 0, 132, 256, 11, 24, 1, 132},
+        /* split-K: bn 128 tiles that fill at most a quarter (half) of the SMs, 8 k-blocks a way */
+        {1, 4096, 14336, 0, 132, 128, 1, 32, 4, 128},
+        {64, 4096, 14336, 0, 132, 128, 1, 32, 4, 128},
+        {64, 4096, 2048, 0, 132, 128, 1, 32, 4, 128},
+        {64, 4096, 1984, 0, 132, 128, 1, 32, 2, 64},
+        {64, 4096, 1024, 0, 132, 128, 1, 32, 2, 64},
+        {64, 4096, 960, 0, 132, 128, 1, 32, 1, 32},
+        {7, 1024, 4104, 0, 132, 128, 1, 8, 4, 32},
+        {200, 4096, 4096, 0, 132, 128, 2, 32, 2, 128},
+        {64, 4096, 14336, 1, 132, 128, 1, 64, 1, 64},
+        {1, 14336, 4096, 0, 132, 128, 1, 112, 1, 112},
     };
     size_t i;
     (void)state;
     for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         talon__gemm_plan pl;
-        talon__gemm_plan_make(rows[i].m, rows[i].n, rows[i].gated, rows[i].sms, &pl);
+        talon__gemm_plan_make(rows[i].m, rows[i].n, rows[i].k, rows[i].gated, rows[i].sms, &pl);
         if (pl.bn != rows[i].bn || pl.tiles_m != rows[i].tiles_m ||
-            pl.tiles_n != rows[i].tiles_n || pl.grid != rows[i].grid || pl.group != 16)
-            fail_msg("row %zu (m %lld n %lld gated %d sms %d): bn %d tiles %d x %d grid %d "
-                     "group %d", i, (long long)rows[i].m, (long long)rows[i].n, rows[i].gated,
-                     rows[i].sms, pl.bn, pl.tiles_m, pl.tiles_n, pl.grid, pl.group);
+            pl.tiles_n != rows[i].tiles_n || pl.split != rows[i].split || pl.grid != rows[i].grid ||
+            pl.group != 16)
+            fail_msg("row %zu (m %lld n %lld k %lld gated %d sms %d): bn %d tiles %d x %d split "
+                     "%d grid %d group %d", i, (long long)rows[i].m, (long long)rows[i].n,
+                     (long long)rows[i].k, rows[i].gated, rows[i].sms, pl.bn, pl.tiles_m,
+                     pl.tiles_n, pl.split, pl.grid, pl.group);
     }
 }
 
@@ -193,9 +209,11 @@ static const gemm_launch_row launch_rows[] = {
            132, 32, 16),
     LAUNCH("f16", ONE(G(dtype, ENUM, TALON_DTYPE_F16), G(out_dtype, ENUM, TALON_DTYPE_F16)),
            "talon_gemm_f16_256", 132, 32, 16),
-    LAUNCH("f16 -> f32, m 100 n 8192 -> 128", ONE(G(dtype, ENUM, TALON_DTYPE_F16),
+    LAUNCH("f16 -> f32, m 100 n 8192 -> 128, split-K 2", ONE(G(dtype, ENUM, TALON_DTYPE_F16),
            G(out_dtype, ENUM, TALON_DTYPE_F32), G(m, I64, 100), G(n, I64, 8192)),
-           "talon_gemm_f16_f32_128", 64, 1, 64),
+           "talon_gemm_f16_f32_128_split2", 128, 1, 64),
+    LAUNCH("bf16 decode m 16 n 4096 k 14336 -> split-K 4", ONE(G(m, I64, 16), G(k, I64, 14336)),
+           "talon_gemm_bf16_128_split4", 128, 1, 32),
     LAUNCH("bf16 m 512 -> 128-wide tiles", ONE(G(m, I64, 512)), "talon_gemm_bf16_128", 128, 4,
            32),
     LAUNCH("bf16 m 512 n 6144 -> 192-wide tiles", ONE(G(m, I64, 512), G(n, I64, 6144)),

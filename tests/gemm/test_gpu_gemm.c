@@ -327,7 +327,7 @@ static void test_epilogues(void **state) {
 }
 
 /* Problems large enough for 128 x 256 tiles in clusters of 2 (and 128 x 192 tiles) and
-   several tiles per CTA (sampled rows). */
+   several tiles per CTA, and split-K's few-tile shapes (sampled rows). */
 static void test_large(void **state) {
     const gcase full[] = {
         {BF, BF, 2048, 4096, 4096, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},
@@ -341,11 +341,17 @@ static void test_large(void **state) {
         /* 128 x 192 tiles */
         {BF, BF, 512, 6144, 4096, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},
         {BF, F32, 1152, 4096, 520, 0, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0, 0},
+        /* split-K (few tiles): 4 ways, 2 ways */
+        {BF, BF, 1, 4096, 14336, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},
+        {HF, HF, 64, 4096, 14336, 8, 1, RES_IN_PLACE, TALON_GEMM_ACT_GELU_TANH, 0, 0, 0},
+        {BF, F32, 200, 4096, 4104, 0, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0.5f, 2.f},
     };
     const gcase quick[] = {
         {BF, BF, 1152, 4096, 64, 0, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0, 0},     /* bn 192 */
         {HF, F32, 1152, 4096, 64, 8, 0, RES_IN_PLACE, TALON_GEMM_ACT_NONE, 0, 0, 0},
         {BF, BF, 1408, 6144, 64, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_RELU, 0, 0, 0}, /* 256, odd */
+        {BF, BF, 7, 1024, 2056, 8, 1, RES_IN_PLACE, TALON_GEMM_ACT_SILU, 0, 0, 0},  /* split 4 */
+        {HF, F32, 64, 4096, 1024, 0, 1, RES_C, TALON_GEMM_ACT_NONE, 0, 0, 0},     /* split 2 */
         {HF, F32, 2176, 2048, 64, 8, 0, RES_NONE, TALON_GEMM_ACT_SILU, 1, 0, 0},
     };
     tally t;

@@ -109,7 +109,7 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     TALON__TRY(talon__check_float(op, "alpha", a->alpha, 0, 1));
     TALON__TRY(talon__check_float(op, "beta", a->beta, 0, 1));
 
-    talon__gemm_plan_make(a->m, a->n, a->gated, ctx->sms, &pl);
+    talon__gemm_plan_make(a->m, a->n, a->k, a->gated, ctx->sms, &pl);
     memset(&p, 0, sizeof p);
     TALON__TRY(talon__gemm_map(ctx, op, "a", &p.a, a->a, a->m, a->k, lda, TALON__GEMM_BM,
                                a->dtype));
@@ -128,8 +128,8 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     p.act = (int)a->act;
     p.alpha = a->alpha != 0.0f ? a->alpha : 1.0f;
     p.beta = a->beta != 0.0f ? a->beta : 1.0f;
-    TALON__TRY(talon__pick(op, &k, TALON__B_gemm_tile, 4, (int)a->dtype, (int)a->out_dtype,
-                           pl.bn, a->gated));
+    TALON__TRY(talon__pick(op, &k, TALON__B_gemm_tile, 5, (int)a->dtype, (int)a->out_dtype,
+                           pl.bn, a->gated, pl.split));
     return talon__launch(ctx, stream, op, k, pl.grid, &p);
 }
 

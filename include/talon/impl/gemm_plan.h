@@ -8,6 +8,7 @@ typedef struct talon__gemm_plan {
     int bn;               /* rows of b per tile: 256, 192 (not gated) or 128 */
     int tiles_m, tiles_n; /* tiles of 128 rows x (gated ? bn / 2 : bn) output columns */
     int group;            /* tile-rows per raster group */
+    int split;            /* split-K ways: 1, 2 or 4 (bn 128, not gated) */
     int grid;             /* persistent CTAs */
 } talon__gemm_plan;
 
@@ -24,7 +25,12 @@ static int talon__gemm_tile_cols(int bn, int gated) { return gated ? bn / 2 : bn
    tiles (TALON__GEMM_CLUSTER): its grid is 2 min(pairs, floor(SMs / 2)), pairs =
    ceil(tiles_m / 2) tiles_n; the others' min(tiles, SMs). Tiles are walked in groups of 16
    tile-rows (a wave of 132 CTAs then shares about 16 row panels of a and 8 column panels of
-   b in L2). */
+   b in L2).
+   Split-K where tiles are few: at bn 128 (not gated), the most ways in {4, 2} with tiles x
+   ways <= SMs and at least 8 k-blocks of 64 per way (a decode projection N 4096, K 14336: 32
+   tiles -> 4 ways, 128 CTAs). Each way's fp32 partial is added to the first's in a fixed
+   order inside the cluster, so the result is deterministic, though its rounding differs
+   from the unsplit sum's. */
 static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, int sms) {
     const int64_t cols = talon__gemm_tile_cols(bn, gated);
     const int64_t tiles = tiles_m * ((n + cols - 1) / cols);
@@ -32,7 +38,8 @@ static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, i
     return (tiles + sms - 1) / sms * bn * slow;
 }
 
-static void talon__gemm_plan_make(int64_t m, int64_t n, int gated, int sms, talon__gemm_plan *pl) {
+static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int gated, int sms,
+                                  talon__gemm_plan *pl) {
     static const int widths[] = {256, 192, 128};
     const int64_t tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
     int64_t best = -1, cost, units, cluster, slots;
@@ -50,6 +57,19 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int gated, int sms, talo
     pl->tiles_n = (int)((n + talon__gemm_tile_cols(pl->bn, gated) - 1) /
                         talon__gemm_tile_cols(pl->bn, gated));
     pl->group = 16;
+    pl->split = 1;
+    if (pl->bn == 128 && !gated)
+        for (i = 4; i >= 2; i /= 2)
+            if (tiles_m * pl->tiles_n * (int64_t)i <= sms &&
+                (k + TALON__GEMM_BK - 1) / TALON__GEMM_BK >= 8 * (int64_t)i) {
+                pl->split = (int)i;
+                break;
+            }
+    if (pl->split > 1) {
+        units = tiles_m * pl->tiles_n;
+        pl->grid = (int)(pl->split * (units < sms / pl->split ? units : sms / pl->split));
+        return;
+    }
     cluster = TALON__GEMM_CLUSTER(pl->bn);
     units = (tiles_m + cluster - 1) / cluster * pl->tiles_n;
     slots = sms / cluster;
