@@ -27,7 +27,8 @@ using namespace talon::dev;
 
 constexpr int BM = TALON__GEMM_BM, BK = TALON__GEMM_BK;
 
-// One k-block of 64: four k16 steps, 32 bytes apart inside the 128-byte swizzled rows.
+// One k-block of 64: four k16 steps, 32 bytes apart inside the 128-byte swizzled rows; BN is
+// the wgmma's N.
 template <int DT, int BN>
 __device__ __forceinline__ void mma_k64(float (&d)[BN / 2], uint64_t da, uint64_t db, bool acc) {
 #pragma unroll
@@ -322,6 +323,179 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
     }
     // A CTA leaves only when no peer still arrives on its barriers or reads its memory.
     if constexpr (CM * SPLIT > 1) cluster_sync();
+}
+
+// ---------------------------------------------------------------- small m (decode)
+// m <= 64, the weight-bandwidth-bound regime: the product is computed transposed, D^T = B A^T,
+// so that b's rows fill wgmma's 64-row side and the few rows of a are its N (MN = 16, 32 or
+// 64): a 128 x MN tile per k-block costs 1/8 .. 1/2 of the tensor time a 128 x 128 tile of
+// mostly zero rows would, and the CTA streams b at the rate its loads allow. Each consumer
+// warpgroup holds 64 output columns x MN rows; split-K as in gemm_tile.
+
+// The accumulators of one warpgroup (64 columns n0.. of d, MN rows) through the epilogue
+// into one staging chunk (MN rows x 128 bytes) and one TMA store. Register 4q + 2h + e holds
+// column 16 w + l / 4 + 8 h, row 8 q + 2 (l % 4) + e.
+template <int DT, int OT, int MN, typename Act>
+__device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
+                                              const talon__gemm_params &p, int n0, Staging &st) {
+    using TI = elem<DT>;
+    using TO = elem<OT>;
+    const int lane = lane_index();
+    const int c0 = 16 * warp_in_warpgroup() + lane / 4; // column in the warpgroup's 64
+    const TI *bias = reinterpret_cast<const TI *>(p.bias);
+    const TO *c = reinterpret_cast<const TO *>(p.c);
+    const uint32_t buf = st.buf + (st.count & 1) * 8192;
+    const bool leader = thread_in_warpgroup() == 0;
+    const int barrier = 1 + int(warpgroup_index());
+    float b[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int col = n0 + c0 + 8 * h;
+        b[h] = bias && col < p.n ? to_f32(bias[col]) : 0.f;
+    }
+    if (leader) bulk_wait_group_read<1>();
+    named_bar_sync(barrier, kWarpgroupThreads);
+#pragma unroll
+    for (int q = 0; q < MN / 8; q++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int row = 8 * q + 2 * (lane % 4) + e, cl = c0 + 8 * h, col = n0 + cl;
+                float y = Act::f(fmaf(p.alpha, d[4 * q + 2 * h + e], b[h]));
+                if (c && row < p.m && col < p.n)
+                    y = fmaf(p.beta, to_f32(c[(int64_t)row * p.ldc + col]), y);
+                const TO v = from_f32<TO>(y);
+                asm volatile("st.shared.b16 [%0], %1;" ::"r"(buf + row * 128 + (((cl / 8) ^ (row & 7)) << 4) + (cl % 8) * 2),
+                             "h"(*reinterpret_cast<const unsigned short *>(&v)));
+            }
+    fence_proxy_async();
+    named_bar_sync(barrier, kWarpgroupThreads);
+    if (leader) {
+        tma_store_2d(&p.d_map, __cvta_shared_to_generic(buf), n0, 0);
+        bulk_commit_group();
+    }
+    st.count++;
+}
+
+template <int DT, int OT, int MN, int SPLIT>
+__device__ void gemm_swap(const talon__gemm_params &p) {
+    using T = elem<DT>;
+    constexpr int STAGES = TALON__GEMM_SWAP_STAGES(MN);
+    constexpr int W_ELEMS = 128 * BK, X_ELEMS = MN * BK;
+    constexpr uint32_t STAGE_BYTES = (W_ELEMS + X_ELEMS) * sizeof(T);
+    constexpr int CONSUMER_WARPS = 8, CONSUMERS = 256;
+    extern __shared__ uint8_t smem_raw[];
+    T *sw = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    T *sx = sw + STAGES * W_ELEMS; // MN rows of 128 bytes: stays 1024-aligned
+    uint8_t *staging = reinterpret_cast<uint8_t *>(sx + STAGES * X_ELEMS);
+    float4 *partial = reinterpret_cast<float4 *>(staging + 2 * 16384);
+    auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(reinterpret_cast<uint8_t *>(partial) +
+                                                      (SPLIT > 1 ? 128 * MN * 4 : 0));
+    uint64_t *ready = reinterpret_cast<uint64_t *>(pipe + 1), *done = ready + SPLIT;
+
+    const int rank = SPLIT > 1 ? int(cluster_ctarank()) : 0;
+    const int first = blockIdx.x / SPLIT, stride = gridDim.x / SPLIT;
+    const int kblocks = (p.k + BK - 1) / BK;
+    const int kb0 = rank * kblocks / SPLIT, kb1 = (rank + 1) * kblocks / SPLIT;
+    const int wg = warpgroup_index();
+    if (threadIdx.x == 0) {
+        pipe->init(CONSUMER_WARPS);
+        if constexpr (SPLIT > 1) {
+            for (int r = 0; r < SPLIT; r++) mbar_init(&ready[r], CONSUMERS);
+            mbar_init(done, CONSUMERS);
+            mbar_fence_init();
+        }
+        tma_prefetch_desc(&p.a);
+        tma_prefetch_desc(&p.b_lo);
+        tma_prefetch_desc(&p.d_map);
+    }
+    if constexpr (SPLIT > 1) cluster_sync();
+    else __syncthreads();
+
+    if (wg == 0) {
+        setmaxnreg_dec<40>();
+        if (warp_in_warpgroup() == 0 && elect_one()) {
+            PipeState<STAGES> st;
+            for (int u = first; u < p.tiles_n; u += stride)
+                for (int kb = kb0; kb < kb1; kb++) {
+                    uint64_t *full = &pipe->full[st.stage];
+                    mbar_wait(&pipe->empty[st.stage], st.phase ^ 1);
+                    mbar_arrive_expect_tx(full, STAGE_BYTES);
+                    tma_load_2d(sw + st.stage * W_ELEMS, &p.b_lo, full, kb * BK, u * 128);
+                    tma_load_2d(sx + st.stage * X_ELEMS, &p.a, full, kb * BK, 0);
+                    st.advance();
+                }
+        }
+    } else {
+        setmaxnreg_inc<232>();
+        const int band = wg - 1; // this warpgroup's 64 rows of b (columns of d)
+        const bool arriver = lane_index() == 0;
+        const int consumer = int(threadIdx.x) - kWarpgroupThreads;
+        Staging out{smem_addr(staging + band * 16384), 0};
+        PipeState<STAGES> st;
+        uint32_t iter = 0;
+        float d[MN / 2];
+#pragma unroll
+        for (int i = 0; i < MN / 2; i++) d[i] = 0.f;
+        for (int u = first; u < p.tiles_n; u += stride, iter++) {
+            uint32_t prev = 0;
+            for (int kb = kb0; kb < kb1; kb++) {
+                pipe->consumer_wait(st);
+                const uint64_t da = make_desc_kmajor<Swizzle::B128>(sw + st.stage * W_ELEMS + band * 64 * BK);
+                const uint64_t db = make_desc_kmajor<Swizzle::B128>(sx + st.stage * X_ELEMS);
+                wgmma_fence();
+                mma_k64<DT, MN>(d, da, db, kb > kb0);
+                wgmma_commit();
+                wgmma_wait<1>();
+                if (kb > kb0 && arriver) mbar_arrive(&pipe->empty[prev]);
+                prev = st.stage;
+                st.advance();
+            }
+            wgmma_wait<0>();
+            fence_operand(d);
+            if (kb1 > kb0 && arriver) mbar_arrive(&pipe->empty[prev]);
+            if constexpr (SPLIT > 1) {
+                if (rank != 0) {
+                    mbar_wait(done, (iter & 1) ^ 1);
+#pragma unroll
+                    for (int j = 0; j < MN / 8; j++)
+                        partial[j * CONSUMERS + consumer] =
+                            make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
+                    mbar_arrive_cluster(&ready[rank], 0);
+#pragma unroll
+                    for (int i = 0; i < MN / 2; i++) d[i] = 0.f;
+                    continue;
+                }
+#pragma unroll 1
+                for (int r = 1; r < SPLIT; r++) {
+                    mbar_wait_cluster(&ready[r], iter & 1);
+#pragma unroll
+                    for (int j = 0; j < MN / 8; j++) {
+                        const float4 v = load_remote4(&partial[j * CONSUMERS + consumer], r);
+                        d[4 * j] += v.x; d[4 * j + 1] += v.y; d[4 * j + 2] += v.z; d[4 * j + 3] += v.w;
+                    }
+                    mbar_arrive_remote(done, r);
+                }
+            }
+            const int n0 = u * 128 + band * 64;
+            if (n0 < p.n) {
+                switch (p.act) {
+                case 1: epilogue_swap<DT, OT, MN, Relu>(d, p, n0, out); break;
+                case 2: epilogue_swap<DT, OT, MN, Silu>(d, p, n0, out); break;
+                case 3: epilogue_swap<DT, OT, MN, GeluErf>(d, p, n0, out); break;
+                case 4: epilogue_swap<DT, OT, MN, GeluTanh>(d, p, n0, out); break;
+                default: epilogue_swap<DT, OT, MN, Identity>(d, p, n0, out); break;
+                }
+            }
+            if constexpr (SPLIT > 1) {
+#pragma unroll
+                for (int i = 0; i < MN / 2; i++) d[i] = 0.f;
+            }
+        }
+        if (thread_in_warpgroup() == 0) bulk_wait_group<0>();
+    }
+    if constexpr (SPLIT > 1) cluster_sync();
 }
 
 } // namespace talon::gemm

@@ -131,66 +131,78 @@ static void test_encode_failure(void **state) {
 /* ================================================================ plan */
 typedef struct plan_row {
     int64_t m, n, k;
-    int gated, sms, bn, tiles_m, tiles_n, split, grid;
+    int gated, out_f32, sms, bn, tiles_m, tiles_n, split, swap_mn, grid;
 } plan_row;
 
 static void test_plan(void **state) {
     static const plan_row rows[] = {
         /* the tile width with the fewest waves x tile time (gemm_plan.h) */
-        {4096, 4096, 4096, 0, 132, 256, 32, 16, 1, 132},
-        {8192, 8192, 4096, 0, 132, 256, 64, 32, 1, 132},
-        {16384, 28672, 4096, 0, 132, 256, 128, 112, 1, 132},
+        {4096, 4096, 4096, 0, 0, 132, 256, 32, 16, 1, 0, 132},
+        {8192, 8192, 4096, 0, 0, 132, 256, 64, 32, 1, 0, 132},
+        {16384, 28672, 4096, 0, 0, 132, 256, 128, 112, 1, 0, 132},
         /* 512 x 4096: 64 tiles of 256 < 132 SMs -> 128 tiles of 128 */
-        {512, 4096, 4096, 0, 132, 128, 4, 32, 1, 128},
+        {512, 4096, 4096, 0, 0, 132, 128, 4, 32, 1, 0, 128},
         /* 512 x 6144: 96 tiles of 256 leave a third of a wave idle, 192 of 128 take two:
            128 tiles of 192 fill one */
-        {512, 6144, 4096, 0, 132, 192, 4, 32, 1, 128},
-        {512, 28672, 4096, 0, 132, 128, 4, 224, 1, 132},
+        {512, 6144, 4096, 0, 0, 132, 192, 4, 32, 1, 0, 128},
+        {512, 28672, 4096, 0, 0, 132, 128, 4, 224, 1, 0, 132},
         /* decode: one tile-row */
-        {1, 14336, 4096, 0, 132, 128, 1, 112, 1, 112},
-        {64, 4096, 4096, 0, 132, 128, 1, 32, 4, 128},
+        {128, 14336, 4096, 0, 0, 132, 128, 1, 112, 1, 0, 112},
+        {64, 4096, 4096, 0, 0, 132, 128, 1, 32, 4, 64, 128},
         /* gated: 128 (256 rows of b) or 64 output columns per tile, never 192 */
-        {4096, 14336, 4096, 1, 132, 256, 32, 112, 1, 132},
-        {128, 14336, 4096, 1, 132, 256, 1, 112, 1, 132},
-        {256, 14336, 4096, 1, 132, 256, 2, 112, 1, 132},
-        {64, 4096, 4096, 1, 132, 128, 1, 64, 1, 64},
+        {4096, 14336, 4096, 1, 0, 132, 256, 32, 112, 1, 0, 132},
+        {128, 14336, 4096, 1, 0, 132, 256, 1, 112, 1, 0, 132},
+        {256, 14336, 4096, 1, 0, 132, 256, 2, 112, 1, 0, 132},
+        {64, 4096, 4096, 1, 0, 132, 128, 1, 64, 1, 0, 64},
         /* ragged edges round up */
-        {1000, 72, 4096, 0, 132, 128, 8, 1, 4, 32},
-        {129, 4104, 4096, 0, 132, 128, 2, 33, 2, 132},
+        {1000, 72, 4096, 0, 0, 132, 128, 8, 1, 4, 0, 32},
+        {129, 4104, 4096, 0, 0, 132, 128, 2, 33, 2, 0, 132},
         /* the SM count decides */
-        {512, 6144, 4096, 0, 78, 192, 4, 32, 1, 78},
-        {512, 6144, 4096, 0, 114, 256, 4, 24, 1, 96},
-        {1, 8, 4096, 0, 132, 128, 1, 1, 4, 4},
+        {512, 6144, 4096, 0, 0, 78, 192, 4, 32, 1, 0, 78},
+        {512, 6144, 4096, 0, 0, 114, 256, 4, 24, 1, 0, 96},
+        {1, 8, 4096, 0, 0, 132, 128, 1, 1, 4, 16, 4},
         /* bn 256 launches whole clusters of 2: pairs of tile-rows (an odd count rounds up),
            at most floor(SMs / 2) of them */
-        {384, 9728, 4096, 0, 114, 256, 3, 38, 1, 114},
-        {4096, 4096, 4096, 0, 133, 256, 32, 16, 1, 132},
-        {1152, 4096, 4096, 0, 132, 192, 9, 22, 1, 132},
-        {1408, 6144, 4096, 0, 132, 256, 11, 24, 1, 132},
+        {384, 9728, 4096, 0, 0, 114, 256, 3, 38, 1, 0, 114},
+        {4096, 4096, 4096, 0, 0, 133, 256, 32, 16, 1, 0, 132},
+        {1152, 4096, 4096, 0, 0, 132, 192, 9, 22, 1, 0, 132},
+        {1408, 6144, 4096, 0, 0, 132, 256, 11, 24, 1, 0, 132},
         /* split-K: bn 128 tiles that fill at most a quarter (half) of the SMs, 8 k-blocks a way */
-        {1, 4096, 14336, 0, 132, 128, 1, 32, 4, 128},
-        {64, 4096, 14336, 0, 132, 128, 1, 32, 4, 128},
-        {64, 4096, 2048, 0, 132, 128, 1, 32, 4, 128},
-        {64, 4096, 1984, 0, 132, 128, 1, 32, 2, 64},
-        {64, 4096, 1024, 0, 132, 128, 1, 32, 2, 64},
-        {64, 4096, 960, 0, 132, 128, 1, 32, 1, 32},
-        {7, 1024, 4104, 0, 132, 128, 1, 8, 4, 32},
-        {200, 4096, 4096, 0, 132, 128, 2, 32, 2, 128},
-        {64, 4096, 14336, 1, 132, 128, 1, 64, 1, 64},
-        {1, 14336, 4096, 0, 132, 128, 1, 112, 1, 112},
+        {128, 4096, 14336, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+        {100, 4096, 14336, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+        {100, 4096, 2048, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+        {100, 4096, 1984, 0, 0, 132, 128, 1, 32, 2, 0, 64},
+        {100, 4096, 1024, 0, 0, 132, 128, 1, 32, 2, 0, 64},
+        {100, 4096, 960, 0, 0, 132, 128, 1, 32, 1, 0, 32},
+        {70, 1024, 4104, 0, 0, 132, 128, 1, 8, 4, 0, 32},
+        {200, 4096, 4096, 0, 0, 132, 128, 2, 32, 2, 0, 128},
+        {64, 4096, 14336, 1, 0, 132, 128, 1, 64, 1, 0, 64},
+        {128, 14336, 4096, 0, 0, 132, 128, 1, 112, 1, 0, 112},
+        /* m <= 64, 16-bit out, not gated: the transposed kernel, MN = 16 / 32 / 64 rows of a,
+           split-K over 128-row tiles of b; f32 out or gated: the normal kernel */
+        {1, 14336, 4096, 0, 0, 132, 128, 1, 112, 1, 16, 112},
+        {16, 14336, 4096, 0, 0, 132, 128, 1, 112, 1, 16, 112},
+        {17, 4096, 14336, 0, 0, 132, 128, 1, 32, 4, 32, 128},
+        {64, 4096, 14336, 0, 0, 132, 128, 1, 32, 4, 64, 128},
+        {64, 4096, 4096, 0, 0, 132, 128, 1, 32, 4, 64, 128},
+        {1, 8, 8, 0, 0, 132, 128, 1, 1, 1, 16, 1},
+        {33, 1000, 520, 0, 0, 132, 128, 1, 8, 1, 64, 8},
+        {64, 4096, 14336, 0, 1, 132, 128, 1, 32, 4, 0, 128},
+        {64, 14336, 4096, 1, 0, 132, 256, 1, 112, 1, 0, 132},
     };
     size_t i;
     (void)state;
     for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         talon__gemm_plan pl;
-        talon__gemm_plan_make(rows[i].m, rows[i].n, rows[i].k, rows[i].gated, rows[i].sms, &pl);
+        talon__gemm_plan_make(rows[i].m, rows[i].n, rows[i].k, rows[i].gated, rows[i].out_f32,
+                              rows[i].sms, &pl);
         if (pl.bn != rows[i].bn || pl.tiles_m != rows[i].tiles_m ||
-            pl.tiles_n != rows[i].tiles_n || pl.split != rows[i].split || pl.grid != rows[i].grid ||
-            pl.group != 16)
+            pl.tiles_n != rows[i].tiles_n || pl.split != rows[i].split ||
+            pl.swap_mn != rows[i].swap_mn || pl.grid != rows[i].grid || pl.group != 16)
             fail_msg("row %zu (m %lld n %lld k %lld gated %d sms %d): bn %d tiles %d x %d split "
-                     "%d grid %d group %d", i, (long long)rows[i].m, (long long)rows[i].n,
+                     "%d swap %d grid %d group %d", i, (long long)rows[i].m, (long long)rows[i].n,
                      (long long)rows[i].k, rows[i].gated, rows[i].sms, pl.bn, pl.tiles_m,
-                     pl.tiles_n, pl.split, pl.grid, pl.group);
+                     pl.tiles_n, pl.split, pl.swap_mn, pl.grid, pl.group);
     }
 }
 
@@ -212,8 +224,15 @@ static const gemm_launch_row launch_rows[] = {
     LAUNCH("f16 -> f32, m 100 n 8192 -> 128, split-K 2", ONE(G(dtype, ENUM, TALON_DTYPE_F16),
            G(out_dtype, ENUM, TALON_DTYPE_F32), G(m, I64, 100), G(n, I64, 8192)),
            "talon_gemm_f16_f32_128_split2", 128, 1, 64),
-    LAUNCH("bf16 decode m 16 n 4096 k 14336 -> split-K 4", ONE(G(m, I64, 16), G(k, I64, 14336)),
+    LAUNCH("bf16 m 100 n 4096 k 14336 -> split-K 4", ONE(G(m, I64, 100), G(k, I64, 14336)),
            "talon_gemm_bf16_128_split4", 128, 1, 32),
+    LAUNCH("bf16 decode m 16 n 4096 k 14336 -> transposed, MN 16, split-K 4",
+           ONE(G(m, I64, 16), G(k, I64, 14336)), "talon_gemm_swap_bf16_m16_split4", 128, 1, 32),
+    LAUNCH("f16 decode m 40 n 14336 -> transposed, MN 64", ONE(G(m, I64, 40), G(n, I64, 14336),
+           G(dtype, ENUM, TALON_DTYPE_F16), G(out_dtype, ENUM, TALON_DTYPE_F16)),
+           "talon_gemm_swap_f16_m64", 112, 1, 112),
+    LAUNCH("bf16 m 16 -> f32: not transposed", ONE(G(m, I64, 16),
+           G(out_dtype, ENUM, TALON_DTYPE_F32)), "talon_gemm_bf16_f32_128_split4", 128, 1, 32),
     LAUNCH("bf16 m 512 -> 128-wide tiles", ONE(G(m, I64, 512)), "talon_gemm_bf16_128", 128, 4,
            32),
     LAUNCH("bf16 m 512 n 6144 -> 192-wide tiles", ONE(G(m, I64, 512), G(n, I64, 6144)),
@@ -271,7 +290,11 @@ static void test_launch(void **state) {
     assert_int_equal(map_base, a.d);
     assert_int_equal(fake.encodes, a.gated ? 4 : 3);
     {   /* a: [m, k], boxes 64 x 128 rows; b (each half when gated): [n, k], 64 x bn / 2 */
-        const int bn = strstr(row->symbol, "_256") ? 256 : strstr(row->symbol, "_192") ? 192 : 128;
+        const int swap_mn = !strstr(row->symbol, "swap")     ? 0
+                            : strstr(row->symbol, "_m16") ? 16
+                            : strstr(row->symbol, "_m32") ? 32 : 64;
+        const int bn = swap_mn ? 256 /* b boxes of 128 rows */
+                       : strstr(row->symbol, "_256") ? 256 : strstr(row->symbol, "_192") ? 192 : 128;
         const int nb = a.gated ? 2 : 1;
         const int64_t ld_a = a.lda ? a.lda : a.k;
         int i;
@@ -279,7 +302,7 @@ static void test_launch(void **state) {
         assert_int_equal(fake.enc_log[0].dims[1], a.m);
         assert_int_equal(fake.enc_log[0].strides[0], ld_a * 2);
         assert_int_equal(fake.enc_log[0].box[0], 64);
-        assert_int_equal(fake.enc_log[0].box[1], 128);
+        assert_int_equal(fake.enc_log[0].box[1], swap_mn ? swap_mn : 128);
         for (i = 1; i <= nb; i++) {
             assert_ptr_equal(fake.enc_log[i].addr,
                              (void *)(uintptr_t)(a.b + (CUdeviceptr)((i - 1) * a.n * ld_b * 2)));
@@ -298,7 +321,7 @@ static void test_launch(void **state) {
     assert_int_equal(fake.enc.dims[1], a.m);
     assert_int_equal(fake.enc.strides[0], a.n * (a.out_dtype == TALON_DTYPE_F32 ? 4 : 2));
     assert_int_equal(fake.enc.box[0], a.out_dtype == TALON_DTYPE_F32 ? 32 : 64);
-    assert_int_equal(fake.enc.box[1], 64);
+    assert_int_equal(fake.enc.box[1], strstr(row->symbol, "swap") ? (a.m <= 16 ? 16 : a.m <= 32 ? 32 : 64) : 64);
     assert_int_equal(fake.enc.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
     assert_int_equal(fake.enc.type, a.out_dtype == TALON_DTYPE_F32  ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                     : a.out_dtype == TALON_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16

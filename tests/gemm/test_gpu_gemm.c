@@ -317,6 +317,11 @@ static void test_epilogues(void **state) {
         {HF, HF, m, n, k, 0, 0, RES_C, TALON_GEMM_ACT_SILU, 1, 0, 0},
         {BF, F32, 7, 72, 24, 0, 1, RES_NONE, TALON_GEMM_ACT_SILU, 1, 0, 0},
         {BF, BF, 1, 8, 16, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_SILU, 1, 0, 0},
+        /* m <= 64: the transposed kernel (MN 16, 32, 64) with each epilogue */
+        {BF, BF, 7, 72, 24, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_GELU_TANH, 0, 0, 0},
+        {HF, HF, 33, 4104, 520, 8, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0.5f, -1.f},
+        {BF, BF, 64, 1000, 4104, 16, 0, RES_NONE, TALON_GEMM_ACT_RELU, 0, 0, 0},
+        {BF, BF, 17, 4096, 4096, 0, 1, RES_NONE, TALON_GEMM_ACT_GELU_ERF, 0, 0, 0},
     };
     tally t;
     int i;
@@ -352,6 +357,9 @@ static void test_large(void **state) {
         {BF, BF, 1408, 6144, 64, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_RELU, 0, 0, 0}, /* 256, odd */
         {BF, BF, 7, 1024, 2056, 8, 1, RES_IN_PLACE, TALON_GEMM_ACT_SILU, 0, 0, 0},  /* split 4 */
         {HF, F32, 64, 4096, 1024, 0, 1, RES_C, TALON_GEMM_ACT_NONE, 0, 0, 0},     /* split 2 */
+        {BF, BF, 40, 520, 136, 0, 1, RES_C, TALON_GEMM_ACT_RELU, 0, 0, 0},         /* m64 */
+        {HF, HF, 20, 4096, 1024, 8, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},    /* m32 split 2 */
+        {BF, BF, 1, 2048, 2048, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_NONE, 0, 0, 0}, /* m16 split 4 */
         {HF, F32, 2176, 2048, 64, 8, 0, RES_NONE, TALON_GEMM_ACT_SILU, 1, 0, 0},
     };
     tally t;

@@ -109,18 +109,22 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     TALON__TRY(talon__check_float(op, "alpha", a->alpha, 0, 1));
     TALON__TRY(talon__check_float(op, "beta", a->beta, 0, 1));
 
-    talon__gemm_plan_make(a->m, a->n, a->k, a->gated, ctx->sms, &pl);
+    talon__gemm_plan_make(a->m, a->n, a->k, a->gated, a->out_dtype == TALON_DTYPE_F32, ctx->sms,
+                          &pl);
     memset(&p, 0, sizeof p);
-    TALON__TRY(talon__gemm_map(ctx, op, "a", &p.a, a->a, a->m, a->k, lda, TALON__GEMM_BM,
-                               a->dtype));
-    TALON__TRY(talon__gemm_map(ctx, op, "b", &p.b_lo, a->b, a->n, a->k, ldb, pl.bn / 2,
-                               a->dtype));
+    /* boxes: a 128 rows (the transposed kernel: MN), b bn / 2 rows (transposed: 128), d 64
+       rows (transposed: MN) */
+    TALON__TRY(talon__gemm_map(ctx, op, "a", &p.a, a->a, a->m, a->k, lda,
+                               pl.swap_mn ? pl.swap_mn : TALON__GEMM_BM, a->dtype));
+    TALON__TRY(talon__gemm_map(ctx, op, "b", &p.b_lo, a->b, a->n, a->k, ldb,
+                               pl.swap_mn ? 128 : pl.bn / 2, a->dtype));
     if (a->gated)
         TALON__TRY(talon__gemm_map(ctx, op, "b", &p.b_hi, a->b + (CUdeviceptr)(a->n * ldb * 2),
                                    a->n, a->k, ldb, pl.bn / 2, a->dtype));
     else
         p.b_hi = p.b_lo;
-    TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, a->m, a->n, ldd, 64, a->out_dtype));
+    TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, a->m, a->n, ldd,
+                               pl.swap_mn ? pl.swap_mn : 64, a->out_dtype));
     p.d = a->d; p.c = a->c; p.bias = a->bias;
     p.ldd = ldd; p.ldc = ldc;
     p.m = (int)a->m; p.n = (int)a->n; p.k = (int)a->k;
@@ -128,8 +132,12 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     p.act = (int)a->act;
     p.alpha = a->alpha != 0.0f ? a->alpha : 1.0f;
     p.beta = a->beta != 0.0f ? a->beta : 1.0f;
-    TALON__TRY(talon__pick(op, &k, TALON__B_gemm_tile, 5, (int)a->dtype, (int)a->out_dtype,
-                           pl.bn, a->gated, pl.split));
+    if (pl.swap_mn)
+        TALON__TRY(talon__pick(op, &k, TALON__B_gemm_swap, 4, (int)a->dtype, (int)a->out_dtype,
+                               pl.swap_mn, pl.split));
+    else
+        TALON__TRY(talon__pick(op, &k, TALON__B_gemm_tile, 5, (int)a->dtype, (int)a->out_dtype,
+                               pl.bn, a->gated, pl.split));
     return talon__launch(ctx, stream, op, k, pl.grid, &p);
 }
 

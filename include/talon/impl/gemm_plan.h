@@ -9,6 +9,7 @@ typedef struct talon__gemm_plan {
     int tiles_m, tiles_n; /* tiles of 128 rows x (gated ? bn / 2 : bn) output columns */
     int group;            /* tile-rows per raster group */
     int split;            /* split-K ways: 1, 2 or 4 (bn 128, not gated) */
+    int swap_mn;          /* small m: rows of a per tile of the transposed kernel; else 0 */
     int grid;             /* persistent CTAs */
 } talon__gemm_plan;
 
@@ -38,12 +39,36 @@ static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, i
     return (tiles + sms - 1) / sms * bn * slow;
 }
 
-static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int gated, int sms,
-                                  talon__gemm_plan *pl) {
+/* Split-K ways for `tiles` tiles of k: the most in {4, 2} with tiles x ways <= SMs and at
+   least 8 k-blocks of 64 per way, else 1. */
+static int talon__gemm_split(int64_t tiles, int64_t k, int sms) {
+    int ways;
+    for (ways = 4; ways >= 2; ways /= 2)
+        if (tiles * ways <= sms && (k + TALON__GEMM_BK - 1) / TALON__GEMM_BK >= 8 * ways)
+            return ways;
+    return 1;
+}
+
+/* m <= 64 with a 16-bit output, not gated: the transposed kernel (gemm_swap), 128 rows of b
+   per tile against all m rows of a, padded to MN = 16, 32 or 64; split-K as above (N 4096:
+   32 tiles -> 4 ways; N 14336: 112 tiles -> none). */
+static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int gated, int out_f32,
+                                  int sms, talon__gemm_plan *pl) {
     static const int widths[] = {256, 192, 128};
     const int64_t tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
     int64_t best = -1, cost, units, cluster, slots;
     size_t i;
+    pl->group = 16;
+    if (m <= 64 && !gated && !out_f32) {
+        pl->swap_mn = m <= 16 ? 16 : m <= 32 ? 32 : 64;
+        pl->bn = 128;
+        pl->tiles_m = 1;
+        pl->tiles_n = (int)((n + 127) / 128);
+        pl->split = talon__gemm_split(pl->tiles_n, k, sms);
+        pl->grid = pl->split * (pl->tiles_n < sms / pl->split ? pl->tiles_n : sms / pl->split);
+        return;
+    }
+    pl->swap_mn = 0;
     pl->bn = 256;
     for (i = 0; i < sizeof widths / sizeof widths[0]; i++) {
         if (gated && widths[i] == 192) continue;
@@ -56,15 +81,7 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int gated, in
     pl->tiles_m = (int)tiles_m;
     pl->tiles_n = (int)((n + talon__gemm_tile_cols(pl->bn, gated) - 1) /
                         talon__gemm_tile_cols(pl->bn, gated));
-    pl->group = 16;
-    pl->split = 1;
-    if (pl->bn == 128 && !gated)
-        for (i = 4; i >= 2; i /= 2)
-            if (tiles_m * pl->tiles_n * (int64_t)i <= sms &&
-                (k + TALON__GEMM_BK - 1) / TALON__GEMM_BK >= 8 * (int64_t)i) {
-                pl->split = (int)i;
-                break;
-            }
+    pl->split = pl->bn == 128 && !gated ? talon__gemm_split(tiles_m * pl->tiles_n, k, sms) : 1;
     if (pl->split > 1) {
         units = tiles_m * pl->tiles_n;
         pl->grid = (int)(pl->split * (units < sms / pl->split ? units : sms / pl->split));
