@@ -60,10 +60,16 @@ all: $(LIB) build/bin/talon-info
 .PHONY: all test test-gpu sanitize bench clean check-fp8-div dist verify-dist install uninstall
 
 # A kernel depends on its sources, its table (include/talon/kernels/) and kernels/dev/ (the
-# -MMD dependency files), never on talon.h: editing the manual rebuilds no cubin.
+# -MMD dependency files), never on talon.h: editing the manual rebuilds no cubin. ptxas
+# warnings that wgmma instructions were serialised (C7508-C7510, C7517: a silent loss of most
+# of the tensor cores' throughput) fail the build.
 cubins/%.cubin: %.cu
 	$(call say,NVCC,$@)mkdir -p cubins build/dep
-	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -MF build/dep/$*.d -MT $@ -cubin $< -o $@
+	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -MF build/dep/$*.d -MT $@ -cubin $< -o $@ 2> build/dep/$*.log; \
+	    rc=$$?; cat build/dep/$*.log >&2; \
+	    if [ $$rc -eq 0 ] && grep -qE 'C75(08|09|10|17)' build/dep/$*.log; then \
+	        echo "$@: ptxas serialised wgmma instructions (see above)" >&2; rc=1; fi; \
+	    if [ $$rc -ne 0 ]; then rm -f $@; exit $$rc; fi
 
 $(EMBED): $(CUBINS) tools/embed.sh
 	$(call say,EMBED,$@)mkdir -p $(@D)

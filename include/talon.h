@@ -621,17 +621,23 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
      gated: y = act(x_gate[i, j]) * x_up[i, j], each x with its bias (bias [2n]: gate, up)
      d[i, j] = y + beta * c[i, j]                      (c optional: 0 = none)
    Types: a, b and bias of dtype (bf16 or f16); d and c of out_dtype (dtype or f32).
-   Accumulation in fp32 on the tensor cores; every output is one fp32 sum over k (no split-K
-   today), so results are deterministic and do not depend on the device's SM count.
+   Accumulation in fp32 on the tensor cores. Results are deterministic: the same inputs on the
+   same device give the same bits, every call (no atomics; split-K partial sums, where the plan
+   splits k, are added in a fixed order). The plan depends on the SM count, so a device with
+   another count may split k differently: results then differ by fp32 summation order only.
    Limits: m in [1, 2^24]; n in [8, 2^20] and k in [8, 2^20], both multiples of 8; strides
    (elements, 0 = contiguous: lda = ldb = k, ldc = ldd = n) at least a row and multiples of 8;
    a, b, d, c and bias 16-byte aligned. c may be d itself (same pointer and stride: the
    residual is read before d is written, element by element); otherwise d must not overlap
    any input. Rows of a beyond m and of b beyond n are never read.
-   Kernel: one persistent launch of min(tiles, SMs) CTAs of 384 threads (a TMA producer warp,
-   two wgmma warpgroups), tiles of 128 x 256 outputs (128 x 128 when that gives fewer tiles
-   than SMs; gated: 128 x 128 / 128 x 64 outputs from 256 / 128 rows of b), chosen on the host
-   from (m, n, gated, SM count) alone; see docs/notes/gemm.md for measurements.
+   Kernel: one persistent launch (CTAs of 384 threads: a TMA producer, two wgmma warpgroups),
+   planned on the host from (m, n, k, gated, out_dtype, SM count) alone: tiles of 128 rows x
+   256, 192 or 128 columns, whichever fills the SMs' waves best (gated: 128 or 64 columns from
+   256 or 128 rows of b); 128 x 256 tiles in clusters of 2 CTAs that share b's tile; split-K
+   in 2 or 4 ways, reduced inside a cluster, where tiles are fewer than SMs; for m <= 64 with
+   a 16-bit output and no gating, the product is computed transposed (b's rows on the wide
+   side of the tensor-core tile), the weight-bandwidth-bound decode regime. No workspace.
+   docs/notes/gemm.md has the plan's rules and measurements.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
    out of range or not multiples of 8, unsupported dtype / out_dtype / act, gated not 0/1, a
    non-finite alpha or beta; DRIVER if the driver rejects a tensor map. Thread-safe; legal

@@ -10,7 +10,7 @@
    capture with replays on fresh inputs.
 
    TALON_TEST_QUICK=1 (for compute-sanitizer) keeps every kernel variant and epilogue on
-   smaller problems. */
+   smaller problems. Two calls on the same inputs must give the same bits. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -405,12 +405,51 @@ static void test_graph(void **state) {
     tally_end(&t);
 }
 
+/* The same call twice gives the same bits (split-K partial sums meet in a fixed order; the
+   clustered and transposed kernels included). */
+static void test_deterministic(void **state) {
+    static const gcase cases[] = {
+        {BF, BF, 100, 4096, 14336, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},  /* split 4 */
+        {BF, BF, 16, 4096, 14336, 0, 1, RES_NONE, TALON_GEMM_ACT_SILU, 0, 0, 0},   /* swap, 4 */
+        {HF, F32, 200, 4096, 4104, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},  /* split 2 */
+        {BF, BF, 2048, 4096, 1024, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0},  /* pairs */
+    };
+    tally t;
+    int i;
+    (void)state;
+    tally_start(&t, "gemm_deterministic");
+    for (i = 0; i < COUNT(cases); i++) {
+        job j;
+        unsigned char *first;
+        assert_int_equal(job_prepare(&j, &cases[i]), 0);
+        first = malloc((size_t)j.d_bytes);
+        assert_non_null(first);
+        assert_int_equal(job_upload(&j, 0xDE7 + (uint64_t)i), 0);
+        assert_int_equal(job_launch(&j, g_stream), TALON_SUCCESS);
+        assert_int_equal(cu.cuStreamSynchronize(g_stream), CUDA_SUCCESS);
+        assert_int_equal(cu.cuMemcpyDtoH(first, j.dd, (size_t)j.d_bytes), CUDA_SUCCESS);
+        assert_int_equal(cu.cuMemsetD8(j.dd, 0xFF, (size_t)j.d_bytes), CUDA_SUCCESS);
+        assert_int_equal(job_launch(&j, g_stream), TALON_SUCCESS);
+        assert_int_equal(cu.cuStreamSynchronize(g_stream), CUDA_SUCCESS);
+        t.cases++;
+        if (job_check(&j, &t.elements)) t.failures++; /* reads d back into j.hd */
+        if (memcmp(first, j.hd, (size_t)j.d_bytes)) {
+            print_error("FAILED case %d: two calls gave different bits\n", i);
+            t.failures++;
+        }
+        free(first);
+        job_free(&j);
+    }
+    tally_end(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_epilogues),
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_graph),
+        cmocka_unit_test(test_deterministic),
     };
     gpu_test t;
     int failed;
