@@ -136,6 +136,18 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t cta)
                  : "memory");
 }
 
+// Read 4 floats (16-byte aligned) at the same shared-memory offset in CTA `cta` of the
+// cluster (distributed shared memory). Order it after the peer's writes with a barrier the
+// peer released at cluster scope (mbar_arrive_cluster, then mbar_wait_cluster here).
+__device__ __forceinline__ float4 load_remote_f4(const void *p, uint32_t cta) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(map_to_cta(p, cta))
+                 : "memory");
+    return v;
+}
+
 // Arrive on the barrier at the same offset in CTA `cta`, with the default release at CTA
 // scope: for "I am done reading that stage" signals (consumers freeing a stage that a peer's
 // multicast refills), where no data of ours has to become visible to the peer. The cluster-

@@ -13,6 +13,9 @@
 // Gated (SwiGLU / GeGLU): the half-tiles are the gate's and the up half's rows for the same
 // output columns, so accumulator column j < bn / 2 (gate) and j + bn / 2 (up) sit in the same
 // thread: act(gate) * up needs no exchange and no [m, 2n] intermediate.
+// Two bodies: gemm_tile (128-row tiles, clusters of 2 sharing b, split-K through distributed
+// shared memory) and gemm_swap (m <= 64, the product transposed); the host's plan
+// (include/talon/impl/gemm_plan.h) picks the body and its template arguments.
 #include "dev/activation.cuh"
 #include "dev/kernel.cuh"
 #include "dev/pipeline.cuh"
@@ -48,8 +51,9 @@ template <typename T> __device__ __forceinline__ float2 load_pair(const T *p) {
 // Where the pair (row r, columns 8 qq + 2 (l % 4) + {0, 1}) of a 128-byte-swizzled staging
 // chunk goes (row r of the chunk is 128 bytes; 16-byte unit u of row r sits at u ^ (r % 8)).
 // Conflict-free: the 8 rows of one store instruction land in 8 different 16-byte units.
-// A 32-bit shared address and st.shared: no 64-bit pointer to keep live, and the compiler
-// knows these stores cannot touch global memory.
+// A 32-bit shared address and st.shared in asm without a memory clobber: no 64-bit pointer
+// to keep live, and the compiler may move the epilogue's global loads across these stores
+// (the named barriers and proxy fence around them are ordered asm statements).
 template <typename T> __device__ __forceinline__ void stage_pair(uint32_t chunk, int r, int qq, int lane, float lo, float hi) {
     if constexpr (sizeof(T) == 4) {
         const int unit = 2 * qq + (lane % 4) / 2;
@@ -156,18 +160,7 @@ __device__ __forceinline__ void epilogue_act(const float (&d)[BN / 2], const tal
     }
 }
 
-// Remote shared-memory read (distributed shared memory) of 4 floats at the same offset in
-// CTA `cta` of the cluster.
-__device__ __forceinline__ float4 load_remote4(const void *p, uint32_t cta) {
-    float4 v;
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(map_to_cta(p, cta))
-                 : "memory");
-    return v;
-}
-
-// Clusters, from the table row (TALON__GEMM_CLUSTER_SIZE):
+// Clusters (the table row's cluster column):
 //  - bn 256 runs in pairs of CTAs on vertically adjacent tiles (m, n) and (m + 1, n), which
 //    share b's tile: each CTA loads one half-tile and multicasts it to both (b's traffic from
 //    L2 halves).
@@ -305,7 +298,7 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                     mbar_wait_cluster(&ready[r], iter & 1);
 #pragma unroll
                     for (int j = 0; j < BN / 8; j++) {
-                        const float4 v = load_remote4(&partial[j * CONSUMERS + consumer], r);
+                        const float4 v = load_remote_f4(&partial[j * CONSUMERS + consumer], r);
                         d[4 * j] += v.x; d[4 * j + 1] += v.y; d[4 * j + 2] += v.z; d[4 * j + 3] += v.w;
                     }
                     mbar_arrive_remote(done, r);
@@ -472,7 +465,7 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
                     mbar_wait_cluster(&ready[r], iter & 1);
 #pragma unroll
                     for (int j = 0; j < MN / 8; j++) {
-                        const float4 v = load_remote4(&partial[j * CONSUMERS + consumer], r);
+                        const float4 v = load_remote_f4(&partial[j * CONSUMERS + consumer], r);
                         d[4 * j] += v.x; d[4 * j + 1] += v.y; d[4 * j + 2] += v.z; d[4 * j + 3] += v.w;
                     }
                     mbar_arrive_remote(done, r);

@@ -1,6 +1,7 @@
-/* talon/impl/gemm_plan.h - the dense GEMM's plan: tile width, tile grid, raster and grid size
-   from (m, n, gated, SM count) alone. Pure host functions the tests call directly. Part of
-   talon.h's implementation (TALON_IMPLEMENTATION); not a public header. */
+/* talon/impl/gemm_plan.h - the dense GEMM's plan: kernel (tiled or transposed), tile width,
+   split-K, tile grid, raster and grid size from (m, n, k, gated, output type, SM count)
+   alone. Pure host functions the tests call directly. Part of talon.h's implementation
+   (TALON_IMPLEMENTATION); not a public header. */
 #ifndef TALON_IMPL_GEMM_PLAN_H
 #define TALON_IMPL_GEMM_PLAN_H
 
@@ -28,8 +29,7 @@ static int talon__gemm_tile_cols(int bn, int gated) { return gated ? bn / 2 : bn
    tile-rows (a wave of 132 CTAs then shares about 16 row panels of a and 8 column panels of
    b in L2).
    Split-K where tiles are few: at bn 128 (not gated), the most ways in {4, 2} with tiles x
-   ways <= SMs and at least 8 k-blocks of 64 per way (a decode projection N 4096, K 14336: 32
-   tiles -> 4 ways, 128 CTAs). Each way's fp32 partial is added to the first's in a fixed
+   ways <= SMs and at least 8 k-blocks of 64 per way (N 4096, K 14336: 32 tiles -> 4 ways, 128 CTAs). Each way's fp32 partial is added to the first's in a fixed
    order inside the cluster, so the result is deterministic, though its rounding differs
    from the unsplit sum's. */
 static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, int sms) {
