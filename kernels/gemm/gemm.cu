@@ -17,6 +17,7 @@
 // shared memory) and gemm_swap (m <= 64, the product transposed); the host's plan
 // (include/talon/impl/gemm_plan.h) picks the body and its template arguments.
 #include "dev/activation.cuh"
+#include "dev/async.cuh"
 #include "dev/kernel.cuh"
 #include "dev/pipeline.cuh"
 #include "dev/scheduler.cuh"
@@ -43,99 +44,120 @@ __device__ __forceinline__ void mma_k64(float (&d)[BN / 2], uint64_t da, uint64_
     }
 }
 
-template <typename T> __device__ __forceinline__ float2 load_pair(const T *p) {
-    if constexpr (sizeof(T) == 4) return *reinterpret_cast<const float2 *>(p);
-    else return unpack2<T>(*reinterpret_cast<const uint32_t *>(p));
-}
-
 // Where the pair (row r, columns 8 qq + 2 (l % 4) + {0, 1}) of a 128-byte-swizzled staging
 // chunk goes (row r of the chunk is 128 bytes; 16-byte unit u of row r sits at u ^ (r % 8)).
 // Conflict-free: the 8 rows of one store instruction land in 8 different 16-byte units.
 // A 32-bit shared address and st.shared in asm without a memory clobber: no 64-bit pointer
 // to keep live, and the compiler may move the epilogue's global loads across these stores
 // (the named barriers and proxy fence around them are ordered asm statements).
+template <typename T> __device__ __forceinline__ uint32_t stage_addr(uint32_t chunk, int r, int qq, int lane) {
+    if constexpr (sizeof(T) == 4)
+        return chunk + r * 128 + (((2 * qq + (lane % 4) / 2) ^ (r & 7)) << 4) + (lane % 2) * 8;
+    else
+        return chunk + r * 128 + ((qq ^ (r & 7)) << 4) + (lane % 4) * 4;
+}
 template <typename T> __device__ __forceinline__ void stage_pair(uint32_t chunk, int r, int qq, int lane, float lo, float hi) {
-    if constexpr (sizeof(T) == 4) {
-        const int unit = 2 * qq + (lane % 4) / 2;
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(chunk + r * 128 + ((unit ^ (r & 7)) << 4) + (lane % 2) * 8),
-                     "f"(lo), "f"(hi));
-    } else {
-        asm volatile("st.shared.b32 [%0], %1;" ::"r"(chunk + r * 128 + ((qq ^ (r & 7)) << 4) + (lane % 4) * 4),
-                     "r"(pack2<T>(lo, hi)));
-    }
+    if constexpr (sizeof(T) == 4)
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(stage_addr<T>(chunk, r, qq, lane)), "f"(lo), "f"(hi));
+    else
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(stage_addr<T>(chunk, r, qq, lane)), "r"(pack2<T>(lo, hi)));
 }
 
 // Per-warpgroup output staging: two 128-byte x 64-row chunks, alternating, each stored by
 // one TMA store while the next is written.
 struct Staging {
-    uint32_t buf;   // shared address of 2 x 8 KB, 1024-aligned
-    uint32_t count; // chunks staged so far (selects the buffer)
+    uint32_t buf;    // shared address of 2 x 8 KB, 1024-aligned
+    uint32_t count;  // chunks staged so far (selects the buffer)
+    uint32_t bias_s; // shared address of the tile's bias (bn 16-bit values; gemm_tile only)
 };
 
 // The accumulators of one warpgroup (64 rows x bn columns of the tile at m0, n0) through the
 // epilogue, staged in shared memory 128 bytes of columns at a time and written by TMA stores
 // (which clip rows >= m and columns >= n). Thread layout (kernels/dev/wgmma.cuh): register
 // 4q + 2h + e holds row 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e.
+template <typename T> __device__ __forceinline__ float2 load_shared_pair(uint32_t addr) {
+    if constexpr (sizeof(T) == 4) {
+        float2 v;
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+        return v;
+    } else {
+        uint32_t w;
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w) : "r"(addr));
+        return unpack2<T>(w);
+    }
+}
+
+// The accumulators of one warpgroup (64 rows x bn columns of the tile at m0, n0) through the
+// epilogue, staged in shared memory 128 bytes of columns at a time and written by TMA stores
+// (which clip rows >= m and columns >= n). Thread layout (kernels/dev/wgmma.cuh): register
+// 4q + 2h + e holds row 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e.
+// The inputs come through shared memory, read with few, coalesced, concurrent loads: the
+// tile's bias into `bias_s` once, each chunk's residual rows by cp.async into the staging
+// chunk itself, where each thread then reads its pairs and overwrites them with the results.
+// (Loaded per pair from global memory, next to the 128 accumulators there were registers
+// for one pair's loads at a time, and their latencies added up: +12-16% over the plain GEMM.)
 template <int DT, int OT, int BN, int G, typename Act>
 __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__gemm_params &p,
                                          int m0, int n0, Staging &st) {
     using TI = elem<DT>;
     using TO = elem<OT>;
     constexpr int OUT_COLS = G ? BN / 2 : BN, CHUNK = 128 / sizeof(TO), QC = CHUNK / 8;
-    const int lane = lane_index();
+    const int lane = lane_index(), t = thread_in_warpgroup();
     const int r0 = 16 * warp_in_warpgroup() + lane / 4; // row in the warpgroup's 64
+    const bool leader = t == 0;
+    const int barrier = 1 + int(warpgroup_index()); // named barriers 2, 3
     const TI *bias = reinterpret_cast<const TI *>(p.bias);
     const TO *c = reinterpret_cast<const TO *>(p.c);
+    // bias_s[j], j < BN: the tile's bias pairs (gated: the gate's OUT_COLS, then the up half's);
+    // read only after the first chunk's barrier; the last tile's readers passed its last one
+    if (bias && t < BN / 2) {
+        const int j = 2 * t, col = n0 + (G && j >= OUT_COLS ? j - OUT_COLS + p.n : j);
+        const bool in_n = (G && j >= OUT_COLS ? col - p.n : col) < p.n;
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(st.bias_s + j * 2),
+                     "r"(in_n ? *reinterpret_cast<const uint32_t *>(bias + col) : 0u));
+    }
 #pragma unroll
     for (int ch = 0; ch < OUT_COLS / CHUNK; ch++) {
         const int col0 = n0 + ch * CHUNK;
         if (col0 >= p.n) break; // the same in the whole warpgroup
         const uint32_t buf = st.buf + (st.count & 1) * 8192;
-        const bool leader = thread_in_warpgroup() == 0;
-        const int barrier = 1 + int(warpgroup_index()); // named barriers 2, 3
         // the store that used this buffer two chunks ago has read it
         if (leader) bulk_wait_group_read<1>();
         named_bar_sync(barrier, kWarpgroupThreads);
-        // The global reads of QG column groups first, then their math: the staging stores go
-        // through generic pointers the compiler cannot tell apart from these loads, so a load
-        // left between them would wait out its whole latency alone. (ptxas gives every thread
-        // the launch's 168 registers, not setmaxnreg's 232: next to the accumulators, bn 256
-        // has room for one group, bn 192 for two.)
-        constexpr int QG = BN == 256 ? 1 : BN == 192 ? 2 : 4;
+        if (c) { // the chunk's residual rows, 16 bytes per copy, into the staging layout
 #pragma unroll
-        for (int q4 = 0; q4 < QC; q4 += QG) {
-            float2 bg[QG], bu[QG], cv[QG][2];
-#pragma unroll
-            for (int j = 0; j < QG; j++) {
-                const int col = col0 + 8 * (q4 + j) + 2 * (lane % 4);
-                const bool in_n = col < p.n;
-                bg[j] = bu[j] = make_float2(0.f, 0.f);
-                if (bias && in_n) {
-                    bg[j] = load_pair(bias + col);
-                    if (G) bu[j] = load_pair(bias + p.n + col);
-                }
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int row = m0 + r0 + 8 * h;
-                    cv[j][h] = c && in_n && row < p.m ? load_pair(c + (int64_t)row * p.ldc + col)
-                                                      : make_float2(0.f, 0.f);
-                }
+            for (int i = 0; i < 4; i++) {
+                const int u = t + kWarpgroupThreads * i, row = u / 8, unit = u % 8;
+                const int col = col0 + unit * (16 / int(sizeof(TO)));
+                if (m0 + row < p.m && col < p.n)
+                    cp_async_16(buf + row * 128 + ((unit ^ (row & 7)) << 4),
+                                c + (int64_t)(m0 + row) * p.ldc + col);
             }
+            cp_async_commit();
+            cp_async_wait<0>();
+            named_bar_sync(barrier, kWarpgroupThreads);
+        }
 #pragma unroll
-            for (int j = 0; j < QG; j++) {
-                const int qq = q4 + j, q = ch * QC + qq;
+        for (int qq = 0; qq < QC; qq++) {
+            const int q = ch * QC + qq, j = col0 - n0 + 8 * qq + 2 * (lane % 4);
+            const float2 bg = bias ? load_shared_pair<TI>(st.bias_s + j * 2) : make_float2(0.f, 0.f);
+            const float2 bu = bias && G ? load_shared_pair<TI>(st.bias_s + (OUT_COLS + j) * 2)
+                                        : make_float2(0.f, 0.f);
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int r = r0 + 8 * h, i = 4 * q + 2 * h;
-                    float y0 = Act::f(fmaf(p.alpha, d[i], bg[j].x));
-                    float y1 = Act::f(fmaf(p.alpha, d[i + 1], bg[j].y));
-                    if constexpr (G) {
-                        y0 *= fmaf(p.alpha, d[i + BN / 4], bu[j].x);
-                        y1 *= fmaf(p.alpha, d[i + BN / 4 + 1], bu[j].y);
-                    }
-                    stage_pair<TO>(buf, r, qq, lane, fmaf(p.beta, cv[j][h].x, y0),
-                                   fmaf(p.beta, cv[j][h].y, y1));
+            for (int h = 0; h < 2; h++) {
+                const int r = r0 + 8 * h, i = 4 * q + 2 * h;
+                float y0 = Act::f(fmaf(p.alpha, d[i], bg.x));
+                float y1 = Act::f(fmaf(p.alpha, d[i + 1], bg.y));
+                if constexpr (G) {
+                    y0 *= fmaf(p.alpha, d[i + BN / 4], bu.x);
+                    y1 *= fmaf(p.alpha, d[i + BN / 4 + 1], bu.y);
                 }
+                if (c) {
+                    const float2 cv = load_shared_pair<TO>(stage_addr<TO>(buf, r, qq, lane));
+                    y0 = fmaf(p.beta, cv.x, y0);
+                    y1 = fmaf(p.beta, cv.y, y1);
+                }
+                stage_pair<TO>(buf, r, qq, lane, y0, y1);
             }
         }
         fence_proxy_async(); // the generic-proxy writes above, before the TMA store reads them
@@ -181,7 +203,8 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
     T *sa = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     T *sb = sa + STAGES * A_ELEMS;
     uint8_t *staging = reinterpret_cast<uint8_t *>(sb + STAGES * B_ELEMS); // 2 x 16 KB
-    float4 *partial = reinterpret_cast<float4 *>(staging + 2 * 16384);   // SPLIT > 1: 128 x bn
+    uint8_t *bias_s = staging + 2 * 16384;                                 // 2 x 512 B
+    float4 *partial = reinterpret_cast<float4 *>(bias_s + 1024);          // SPLIT > 1: 128 x bn
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(reinterpret_cast<uint8_t *>(partial) +
                                                       (SPLIT > 1 ? BM * BN * 4 : 0));
     // split-K: ready[r] (on rank 0): rank r's partial is in place; done (on rank r): rank 0
@@ -244,7 +267,7 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
         const int band = wg - 1; // this warpgroup's 64 rows of the tile
         const bool arriver = lane_index() == 0;
         const int consumer = int(threadIdx.x) - kWarpgroupThreads; // 0..255
-        Staging out{smem_addr(staging + band * 16384), 0};
+        Staging out{smem_addr(staging + band * 16384), 0, smem_addr(bias_s + band * 512)};
         PipeState<STAGES> st;
         uint32_t iter = 0; // tiles done (split-K barrier phases)
         // Release a stage in every CTA whose producer may refill it (both, in a pair).
@@ -425,7 +448,7 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
         const int band = wg - 1; // this warpgroup's 64 rows of b (columns of d)
         const bool arriver = lane_index() == 0;
         const int consumer = int(threadIdx.x) - kWarpgroupThreads;
-        Staging out{smem_addr(staging + band * 16384), 0};
+        Staging out{smem_addr(staging + band * 16384), 0, 0};
         PipeState<STAGES> st;
         uint32_t iter = 0;
         float d[MN / 2];
