@@ -47,9 +47,8 @@ __device__ __forceinline__ void mma_k64(float (&d)[BN / 2], uint64_t da, uint64_
 // Where the pair (row r, columns 8 qq + 2 (l % 4) + {0, 1}) of a 128-byte-swizzled staging
 // chunk goes (row r of the chunk is 128 bytes; 16-byte unit u of row r sits at u ^ (r % 8)).
 // Conflict-free: the 8 rows of one store instruction land in 8 different 16-byte units.
-// A 32-bit shared address and st.shared in asm without a memory clobber: no 64-bit pointer
-// to keep live, and the compiler may move the epilogue's global loads across these stores
-// (the named barriers and proxy fence around them are ordered asm statements).
+// 32-bit shared addresses and st.shared: no 64-bit pointer to keep live; as volatile asm they
+// stay in order with the named barriers, the proxy fence and the residual's ld.shared.
 template <typename T> __device__ __forceinline__ uint32_t stage_addr(uint32_t chunk, int r, int qq, int lane) {
     if constexpr (sizeof(T) == 4)
         return chunk + r * 128 + (((2 * qq + (lane % 4) / 2) ^ (r & 7)) << 4) + (lane % 2) * 8;
