@@ -169,17 +169,66 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
     }
 }
 
-template <int DT, int OT, int BN, int G>
-__device__ __forceinline__ void epilogue_act(const float (&d)[BN / 2], const talon__gemm_params &p,
-                                             int m0, int n0, Staging &st) {
-    switch (p.act) {
-    case 1: epilogue<DT, OT, BN, G, Relu>(d, p, m0, n0, st); break;
-    case 2: epilogue<DT, OT, BN, G, Silu>(d, p, m0, n0, st); break;
-    case 3: epilogue<DT, OT, BN, G, GeluErf>(d, p, m0, n0, st); break;
-    case 4: epilogue<DT, OT, BN, G, GeluTanh>(d, p, m0, n0, st); break;
-    default: epilogue<DT, OT, BN, G, Identity>(d, p, m0, n0, st); break;
+// Calls f(Act{}) with the activation functor of a talon_gemm_act value (a run-time value of
+// the launch, uniform over the grid; each epilogue is compiled once per activation).
+template <typename F> __device__ __forceinline__ void with_act(int act, F &&f) {
+    switch (act) {
+    case 1: f(Relu{}); break;
+    case 2: f(Silu{}); break;
+    case 3: f(GeluErf{}); break;
+    case 4: f(GeluTanh{}); break;
+    default: f(Identity{}); break;
     }
 }
+
+template <int K> __device__ __forceinline__ void zero(float (&d)[K]) {
+#pragma unroll
+    for (int i = 0; i < K; i++) d[i] = 0.f;
+}
+
+// Split-K across the SPLIT CTAs of a cluster, for both bodies: the barriers (in each CTA's
+// shared memory) and the reduction of one tile's accumulators. The ranks' fp32 partials meet
+// in rank 0 in rank order (bit-reproducible), through distributed shared memory.
+template <int SPLIT> struct SplitK {
+    static constexpr int CONSUMERS = 256; // threads of the two consumer warpgroups
+    uint64_t ready[SPLIT]; // on rank 0: rank r's partial is in place
+    uint64_t done;         // on rank r: rank 0 has read it
+
+    __device__ __forceinline__ void init() { // one thread, before the cluster barrier
+        for (int r = 0; r < SPLIT; r++) mbar_init(&ready[r], CONSUMERS);
+        mbar_init(&done, CONSUMERS);
+        mbar_fence_init();
+    }
+
+    // After tile number `iter` of this CTA: ranks 1.. leave d in `partial` (their own shared
+    // memory, CONSUMERS x K / 4 float4), zero d and return false; rank 0 adds theirs to its d
+    // and returns true (it runs the epilogue).
+    template <int K>
+    __device__ __forceinline__ bool reduce(float (&d)[K], float4 *partial, int rank, int consumer,
+                                           uint32_t iter) {
+        if (rank != 0) {
+            mbar_wait(&done, (iter & 1) ^ 1); // rank 0 has read the previous tile's partial
+#pragma unroll
+            for (int j = 0; j < K / 4; j++)
+                partial[j * CONSUMERS + consumer] =
+                    make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
+            mbar_arrive_cluster(&ready[rank], 0); // release: the writes go with it
+            zero(d);
+            return false;
+        }
+#pragma unroll 1
+        for (int r = 1; r < SPLIT; r++) {
+            mbar_wait_cluster(&ready[r], iter & 1);
+#pragma unroll
+            for (int j = 0; j < K / 4; j++) {
+                const float4 v = load_remote_f4(&partial[j * CONSUMERS + consumer], r);
+                d[4 * j] += v.x; d[4 * j + 1] += v.y; d[4 * j + 2] += v.z; d[4 * j + 3] += v.w;
+            }
+            mbar_arrive_remote(&done, r);
+        }
+        return true;
+    }
+};
 
 // Clusters (the table row's cluster column):
 //  - bn 256 runs in pairs of CTAs on vertically adjacent tiles (m, n) and (m + 1, n), which
@@ -196,7 +245,7 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
     constexpr int CM = SPLIT > 1 ? 1 : TALON__GEMM_CLUSTER(BN); // tiles per cluster
     constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK;
     constexpr uint32_t STAGE_BYTES = (A_ELEMS + B_ELEMS) * sizeof(T);
-    constexpr int CONSUMER_WARPS = 8, CONSUMERS = 256;
+    constexpr int CONSUMER_WARPS = 8;
     extern __shared__ uint8_t smem_raw[];
     // The 128-byte swizzle repeats every 1024 bytes: stage bases must be 1024-aligned.
     T *sa = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -206,9 +255,7 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
     float4 *partial = reinterpret_cast<float4 *>(bias_s + 1024);          // SPLIT > 1: 128 x bn
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(reinterpret_cast<uint8_t *>(partial) +
                                                       (SPLIT > 1 ? BM * BN * 4 : 0));
-    // split-K: ready[r] (on rank 0): rank r's partial is in place; done (on rank r): rank 0
-    // has read it
-    uint64_t *ready = reinterpret_cast<uint64_t *>(pipe + 1), *done = ready + SPLIT;
+    auto *split = reinterpret_cast<SplitK<SPLIT> *>(pipe + 1);
 
     // Tiles are walked in units of CM vertically adjacent tiles, one per CTA of a cluster; a
     // split-K cluster shares one tile.
@@ -222,11 +269,7 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
     const int wg = warpgroup_index();
     if (threadIdx.x == 0) {
         pipe->init(CONSUMER_WARPS * CM); // a stage is free once every sharing CTA is done
-        if constexpr (SPLIT > 1) {
-            for (int r = 0; r < SPLIT; r++) mbar_init(&ready[r], CONSUMERS);
-            mbar_init(done, CONSUMERS);
-            mbar_fence_init();
-        }
+        if constexpr (SPLIT > 1) split->init();
         tma_prefetch_desc(&p.a);
         tma_prefetch_desc(&p.b_lo);
         tma_prefetch_desc(&p.b_hi);
@@ -245,9 +288,8 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                 const int m0 = (tc.m * CM + (CM > 1 ? rank : 0)) * BM;
                 const int lo = tc.n * (G ? BN / 2 : BN), hi = G ? lo : lo + BN / 2;
                 for (int kb = kb0; kb < kb1; kb++) {
-                    uint64_t *full = &pipe->full[st.stage];
-                    mbar_wait(&pipe->empty[st.stage], st.phase ^ 1);
-                    mbar_arrive_expect_tx(full, STAGE_BYTES);
+                    uint64_t *full = pipe->producer_acquire(st);
+                    pipe->producer_commit(st, STAGE_BYTES);
                     T *a = sa + st.stage * A_ELEMS, *b = sb + st.stage * B_ELEMS;
                     tma_load_2d(a, &p.a, full, kb * BK, m0);
                     if constexpr (CM > 1) { // rank 0 brings the first half-tile, rank 1 the second
@@ -280,8 +322,7 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
             }
         };
         float d[BN / 2];
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++) d[i] = 0.f; // stays the sum when a split has no k-block
+        zero(d); // stays the sum when a split has no k-block
         for (int u = first; u < units; u += stride, iter++) {
             const TileCoord tc = tile_of(u, units_m, p.tiles_n, group);
             const int m0 = (tc.m * CM + (CM > 1 ? rank : 0)) * BM;
@@ -302,37 +343,15 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
             wgmma_wait<0>();
             fence_operand(d);
             if (kb1 > kb0) release(prev);
-            if constexpr (SPLIT > 1) {
-                if (rank != 0) {
-                    // rank 0 has read the previous tile's partial: overwrite it, say so
-                    mbar_wait(done, (iter & 1) ^ 1);
-#pragma unroll
-                    for (int j = 0; j < BN / 8; j++)
-                        partial[j * CONSUMERS + consumer] =
-                            make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
-                    mbar_arrive_cluster(&ready[rank], 0); // release: the writes go with it
-#pragma unroll
-                    for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
-                    continue;
-                }
-#pragma unroll 1
-                for (int r = 1; r < SPLIT; r++) {
-                    mbar_wait_cluster(&ready[r], iter & 1);
-#pragma unroll
-                    for (int j = 0; j < BN / 8; j++) {
-                        const float4 v = load_remote_f4(&partial[j * CONSUMERS + consumer], r);
-                        d[4 * j] += v.x; d[4 * j + 1] += v.y; d[4 * j + 2] += v.z; d[4 * j + 3] += v.w;
-                    }
-                    mbar_arrive_remote(done, r);
-                }
-            }
+            if constexpr (SPLIT > 1)
+                if (!split->reduce(d, partial, rank, consumer, iter)) continue;
             // the second tile of a pair may lie below the last row of tiles: nothing to write
             if (m0 < p.m)
-                epilogue_act<DT, OT, BN, G>(d, p, m0 + band * 64, tc.n * (G ? BN / 2 : BN), out);
-            if constexpr (SPLIT > 1) {
-#pragma unroll
-                for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
-            }
+                with_act(p.act, [&](auto act) {
+                    epilogue<DT, OT, BN, G, decltype(act)>(d, p, m0 + band * 64,
+                                                           tc.n * (G ? BN / 2 : BN), out);
+                });
+            if constexpr (SPLIT > 1) zero(d); // stays the sum if the next tile's share is empty
         }
         if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes
     }
@@ -399,7 +418,7 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
     constexpr int STAGES = TALON__GEMM_SWAP_STAGES(MN);
     constexpr int W_ELEMS = 128 * BK, X_ELEMS = MN * BK;
     constexpr uint32_t STAGE_BYTES = (W_ELEMS + X_ELEMS) * sizeof(T);
-    constexpr int CONSUMER_WARPS = 8, CONSUMERS = 256;
+    constexpr int CONSUMER_WARPS = 8;
     extern __shared__ uint8_t smem_raw[];
     T *sw = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     T *sx = sw + STAGES * W_ELEMS; // MN rows of 128 bytes: stays 1024-aligned
@@ -407,7 +426,7 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
     float4 *partial = reinterpret_cast<float4 *>(staging + 2 * 16384);
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(reinterpret_cast<uint8_t *>(partial) +
                                                       (SPLIT > 1 ? 128 * MN * 4 : 0));
-    uint64_t *ready = reinterpret_cast<uint64_t *>(pipe + 1), *done = ready + SPLIT;
+    auto *split = reinterpret_cast<SplitK<SPLIT> *>(pipe + 1);
 
     const int rank = SPLIT > 1 ? int(cluster_ctarank()) : 0;
     const int first = blockIdx.x / SPLIT, stride = gridDim.x / SPLIT;
@@ -416,11 +435,7 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
     const int wg = warpgroup_index();
     if (threadIdx.x == 0) {
         pipe->init(CONSUMER_WARPS);
-        if constexpr (SPLIT > 1) {
-            for (int r = 0; r < SPLIT; r++) mbar_init(&ready[r], CONSUMERS);
-            mbar_init(done, CONSUMERS);
-            mbar_fence_init();
-        }
+        if constexpr (SPLIT > 1) split->init();
         tma_prefetch_desc(&p.a);
         tma_prefetch_desc(&p.b_lo);
         tma_prefetch_desc(&p.d_map);
@@ -434,9 +449,8 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
             PipeState<STAGES> st;
             for (int u = first; u < p.tiles_n; u += stride)
                 for (int kb = kb0; kb < kb1; kb++) {
-                    uint64_t *full = &pipe->full[st.stage];
-                    mbar_wait(&pipe->empty[st.stage], st.phase ^ 1);
-                    mbar_arrive_expect_tx(full, STAGE_BYTES);
+                    uint64_t *full = pipe->producer_acquire(st);
+                    pipe->producer_commit(st, STAGE_BYTES);
                     tma_load_2d(sw + st.stage * W_ELEMS, &p.b_lo, full, kb * BK, u * 128);
                     tma_load_2d(sx + st.stage * X_ELEMS, &p.a, full, kb * BK, 0);
                     st.advance();
@@ -451,8 +465,7 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
         PipeState<STAGES> st;
         uint32_t iter = 0;
         float d[MN / 2];
-#pragma unroll
-        for (int i = 0; i < MN / 2; i++) d[i] = 0.f;
+        zero(d);
         for (int u = first; u < p.tiles_n; u += stride, iter++) {
             uint32_t prev = 0;
             for (int kb = kb0; kb < kb1; kb++) {
@@ -470,43 +483,12 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
             wgmma_wait<0>();
             fence_operand(d);
             if (kb1 > kb0 && arriver) mbar_arrive(&pipe->empty[prev]);
-            if constexpr (SPLIT > 1) {
-                if (rank != 0) {
-                    mbar_wait(done, (iter & 1) ^ 1);
-#pragma unroll
-                    for (int j = 0; j < MN / 8; j++)
-                        partial[j * CONSUMERS + consumer] =
-                            make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]);
-                    mbar_arrive_cluster(&ready[rank], 0);
-#pragma unroll
-                    for (int i = 0; i < MN / 2; i++) d[i] = 0.f;
-                    continue;
-                }
-#pragma unroll 1
-                for (int r = 1; r < SPLIT; r++) {
-                    mbar_wait_cluster(&ready[r], iter & 1);
-#pragma unroll
-                    for (int j = 0; j < MN / 8; j++) {
-                        const float4 v = load_remote_f4(&partial[j * CONSUMERS + consumer], r);
-                        d[4 * j] += v.x; d[4 * j + 1] += v.y; d[4 * j + 2] += v.z; d[4 * j + 3] += v.w;
-                    }
-                    mbar_arrive_remote(done, r);
-                }
-            }
+            if constexpr (SPLIT > 1)
+                if (!split->reduce(d, partial, rank, consumer, iter)) continue;
             const int n0 = u * 128 + band * 64;
-            if (n0 < p.n) {
-                switch (p.act) {
-                case 1: epilogue_swap<DT, OT, MN, Relu>(d, p, n0, out); break;
-                case 2: epilogue_swap<DT, OT, MN, Silu>(d, p, n0, out); break;
-                case 3: epilogue_swap<DT, OT, MN, GeluErf>(d, p, n0, out); break;
-                case 4: epilogue_swap<DT, OT, MN, GeluTanh>(d, p, n0, out); break;
-                default: epilogue_swap<DT, OT, MN, Identity>(d, p, n0, out); break;
-                }
-            }
-            if constexpr (SPLIT > 1) {
-#pragma unroll
-                for (int i = 0; i < MN / 2; i++) d[i] = 0.f;
-            }
+            if (n0 < p.n)
+                with_act(p.act, [&](auto act) { epilogue_swap<DT, OT, MN, decltype(act)>(d, p, n0, out); });
+            if constexpr (SPLIT > 1) zero(d);
         }
         if (thread_in_warpgroup() == 0) bulk_wait_group<0>();
     }
