@@ -15,6 +15,14 @@ Targets (issue 21): 8192^3 >= 1.0x cuBLAS; LLM shapes (M 512, 4096, 16384 x (N, 
 1.02x: the closing note computes it); decode M 1, 16, 64 at (14336, 4096) and (4096, 14336):
 >= 2700 GB/s and >= 1.1x cuBLAS; bias+GELU and residual <= 3% over the plain GEMM; SwiGLU
 up-projection M 4096, I 14336, K 4096 >= 1.25x cuBLAS + talon_silu_and_mul.
+
+FP8 (fp8_case): e4m3 A and B (N(0, 1) rounded), bf16 out, scales per tensor (device scalars)
+or per row (A per token, B per output channel), all in [0.5, 1.5). Peers: torch._scaled_mm
+(cuBLASLt) with its default accumulation ("scaled_mm") and with use_fast_accum=True
+("scaled_mm_fast", the accumulation talon's kernels use). Check against the fp32 product of
+the dequantised inputs: |talon - ref| <= 2^-7 |ref| + 2^-9 (|A| . |B|^T) (scaled): the fp8
+accumulator keeps fewer bits than fp32; the GPU test holds the exact bounds. Targets: 8192^3
+per tensor >= 1.0x torch._scaled_mm, row-wise >= 1.0x.
 """
 import torch
 import torch.nn.functional as F
@@ -22,8 +30,9 @@ import torch.nn.functional as F
 from ops import Case, ptr
 from ops_norm import compiled
 
-BF16, F16 = 0, 1
+BF16, F16, FP8 = 0, 1, 4
 ACT = {"none": 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}
+SCALE = {"tensor": 1, "row": 2}
 
 
 def check_against_fp32(what, d, a, w, epilogue, magnitude=lambda y32, mag: mag):
@@ -135,6 +144,59 @@ def gemm_case(h, m, n, k, label, epi="none", gated=False, targets=(), decode=Fal
                 meta={"m": m, "n": n, "k": k, "epilogue": epi, "gated": gated})
 
 
+def fp8_case(h, m, n, k, scale, label, targets=(), decode=False):
+    Args = h.struct("talon_gemm_args")
+    e4m3 = torch.float8_e4m3fn
+
+    def make():
+        s = {"a": torch.randn(m, k, device="cuda").to(e4m3),
+             "w": torch.randn(n, k, device="cuda").to(e4m3),
+             "d": torch.empty(m, n, device="cuda", dtype=torch.bfloat16)}
+        if scale == "tensor":
+            s["sa"] = 0.5 + torch.rand((), device="cuda")
+            s["sb"] = 0.5 + torch.rand((), device="cuda")
+            s["sa_mm"], s["sb_mm"] = s["sa"], s["sb"]
+        else:
+            s["sa"] = 0.5 + torch.rand(m, device="cuda")
+            s["sb"] = 0.5 + torch.rand(n, device="cuda")
+            s["sa_mm"], s["sb_mm"] = s["sa"].view(m, 1), s["sb"].view(1, n)
+        s["args"] = Args(d=ptr(s["d"]), a=ptr(s["a"]), b=ptr(s["w"]), a_scale=ptr(s["sa"]),
+                         b_scale=ptr(s["sb"]), m=m, n=n, k=k, dtype=FP8, out_dtype=BF16,
+                         scale=SCALE[scale])
+        return s
+
+    def talon(s, stream):
+        h.call("talon_gemm", s["args"], stream)
+
+    def scaled_mm(fast):
+        return lambda s: torch._scaled_mm(s["a"], s["w"].t(), scale_a=s["sa_mm"],
+                                          scale_b=s["sb_mm"], out_dtype=torch.bfloat16,
+                                          use_fast_accum=fast)
+
+    peers = {"scaled_mm": scaled_mm(False), "scaled_mm_fast": scaled_mm(True)}
+
+    def check(s):
+        h.call("talon_gemm", s["args"], torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        sa = s["sa_mm"].float().reshape(-1, 1) if scale == "row" else s["sa_mm"].float()
+        sb = s["sb_mm"].float().reshape(1, -1) if scale == "row" else s["sb_mm"].float()
+        a, w = s["a"].float(), s["w"].float()
+        ref = (a @ w.t()) * sa * sb
+        mag = (a.abs() @ w.abs().t()) * sa * sb
+        err = (s["d"].float() - ref).abs()
+        bad = (err > 2.0 ** -7 * ref.abs() + 2.0 ** -9 * mag) | ~torch.isfinite(s["d"].float())
+        if bad.any():
+            i = int(bad.flatten().nonzero()[0])
+            raise AssertionError(f"gemm {label}: {int(bad.sum())} elements off, first at {i}: "
+                                 f"{s['d'].flatten()[i].item()} vs {ref.flatten()[i].item()}")
+
+    flops = 2 * m * n * k
+    bytes_ = n * k + m * k + m * n * 2 if decode else None
+    return Case("gemm", label, make, talon, peers, bytes=bytes_, check=check, targets=targets,
+                flops=flops, runs=30 if flops > 1e12 else 100,
+                meta={"m": m, "n": n, "k": k, "dtype": "e4m3", "scale": scale})
+
+
 def cases(h):
     out = [gemm_case(h, 8192, 8192, 8192, "bf16 8192x8192x8192",
                      targets=[("cublas_over_talon", ">=", 1.0, ">= 1.0x cuBLAS")])]
@@ -158,4 +220,14 @@ def cases(h):
     out.append(gemm_case(h, 4096, 14336, 4096, "bf16 SwiGLU M=4096 I=14336 K=4096", gated=True,
                          targets=[("cublas+talon_over_talon", ">=", 1.25,
                                    ">= 1.25x cuBLAS + silu_and_mul")]))
+    for scale in ("tensor", "row"):
+        out.append(fp8_case(h, 8192, 8192, 8192, scale, f"fp8 {scale} 8192x8192x8192",
+                            targets=[("scaled_mm_over_talon", ">=", 1.0,
+                                      ">= 1.0x torch._scaled_mm")]))
+    for m in (512, 4096, 16384):
+        for n, k in ((6144, 4096), (28672, 4096), (4096, 14336)):
+            out.append(fp8_case(h, m, n, k, "row", f"fp8 row M={m} N={n} K={k}"))
+    for m in (1, 16, 64):
+        out.append(fp8_case(h, m, 14336, 4096, "row", f"fp8 row decode M={m} N=14336 K=4096",
+                            decode=True))
     return out

@@ -93,9 +93,18 @@
       F(o, PTR) F(lse, PTR) F(o_a, PTR) F(lse_a, PTR) F(o_b, PTR) F(lse_b, PTR) \
       F(rows, I64) F(head_dim, I64) F(dtype, ENUM)) \
     S(talon_gemm_args, \
-      F(d, PTR) F(a, PTR) F(b, PTR) F(bias, PTR) F(c, PTR) F(m, I64) F(n, I64) F(k, I64) \
-      F(lda, I64) F(ldb, I64) F(ldc, I64) F(ldd, I64) F(alpha, F32) F(beta, F32) \
-      F(act, ENUM) F(gated, I32) F(dtype, ENUM) F(out_dtype, ENUM))
+      F(d, PTR) F(a, PTR) F(b, PTR) F(bias, PTR) F(c, PTR) F(a_scale, PTR) F(b_scale, PTR) \
+      F(m, I64) F(n, I64) F(k, I64) F(lda, I64) F(ldb, I64) F(ldc, I64) F(ldd, I64) \
+      F(alpha, F32) F(beta, F32) F(act, ENUM) F(gated, I32) F(dtype, ENUM) F(out_dtype, ENUM) \
+      F(scale, ENUM)) \
+    S(talon_quant_fp8_args, \
+      F(out, PTR) F(in, PTR) F(scale, PTR) F(rows, I64) F(cols, I64) F(out_stride, I64) \
+      F(in_stride, I64) F(scale_row_stride, I64) F(scale_group_stride, I64) F(mode, ENUM) \
+      F(dtype, ENUM)) \
+    S(talon_rmsnorm_quant_fp8_args, \
+      F(out, PTR) F(scale, PTR) F(in, PTR) F(residual, PTR) F(weight, PTR) F(rows, I64) \
+      F(cols, I64) F(out_stride, I64) F(in_stride, I64) F(residual_stride, I64) F(eps, F32) \
+      F(mode, ENUM) F(dtype, ENUM))
 
 /* The C type of each kind (what the ctypes mirror holds). */
 typedef CUdeviceptr bench_c_PTR;

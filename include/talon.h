@@ -175,7 +175,7 @@ typedef enum talon_dtype {
     TALON_DTYPE_F16 = 1,
     TALON_DTYPE_F32 = 2,    /* where an op says so (logits, scores); the norms reject it */
     TALON_DTYPE_I32 = 3,    /* index tensors; no op takes it as its data type */
-    TALON_DTYPE_FP8_E4M3 = 4 /* where an op says so (KV caches) */
+    TALON_DTYPE_FP8_E4M3 = 4 /* where an op says so (KV caches, GEMM inputs) */
 } talon_dtype;
 
 /* out[r, :] = in[r, :] * rsqrt(mean(in[r, :]^2) + eps) * weight
@@ -610,28 +610,40 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
 
 /* ---------------------------------------------------------------- dense GEMM */
 /* D = epilogue(alpha * A . B^T): the linear layer y = x W^T (+ bias, activation, residual),
-   or its gated form (the MLP's up-projection, SwiGLU / GeGLU) without an intermediate.
+   or its gated form (the MLP's up-projection, SwiGLU / GeGLU) without an intermediate; bf16,
+   f16 or fp8 e4m3 inputs.
      a: [m, k] row-major (activations), row stride lda.
      b: [n, k] row-major (weights, nn.Linear's layout), row stride ldb; gated: [2n, k], the
         gate's n rows then the up half's n rows (a fused gate_up weight).
      d: [m, n] row-major, row stride ldd.
    Epilogue, in this order, in fp32, one rounding at the end:
      x = alpha * (A . B^T)[i, j] + bias[j]            (bias optional: 0 = none)
+         fp8: x = alpha * a_scale[i] * b_scale[j] * (A . B^T)[i, j] + bias[j]
      y = act(x)                                        (act: talon_gemm_act)
      gated: y = act(x_gate[i, j]) * x_up[i, j], each x with its bias (bias [2n]: gate, up)
      d[i, j] = y + beta * c[i, j]                      (c optional: 0 = none)
    Types: a, b and bias of dtype (bf16 or f16); d and c of out_dtype (dtype or f32).
+   FP8 (dtype TALON_DTYPE_FP8_E4M3): a and b hold e4m3 (real value = e4m3 value x its scale),
+   d, c and bias are bf16 (out_dtype must be bf16), and scale says how the fp32 scales are
+   laid out (talon_gemm_scale): TENSOR, one scale each (a_scale and b_scale point to one
+   fp32 each, read on the device: no host synchronisation); ROW, a_scale [m] (per token) and
+   b_scale [n] (per output channel; gated: [2n], the gate's then the up half's). Scales apply
+   once, in the epilogue; the e4m3 products are summed by the tensor cores' fp8 instructions,
+   whose accumulation keeps fewer bits than fp32 (as cuBLASLt's fast-accumulation mode;
+   docs/notes/gemm.md has the measured error). 16-bit inputs take scale NONE and no scale
+   pointers.
    Accumulation in fp32 on the tensor cores. Results are deterministic: the same inputs on the
    same device give the same bits, every call (no atomics; split-K partial sums, where the plan
    splits k, are added in a fixed order). The plan depends on the SM count, so a device with
    another count may split k differently: results then differ by fp32 summation order only.
-   Limits: m in [1, 2^24]; n in [8, 2^20] and k in [8, 2^20], both multiples of 8; strides
-   (elements, 0 = contiguous: lda = ldb = k, ldc = ldd = n) at least a row and multiples of 8;
-   a, b, d, c and bias 16-byte aligned. c may be d itself (same pointer and stride: the
+   Limits: m in [1, 2^24]; n in [8, 2^20] and k in [8, 2^20], both multiples of 8 (fp8: k a
+   multiple of 16); strides (elements, 0 = contiguous: lda = ldb = k, ldc = ldd = n) at least
+   a row and multiples of 16 bytes (8 elements; fp8 lda and ldb: 16); a, b, d, c and bias
+   16-byte aligned; a_scale 4-byte and b_scale 4-byte (TENSOR) or 8-byte (ROW) aligned. c may be d itself (same pointer and stride: the
    residual is read before d is written, element by element); otherwise d must not overlap
    any input. Rows of a beyond m and of b beyond n are never read.
    Kernel: one persistent launch (CTAs of 384 threads: a TMA producer, two wgmma warpgroups),
-   planned on the host from (m, n, k, gated, out_dtype, SM count) alone: tiles of 128 rows x
+   planned on the host from (m, n, k, input size, gated, out_dtype, SM count) alone: tiles of 128 rows x
    256, 192 or 128 columns, whichever fills the SMs' waves best (gated: 128 or 64 columns from
    256 or 128 rows of b); 128 x 256 tiles in clusters of 2 CTAs that share b's tile; split-K
    in 2 or 4 ways, reduced inside a cluster, where tiles are fewer than SMs; for m <= 64 with
@@ -639,7 +651,8 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    side of the tensor-core tile), the weight-bandwidth-bound decode regime. No workspace.
    docs/notes/gemm.md has the plan's rules and measurements.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
-   out of range or not multiples of 8, unsupported dtype / out_dtype / act, gated not 0/1, a
+   out of range or not multiples of 8 (16), unsupported dtype / out_dtype / act / scale (a
+   scale mode or scale pointer with 16-bit inputs, or none with fp8), gated not 0/1, a
    non-finite alpha or beta; DRIVER if the driver rejects a tensor map. Thread-safe; legal
    inside stream capture (after preload; the tensor maps are built on the host and passed by
    value, so a captured graph keeps them). */
@@ -651,20 +664,103 @@ typedef enum talon_gemm_act {
     TALON_GEMM_ACT_GELU_TANH = 4  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 } talon_gemm_act;
 
+/* How fp8 operands are scaled (fp32 scales; real value = stored value x scale). */
+typedef enum talon_gemm_scale {
+    TALON_GEMM_SCALE_NONE = 0,   /* bf16 / f16 inputs */
+    TALON_GEMM_SCALE_TENSOR = 1, /* a_scale, b_scale: one fp32 each */
+    TALON_GEMM_SCALE_ROW = 2     /* a_scale [m] per row of a, b_scale [n] (gated [2n]) per row of b */
+} talon_gemm_scale;
+
 typedef struct talon_gemm_args {
     CUdeviceptr d, a, b;
-    CUdeviceptr bias;           /* optional: [n] (gated: [2n]) of dtype */
+    CUdeviceptr bias;           /* optional: [n] (gated: [2n]) of dtype (fp8: bf16) */
     CUdeviceptr c;              /* optional: the residual [m, n] of out_dtype; may be d */
+    CUdeviceptr a_scale, b_scale; /* fp8 only: fp32 scales as `scale` says */
     int64_t m, n, k;            /* n: columns of d (gated: b has 2n rows) */
     int64_t lda, ldb, ldc, ldd; /* elements; 0: k, k, n, n */
     float alpha;                /* 0: 1 */
     float beta;                 /* with c; 0: 1 */
     talon_gemm_act act;
     int gated;                  /* 0 or 1 */
-    talon_dtype dtype;          /* a, b, bias: bf16 or f16 */
-    talon_dtype out_dtype;      /* d, c: dtype or f32 (bf16 = 0 is rejected for f16 inputs) */
+    talon_dtype dtype;          /* a, b: bf16, f16 or TALON_DTYPE_FP8_E4M3 */
+    talon_dtype out_dtype;      /* d, c: dtype or f32 (bf16 = 0 is rejected for f16 inputs);
+                                   fp8 inputs: bf16 */
+    talon_gemm_scale scale;     /* fp8: TENSOR or ROW; 16-bit: NONE */
 } talon_gemm_args;
 talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *args);
+
+/* ---------------------------------------------------------------- fp8 quantisation */
+/* in [rows, cols] (bf16 or f16) -> out [rows, cols] fp8 e4m3 and fp32 scales, real value =
+   out x scale: the inputs of talon_gemm's fp8 modes. By mode:
+     TALON_QUANT_TENSOR  static: scale points to one fp32 (read on the device);
+                         out = e4m3(x / scale[0]).
+     TALON_QUANT_TOKEN   dynamic per row: s_r = max(amax_r / 448, 2^-126) is written to
+                         scale[r] (rows values); out = e4m3(x / s_r).
+     TALON_QUANT_GROUP   dynamic per row and group of 128 columns (DeepSeek-V3's activation
+                         scales): s as above over the group, written to
+                         scale[r * scale_row_stride + g * scale_group_stride].
+   amax is the largest |x| (NaN never wins); the quotient x / s is the IEEE fp32 division,
+   then e4m3 rounds it to nearest even and saturates to +-448 (cvt.rn.satfinite; NaN stays
+   NaN). All-zero rows or groups get scale 2^-126 and zeros; one with an inf gets an inf scale
+   (its finite values quantise to 0, the inf to NaN). Bit-exact and deterministic.
+   Group scale layout: strides in elements; both 0 means group-major with 16-byte rows
+   (scale_row_stride 1, scale_group_stride = rows rounded up to a multiple of 4), as
+   block-scaled fp8 GEMMs read them; row-major [rows, cols / 128] is scale_row_stride =
+   cols / 128, scale_group_stride 1. Otherwise one stride must be 1 and the other at least
+   the first dimension's extent.
+   Limits: rows in [1, 2^31); cols in [16, 2^24], a multiple of 16 (GROUP: of 128); strides
+   (elements, 0 = cols) at least cols, in_stride a multiple of 8 and out_stride of 16; in and
+   out 16-byte aligned, scale 4-byte aligned; out and the scales written must not overlap the
+   inputs or each other.
+   Kernel: one block of 128 (cols <= 4096) or 256 threads per row.
+   Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
+   out of range or not multiples, unsupported dtype or mode, a scale layout that is not one,
+   overlaps. Thread-safe; legal inside stream capture (after preload). */
+typedef enum talon_quant_mode {
+    TALON_QUANT_TENSOR = 0, /* scale: in, one fp32 */
+    TALON_QUANT_TOKEN = 1,  /* scale: out, [rows] */
+    TALON_QUANT_GROUP = 2   /* scale: out, one per row and 128 columns (layout above) */
+} talon_quant_mode;
+
+typedef struct talon_quant_fp8_args {
+    CUdeviceptr out;                /* [rows, cols] e4m3 */
+    CUdeviceptr in;                 /* [rows, cols] of dtype */
+    CUdeviceptr scale;              /* fp32, by mode */
+    int64_t rows, cols;
+    int64_t out_stride, in_stride;  /* elements; 0: cols */
+    int64_t scale_row_stride, scale_group_stride; /* GROUP; both 0: group-major */
+    talon_quant_mode mode;
+    talon_dtype dtype;              /* in: bf16 or f16 */
+} talon_quant_fp8_args;
+talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_fp8_args *args);
+
+/* rmsnorm straight to fp8 e4m3, the norm before a quantised linear layer, with no 16-bit
+   intermediate written; optionally fused with the residual add:
+     residual (optional): residual[r, :] = round(residual[r, :] + in[r, :]) first (written
+                          back; in is not written), and that sum is normalised
+     y = rmsnorm(x) * weight, rounded to dtype (what talon_rmsnorm stores)
+     TALON_QUANT_TENSOR:  out = e4m3(y / scale[0])       (scale: one fp32, read)
+     TALON_QUANT_TOKEN:   s_r = max(amax_r(y) / 448, 2^-126) -> scale[r]; out = e4m3(y / s_r)
+   out and scale are then bit for bit those of talon_rmsnorm (talon_fused_add_rmsnorm with
+   residual) on the same views followed by talon_quant_fp8. Shapes and limits as talon_rmsnorm; out [rows, cols]
+   e4m3 with out_stride (elements = bytes); a 16-byte path when pointers are 16-byte aligned
+   and cols and strides are multiples of 8. out and the written scales must not overlap the
+   inputs. Errors as talon_rmsnorm, plus mode (TENSOR or TOKEN) and a NULL or misaligned
+   (4 bytes) scale. Thread-safe; capturable. */
+typedef struct talon_rmsnorm_quant_fp8_args {
+    CUdeviceptr out;                /* [rows, cols] e4m3 */
+    CUdeviceptr scale;              /* TENSOR: in, one fp32; TOKEN: out, [rows] */
+    CUdeviceptr in;                 /* [rows, cols] of dtype */
+    CUdeviceptr residual;           /* optional: [rows, cols] of dtype, updated */
+    CUdeviceptr weight;             /* [cols] of dtype */
+    int64_t rows, cols;
+    int64_t out_stride, in_stride, residual_stride; /* elements; 0: cols */
+    float eps;
+    talon_quant_mode mode;          /* TENSOR or TOKEN */
+    talon_dtype dtype;              /* bf16 or f16 */
+} talon_rmsnorm_quant_fp8_args;
+talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
+                                     const talon_rmsnorm_quant_fp8_args *args);
 
 #ifdef __cplusplus
 }

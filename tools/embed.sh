@@ -1,6 +1,11 @@
 #!/bin/sh
-# Writes the generated header that embeds the cubins as static const byte arrays of exact
-# size, plus the facts talon_bundle_info_get() reports.
+# Writes the generated header that embeds the cubins as static const byte arrays, plus the
+# facts talon_bundle_info_get() reports. Each array is one string literal of \x escapes (its
+# size is the image's plus the literal's NUL): compilers parse that some 30 times faster than
+# a list of integers (a 7.5 MB image: 0.4 s against 12 s with gcc), so every translation unit
+# that defines TALON_IMPLEMENTATION stays quick to build. ISO C asks compilers to support
+# 4095 characters in a literal; gcc and clang take any length, and -Woverlength-strings (part
+# of -pedantic) is silenced around the arrays.
 # usage: embed.sh NVCC_VERSION ARCH GIT_COMMIT cubins/NAME.cubin...
 set -eu
 nvcc_version=$1 arch=$2 commit=$3
@@ -12,13 +17,21 @@ echo "#define TALON__BUNDLE_NVCC \"$nvcc_version\""
 echo "#define TALON__BUNDLE_CUDA \"$(echo "$nvcc_version" | cut -d. -f1-2)\""
 echo "#define TALON__BUNDLE_ARCH \"$arch\""
 echo "#define TALON__BUNDLE_COMMIT \"$commit\""
+echo "#if defined(__GNUC__)"
+echo "#pragma GCC diagnostic push"
+echo "#pragma GCC diagnostic ignored \"-Woverlength-strings\""
+echo "#endif"
 for f in "$@"; do
     name=$(basename "$f" .cubin)
+    size=$(wc -c < "$f" | tr -d ' ')
     echo "#if defined(__GNUC__)"
     echo "__attribute__((aligned(64)))"
     echo "#endif"
-    echo "static const unsigned char talon__image_${name}[] = {"
-    xxd -i < "$f"
-    echo "};"
+    echo "static const unsigned char talon__image_${name}[$((size + 1))] ="
+    xxd -p -c 64 "$f" | sed 's/../\\x&/g; s/^/"/; s/$/"/'
+    echo ";"
 done
+echo "#if defined(__GNUC__)"
+echo "#pragma GCC diagnostic pop"
+echo "#endif"
 echo "#endif"

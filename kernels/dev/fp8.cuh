@@ -21,4 +21,21 @@ __device__ __forceinline__ uint32_t e4m3x2_from_f32(float lo, float hi) {
     return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
 }
 
+// The scale of values whose largest magnitude is amax, for e4m3's 448: amax / 448 (IEEE),
+// never 0 or subnormal (an all-zero set gets 2^-126 and quantises to zeros).
+__device__ __forceinline__ float e4m3_scale(float amax) { return fmaxf(__fdiv_rn(amax, 448.f), 0x1p-126f); }
+
+// x[i] / s (the IEEE fp32 quotient) -> e4m3 at dst: VEC bytes, one store (VEC 8: 8-byte aligned).
+template <int VEC> __device__ __forceinline__ void store_e4m3(uint8_t *dst, const float (&x)[VEC], float s) {
+    static_assert(VEC == 1 || VEC == 8, "one value or 8");
+    if constexpr (VEC == 1) {
+        *dst = e4m3_from_f32(__fdiv_rn(x[0], s));
+    } else {
+        uint32_t w[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) w[i] = e4m3x2_from_f32(__fdiv_rn(x[2 * i], s), __fdiv_rn(x[2 * i + 1], s));
+        *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
+    }
+}
+
 } // namespace talon::dev

@@ -13,6 +13,7 @@ template <> struct elem_of<TALON__BF16> { using type = __nv_bfloat16; };
 template <> struct elem_of<TALON__F16> { using type = __half; };
 template <> struct elem_of<TALON__F32> { using type = float; };
 template <> struct elem_of<TALON__I32> { using type = int32_t; };
+template <> struct elem_of<TALON__FP8_E4M3> { using type = uint8_t; }; // the e4m3 bits
 template <int DT> using elem = typename elem_of<DT>::type;
 
 // bf16 is the top half of an fp32: a shift (ptxas allocates registers better for it than for cvt).

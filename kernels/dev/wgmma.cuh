@@ -266,9 +266,13 @@ __device__ __forceinline__ void mma_f16_rs(float (&d)[N / 2], const uint32_t (&a
 // D[64 x N] (+)= A[64 x 32] * B[N x 32]^T, e4m3, both operands from shared memory.
 template <int N>
 __device__ __forceinline__ void mma_e4m3_ss(float (&d)[N / 2], uint64_t a, uint64_t b, bool accumulate) {
-    static_assert(N == 32 || N == 64 || N == 128 || N == 192 || N == 256, "N not provided");
+    static_assert(N == 16 || N == 32 || N == 64 || N == 128 || N == 192 || N == 256, "N not provided");
     const uint32_t s = accumulate;
-    if constexpr (N == 32)
+    if constexpr (N == 16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 " TALON_DEV_DREGS_8 ", %8, %9, p, 1, 1;\n}"
+                     : TALON_DEV_DOPS_8(d) : "l"(a), "l"(b), "r"(s));
+    else if constexpr (N == 32)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 " TALON_DEV_DREGS_16 ", %16, %17, p, 1, 1;\n}"
                      : TALON_DEV_DOPS_16(d) : "l"(a), "l"(b), "r"(s));

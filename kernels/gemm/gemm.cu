@@ -1,5 +1,6 @@
 // gemm.cu - dense GEMM with fused epilogues: D = epilogue(alpha * A . B^T), A [m, k] and
-// B [n, k] row-major bf16/f16, fp32 accumulation on wgmma, TMA loads.
+// B [n, k] row-major bf16/f16 (or fp8 e4m3 with fp32 scales per tensor or per row), fp32
+// accumulation on wgmma, TMA loads.
 //
 // Structure (one persistent CTA per SM, 384 threads):
 //   warpgroup 0  one elected thread walks the CTA's tiles and issues, per k-block of 64, the
@@ -29,19 +30,41 @@
 namespace talon::gemm {
 using namespace talon::dev;
 
-constexpr int BM = TALON__GEMM_BM, BK = TALON__GEMM_BK;
+constexpr int BM = TALON__GEMM_BM;
+// k per k-block: one 128-byte swizzled row (64 bf16/f16, 128 e4m3)
+template <int DT> constexpr int kblock = TALON__GEMM_BK_BYTES / int(sizeof(elem<DT>));
+template <int DT> constexpr bool is_fp8 = DT == TALON__FP8_E4M3;
+// The bias's type: the inputs' (16-bit), the output's (fp8)
+template <int DT, int OT> using bias_elem = elem<is_fp8<DT> ? OT : DT>;
 
-// One k-block of 64: four k16 steps, 32 bytes apart inside the 128-byte swizzled rows; BN is
-// the wgmma's N.
+// One k-block: four wgmma k-steps (k16 of bf16/f16, k32 of e4m3), 32 bytes apart inside the
+// 128-byte swizzled rows; BN is the wgmma's N.
 template <int DT, int BN>
-__device__ __forceinline__ void mma_k64(float (&d)[BN / 2], uint64_t da, uint64_t db, bool acc) {
+__device__ __forceinline__ void mma_kblock(float (&d)[BN / 2], uint64_t da, uint64_t db, bool acc) {
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; kk++) {
+    for (int kk = 0; kk < 4; kk++) {
         if constexpr (DT == TALON__BF16)
             mma_bf16_ss<BN>(d, desc_add(da, kk * 32), desc_add(db, kk * 32), acc || kk > 0);
-        else
+        else if constexpr (DT == TALON__F16)
             mma_f16_ss<BN>(d, desc_add(da, kk * 32), desc_add(db, kk * 32), acc || kk > 0);
+        else
+            mma_e4m3_ss<BN>(d, desc_add(da, kk * 32), desc_add(db, kk * 32), acc || kk > 0);
     }
+}
+
+// fp8: a's scale of row `row` (< m) times b's scale of row `col` pair, from the params' steps
+// (0: one scale for the tensor). Rows or columns past the edge read element 0 (their results
+// are clipped by the TMA store).
+__device__ __forceinline__ float a_scale_of(const talon__gemm_params &p, int row) {
+    return __ldg(reinterpret_cast<const float *>(p.a_scale) + (row < p.m ? row : 0) * p.a_scale_step);
+}
+__device__ __forceinline__ float2 b_scale_pair(const talon__gemm_params &p, int col, int limit) {
+    const float *bs = reinterpret_cast<const float *>(p.b_scale);
+    if (!p.b_scale_step) {
+        const float s = __ldg(bs);
+        return make_float2(s, s);
+    }
+    return __ldg(reinterpret_cast<const float2 *>(bs + (col < limit ? col : 0)));
 }
 
 // Where the pair (row r, columns 8 qq + 2 (l % 4) + {0, 1}) of a 128-byte-swizzled staging
@@ -98,7 +121,7 @@ template <typename T> __device__ __forceinline__ float2 load_shared_pair(uint32_
 template <int DT, int OT, int BN, int G, typename Act>
 __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__gemm_params &p,
                                          int m0, int n0, Staging &st) {
-    using TI = elem<DT>;
+    using TI = bias_elem<DT, OT>;
     using TO = elem<OT>;
     constexpr int OUT_COLS = G ? BN / 2 : BN, CHUNK = 128 / sizeof(TO), QC = CHUNK / 8;
     const int lane = lane_index(), t = thread_in_warpgroup();
@@ -107,6 +130,10 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
     const int barrier = 1 + int(warpgroup_index()); // named barriers 2, 3
     const TI *bias = reinterpret_cast<const TI *>(p.bias);
     const TO *c = reinterpret_cast<const TO *>(p.c);
+    // alpha times (fp8) a's scale of the thread's rows r0 and r0 + 8
+    float ra[2] = {p.alpha, p.alpha};
+    if constexpr (is_fp8<DT>)
+        for (int h = 0; h < 2; h++) ra[h] = p.alpha * a_scale_of(p, m0 + r0 + 8 * h);
     // bias_s[j], j < BN: the tile's bias pairs (gated: the gate's OUT_COLS, then the up half's);
     // read only after the first chunk's barrier; the last tile's readers passed its last one
     if (bias && t < BN / 2) {
@@ -142,14 +169,20 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
             const float2 bg = bias ? load_shared_pair<TI>(st.bias_s + j * 2) : make_float2(0.f, 0.f);
             const float2 bu = bias && G ? load_shared_pair<TI>(st.bias_s + (OUT_COLS + j) * 2)
                                         : make_float2(0.f, 0.f);
+            // fp8: b's scales of the pair's columns (gated: of the gate's and the up half's rows)
+            float2 sg = make_float2(1.f, 1.f), su = make_float2(1.f, 1.f);
+            if constexpr (is_fp8<DT>) {
+                sg = b_scale_pair(p, n0 + j, p.n);
+                if constexpr (G) su = b_scale_pair(p, p.n + n0 + j, 2 * p.n);
+            }
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int r = r0 + 8 * h, i = 4 * q + 2 * h;
-                float y0 = Act::f(fmaf(p.alpha, d[i], bg.x));
-                float y1 = Act::f(fmaf(p.alpha, d[i + 1], bg.y));
+                float y0 = Act::f(fmaf(ra[h] * sg.x, d[i], bg.x));
+                float y1 = Act::f(fmaf(ra[h] * sg.y, d[i + 1], bg.y));
                 if constexpr (G) {
-                    y0 *= fmaf(p.alpha, d[i + BN / 4], bu.x);
-                    y1 *= fmaf(p.alpha, d[i + BN / 4 + 1], bu.y);
+                    y0 *= fmaf(ra[h] * su.x, d[i + BN / 4], bu.x);
+                    y1 *= fmaf(ra[h] * su.y, d[i + BN / 4 + 1], bu.y);
                 }
                 if (c) {
                     const float2 cv = load_shared_pair<TO>(stage_addr<TO>(buf, r, qq, lane));
@@ -241,6 +274,7 @@ template <int SPLIT> struct SplitK {
 template <int DT, int OT, int BN, int G, int SPLIT>
 __device__ void gemm_tile(const talon__gemm_params &p) {
     using T = elem<DT>;
+    constexpr int BK = kblock<DT>;
     constexpr int STAGES = TALON__GEMM_STAGES(BN, SPLIT);
     constexpr int CM = SPLIT > 1 ? 1 : TALON__GEMM_CLUSTER(BN); // tiles per cluster
     constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK;
@@ -332,7 +366,7 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                 const uint64_t da = make_desc_kmajor<Swizzle::B128>(sa + st.stage * A_ELEMS + band * 64 * BK);
                 const uint64_t db = make_desc_kmajor<Swizzle::B128>(sb + st.stage * B_ELEMS);
                 wgmma_fence();
-                mma_k64<DT, BN>(d, da, db, kb > kb0);
+                mma_kblock<DT, BN>(d, da, db, kb > kb0);
                 wgmma_commit();
                 // The previous k-block's wgmmas are done: its stage may be refilled.
                 wgmma_wait<1>();
@@ -372,7 +406,7 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
 template <int DT, int OT, int MN, typename Act>
 __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
                                               const talon__gemm_params &p, int n0, Staging &st) {
-    using TI = elem<DT>;
+    using TI = bias_elem<DT, OT>;
     using TO = elem<OT>;
     const int lane = lane_index();
     const int c0 = 16 * warp_in_warpgroup() + lane / 4; // column in the warpgroup's 64
@@ -381,11 +415,14 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
     const uint32_t buf = st.buf + (st.count & 1) * 8192;
     const bool leader = thread_in_warpgroup() == 0;
     const int barrier = 1 + int(warpgroup_index());
-    float b[2];
+    float b[2], sc[2]; // per column: bias; alpha times (fp8) b's scale
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int col = n0 + c0 + 8 * h;
         b[h] = bias && col < p.n ? to_f32(bias[col]) : 0.f;
+        sc[h] = p.alpha;
+        if constexpr (is_fp8<DT>)
+            sc[h] *= __ldg(reinterpret_cast<const float *>(p.b_scale) + (col < p.n ? col : 0) * p.b_scale_step);
     }
     if (leader) bulk_wait_group_read<1>();
     named_bar_sync(barrier, kWarpgroupThreads);
@@ -396,7 +433,8 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int row = 8 * q + 2 * (lane % 4) + e, cl = c0 + 8 * h, col = n0 + cl;
-                float y = Act::f(fmaf(p.alpha, d[4 * q + 2 * h + e], b[h]));
+                const float s = is_fp8<DT> ? sc[h] * a_scale_of(p, row) : sc[h];
+                float y = Act::f(fmaf(s, d[4 * q + 2 * h + e], b[h]));
                 if (c && row < p.m && col < p.n)
                     y = fmaf(p.beta, to_f32(c[(int64_t)row * p.ldc + col]), y);
                 const TO v = from_f32<TO>(y);
@@ -415,6 +453,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
 template <int DT, int OT, int MN, int SPLIT>
 __device__ void gemm_swap(const talon__gemm_params &p) {
     using T = elem<DT>;
+    constexpr int BK = kblock<DT>;
     constexpr int STAGES = TALON__GEMM_SWAP_STAGES(MN);
     constexpr int W_ELEMS = 128 * BK, X_ELEMS = MN * BK;
     constexpr uint32_t STAGE_BYTES = (W_ELEMS + X_ELEMS) * sizeof(T);
@@ -473,7 +512,7 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
                 const uint64_t da = make_desc_kmajor<Swizzle::B128>(sw + st.stage * W_ELEMS + band * 64 * BK);
                 const uint64_t db = make_desc_kmajor<Swizzle::B128>(sx + st.stage * X_ELEMS);
                 wgmma_fence();
-                mma_k64<DT, MN>(d, da, db, kb > kb0);
+                mma_kblock<DT, MN>(d, da, db, kb > kb0);
                 wgmma_commit();
                 wgmma_wait<1>();
                 if (kb > kb0 && arriver) mbar_arrive(&pipe->empty[prev]);

@@ -1,4 +1,5 @@
-// norm.cu - rmsnorm, fused_add_rmsnorm, layernorm (bf16/f16 in and out, fp32 math).
+// norm.cu - rmsnorm, fused_add_rmsnorm, layernorm (bf16/f16 in and out, fp32 math), and the
+// two rms norms straight to fp8 e4m3 (talon_rmsnorm_quant_fp8).
 //
 // Strategy: one block per row. Each thread keeps up to CACHE elements of the row on chip
 // (shared memory, up to 16 KB per block), so rows up to CACHE * block elements are read from
@@ -10,10 +11,15 @@
 // from a large mean, and no second block reduction. fused_add_rmsnorm
 // rounds the new residual to the element type and normalises that rounded value.
 //
+// fp8 out: the normalised values are rounded to the element type (what rmsnorm stores), then
+// divided by the scale and rounded to e4m3: a given per-tensor scale, or per row the block's
+// largest |value| / 448, from a second pass over the staged row (and the tail, read again).
+//
 // Variants (one row each in include/talon/kernels/norm.def): element type x VEC, where VEC = 8
 // is the 16-byte path (aligned pointers, cols and strides multiples of 8) and VEC = 1 takes
 // any shape; the 16-byte path also comes with 128 threads (_b128) for rows of up to 4096.
 #include <type_traits>
+#include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
 #include "dev/reduce.cuh"
 #include "talon/kernels/norm.def"
@@ -23,8 +29,8 @@ using namespace talon::dev;
 
 // Elements per thread kept on chip: 32 on the 16-byte path (rows up to 8192 read once),
 // 12 on the element-wise path, where each element takes a register of its own (16 made
-// ptxas spill).
-template <int VEC> constexpr int CACHE = VEC == 8 ? TALON__NORM_CACHE : 12;
+// ptxas spill; 8 for fp8 out, whose scale pass needs more registers).
+template <int VEC, int Q> constexpr int CACHE = VEC == 8 ? TALON__NORM_CACHE : Q >= 0 ? 8 : 12;
 
 enum Mode { RMS, ADD_RMS, LAYER };
 
@@ -47,18 +53,20 @@ template <typename R> __device__ __forceinline__ R block_reduce(R v) {
     return block_allreduce(v, [](R a, R b) { return combine(a, b); });
 }
 
-template <typename T, int VEC, int BLOCK, Mode M>
+// Q: the output, -1 the element type; fp8 e4m3 with 0 a per-tensor scale, 1 per-row scales.
+template <typename T, int VEC, int BLOCK, Mode M, int Q = -1>
 __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
     using V = vec_t<T, VEC>;
+    using TO = std::conditional_t<(Q >= 0), uint8_t, T>;
     using R = std::conditional_t<M == LAYER, Stats, float>;
-    constexpr int NV = CACHE<VEC> / VEC, NR = M == ADD_RMS ? NV : 1;
+    constexpr int NV = CACHE<VEC, Q> / VEC, NR = M == ADD_RMS ? NV : 1;
     // The block size is a compile-time constant so the cached vectors of a thread sit at
     // immediate offsets from one address per array.
     constexpr int step = BLOCK;
     const int64_t row = blockIdx.x, nvec = p.cols / VEC;
     const T *in = reinterpret_cast<const T *>(p.in) + row * p.in_stride;
     T *res = reinterpret_cast<T *>(p.residual) + row * p.residual_stride;
-    T *out = reinterpret_cast<T *>(p.out) + row * p.out_stride;
+    TO *out = reinterpret_cast<TO *>(p.out) + row * p.out_stride;
     const T *w = reinterpret_cast<const T *>(p.weight);
     const T *b = reinterpret_cast<const T *>(p.bias);
     const T *src = M == ADD_RMS ? res : in; // where the value to normalise lives after pass 1
@@ -153,8 +161,8 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
         scale = rsqrtf(__fdividef(acc, float(p.cols)) + p.eps);
     }
 
-    auto emit = [&](int64_t e, const V &xv, const V &wr, const V &br) {
-        float y[VEC], wf[VEC], bf[VEC];
+    auto normed = [&](const V &xv, const V &wr, const V &br, float (&y)[VEC]) {
+        float wf[VEC], bf[VEC];
         to_f32(xv, y);
         to_f32(wr, wf);
         if (M == LAYER && b) to_f32(br, bf);
@@ -163,19 +171,61 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
             y[j] = (y[j] - mean) * scale * wf[j];
             if (M == LAYER && b) y[j] += bf[j];
         }
-        store_f32(out + e, y);
     };
+    if constexpr (Q < 0) {
+        auto emit = [&](int64_t e, const V &xv, const V &wr, const V &br) {
+            float y[VEC];
+            normed(xv, wr, br, y);
+            store_f32(out + e, y);
+        };
 #pragma unroll
-    for (int k = 0; k < NV; k++)
-        if (live(k)) emit(at(vi(k)), stage[k][threadIdx.x], wv[k], bv[k % NB]);
-    for (int64_t i = vi(NV); i < nvec; i += step)
-        emit(at(i), load_vec<T, VEC>(src + at(i)), load_ro<T, VEC>(w + at(i)),
-             M == LAYER && b ? load_ro<T, VEC>(b + at(i)) : V{});
+        for (int k = 0; k < NV; k++)
+            if (live(k)) emit(at(vi(k)), stage[k][threadIdx.x], wv[k], bv[k % NB]);
+        for (int64_t i = vi(NV); i < nvec; i += step)
+            emit(at(i), load_vec<T, VEC>(src + at(i)), load_ro<T, VEC>(w + at(i)),
+                 M == LAYER && b ? load_ro<T, VEC>(b + at(i)) : V{});
+    } else {
+        // The values rmsnorm would store (rounded to T), then e4m3 with the scale qs.
+        auto rounded = [&](const V &xv, const V &wr, float (&y)[VEC]) {
+            normed(xv, wr, V{}, y);
+            to_f32(to_vec<T, VEC>(y), y);
+        };
+        float qs, y[VEC];
+        if constexpr (Q == 0) {
+            qs = __ldg(reinterpret_cast<const float *>(p.scale));
+        } else {
+            float amax = 0.f;
+            auto track = [&](const V &xv, const V &wr) {
+                rounded(xv, wr, y);
+#pragma unroll
+                for (int j = 0; j < VEC; j++) amax = fmaxf(amax, fabsf(y[j]));
+            };
+#pragma unroll
+            for (int k = 0; k < NV; k++)
+                if (live(k)) track(stage[k][threadIdx.x], wv[k]);
+            for (int64_t i = vi(NV); i < nvec; i += step)
+                track(load_vec<T, VEC>(src + at(i)), load_ro<T, VEC>(w + at(i)));
+            qs = e4m3_scale(block_allreduce(amax, [](float a, float c) { return fmaxf(a, c); }));
+            if (threadIdx.x == 0) reinterpret_cast<float *>(p.scale)[row] = qs;
+        }
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (live(k)) {
+                rounded(stage[k][threadIdx.x], wv[k], y);
+                store_e4m3(out + at(vi(k)), y, qs);
+            }
+        for (int64_t i = vi(NV); i < nvec; i += step) {
+            rounded(load_vec<T, VEC>(src + at(i)), load_ro<T, VEC>(w + at(i)), y);
+            store_e4m3(out + at(i), y, qs);
+        }
+    }
 }
 
 template <int DT, int VEC, int BLOCK> __device__ void rmsnorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, RMS>(p); }
 template <int DT, int VEC, int BLOCK> __device__ void fused_add_rmsnorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, ADD_RMS>(p); }
 template <int DT, int VEC, int BLOCK> __device__ void layernorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, LAYER>(p); }
+template <int DT, int VEC, int BLOCK, int Q> __device__ void rmsnorm_fp8(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, RMS, Q>(p); }
+template <int DT, int VEC, int BLOCK, int Q> __device__ void fused_add_rmsnorm_fp8(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, ADD_RMS, Q>(p); }
 
 } // namespace talon::norm
 

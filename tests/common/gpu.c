@@ -98,6 +98,20 @@ int gpu_test_begin(gpu_test *t, const char *prog, unsigned stream_flags) {
     return 0;
 }
 
+void gpu_tally_start(gpu_tally *t, const char *name) {
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    clock_gettime(CLOCK_MONOTONIC, &t->t0);
+}
+
+long long gpu_tally_end(const gpu_tally *t, long long *cases, long long *elements) {
+    printf("%s: %lld cases, %lld elements checked, %lld failed, %.1f s\n", t->name, t->cases,
+           t->elements, t->failures, gpu_seconds_since(&t->t0));
+    *cases += t->cases;
+    *elements += t->elements;
+    return t->failures;
+}
+
 int gpu_test_end(gpu_test *t, const char *what, long long cases, long long elements,
                  int failed) {
     printf("%s: %lld cases, %lld elements checked%s, %d failed tests, %.1f s\n", t->prog, cases,

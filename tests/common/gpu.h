@@ -64,6 +64,17 @@ const char *gpu_error(CUresult r);
 /* Seconds elapsed since t0 (CLOCK_MONOTONIC). */
 double gpu_seconds_since(const struct timespec *t0);
 
+/* One test function's cases, failures and checked elements, and its clock. */
+typedef struct gpu_tally {
+    const char *name;
+    long long cases, failures, elements;
+    struct timespec t0;
+} gpu_tally;
+void gpu_tally_start(gpu_tally *t, const char *name);
+/* Prints "<name>: C cases, E elements checked, F failed, S s", adds the cases and elements to
+   the program's totals and returns the failures (the test then calls cmocka's fail()). */
+long long gpu_tally_end(const gpu_tally *t, long long *cases, long long *elements);
+
 /* What a GPU test program sets up before its tests: the GPU, a talon ctx created with
    TALON_CTX_PRELOAD (so every test may capture graphs), one stream, and whether
    TALON_TEST_QUICK asks for the small grid (compute-sanitizer runs). */

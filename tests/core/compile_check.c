@@ -68,6 +68,7 @@ static void check_more_ops(void) {
     talon_decode_attention_args dec;
     talon_merge_attention_states_args merge;
     talon_gemm_args gemm;
+    talon_quant_fp8_args quant;
     talon_ctx *ctx = NULL;
     CUstream stream = NULL;
     int64_t sorted = 0, blocks = 0, bytes = -1;
@@ -138,6 +139,12 @@ static void check_more_ops(void) {
     gemm.act = TALON_GEMM_ACT_SILU; gemm.gated = 1; gemm.dtype = TALON_DTYPE_BF16;
     gemm.out_dtype = TALON_DTYPE_F32;
     expect(talon_gemm(ctx, stream, &gemm) == TALON_ERROR_INVALID_ARGUMENT, "talon_gemm(NULL ctx)");
+
+    memset(&quant, 0, sizeof quant);
+    quant.out = 0x1000; quant.in = 0x2000; quant.scale = 0x3000; quant.rows = 4; quant.cols = 128;
+    quant.mode = TALON_QUANT_GROUP; quant.dtype = TALON_DTYPE_BF16;
+    expect(talon_quant_fp8(ctx, stream, &quant) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_quant_fp8(NULL ctx)");
 }
 
 static void check_statuses(void) {

@@ -15,40 +15,49 @@ double ref_gemm_act(talon_gemm_act act, double x) {
     return NAN;
 }
 
-/* alpha * dot(a row i, b row r) + bias[r], and its magnitude */
-static double pre(const ref_gemm_problem *p, int64_t i, int64_t r, double *mag) {
+/* alpha * dot(a row i, b row r) (fp8: times the rows' scales) + bias[r], its magnitude and
+   its peak (ref_gemm.h) */
+static double pre(const ref_gemm_problem *p, int64_t i, int64_t r, double *mag, double *peak) {
     const double *a = p->a + i * p->k, *b = p->b + r * p->k;
-    double s = 0.0, m = 0.0;
+    double s = 0.0, m = 0.0, top = 0.0, scale = p->alpha;
     int64_t t;
     for (t = 0; t < p->k; t++) {
         s += a[t] * b[t];
         m += fabs(a[t] * b[t]);
+        if ((t + 1) % 32 == 0 || t + 1 == p->k) top = fmax(top, fabs(s));
     }
-    s *= p->alpha;
-    m *= fabs(p->alpha);
+    if (p->a_scale) scale *= p->a_scale[i] * p->b_scale[r];
+    s *= scale;
+    m *= fabs(scale);
+    top *= fabs(scale) * (double)((p->k + 31) / 32);
     if (p->bias) {
         s += p->bias[r];
         m += fabs(p->bias[r]);
+        top += fabs(p->bias[r]);
     }
     *mag = m;
+    *peak = top;
     return s;
 }
 
-void ref_gemm_row(const ref_gemm_problem *p, int64_t i, double *out, double *mag) {
+void ref_gemm_row(const ref_gemm_problem *p, int64_t i, double *out, double *mag, double *peak) {
     int64_t j;
     for (j = 0; j < p->n; j++) {
-        double mg, y = ref_gemm_act(p->act, pre(p, i, j, &mg));
+        double mg, pk, y = ref_gemm_act(p->act, pre(p, i, j, &mg, &pk));
         if (p->gated) {
-            double mu, u = pre(p, i, p->n + j, &mu);
+            double mu, pu, u = pre(p, i, p->n + j, &mu, &pu);
             /* the error of act(g) * u: |act'| <= 1.13 on both factors' errors */
             mg = mg * (fabs(u) + mu) + mu * fabs(y);
+            pk = pk * (fabs(u) + pu) + pu * fabs(y);
             y *= u;
         }
         if (p->c) {
             y += p->beta * p->c[i * p->n + j];
             mg += fabs(p->beta * p->c[i * p->n + j]);
+            pk += fabs(p->beta * p->c[i * p->n + j]);
         }
         out[j] = y;
         mag[j] = mg;
+        if (peak) peak[j] = pk;
     }
 }

@@ -6,19 +6,24 @@
 #include "talon.h"
 
 /* The operands as exact doubles (the rounded inputs), contiguous: a [m, k], b [n or 2n, k],
-   bias [n or 2n] or NULL, c [m, n] or NULL. */
+   bias [n or 2n] or NULL, c [m, n] or NULL; fp8: a_scale [m] and b_scale [n or 2n] (a
+   per-tensor scale repeated), NULL for 16-bit inputs. */
 typedef struct ref_gemm_problem {
     int64_t m, n, k;
     const double *a, *b, *bias, *c;
     double alpha, beta;
     talon_gemm_act act;
     int gated;
+    const double *a_scale, *b_scale;
 } ref_gemm_problem;
 
 double ref_gemm_act(talon_gemm_act act, double x);
 
 /* out[j] = row i of D (n values); mag[j] = the magnitude the result is made of (sums of
    |products| and |bias| through the epilogue, plus |beta c|), the scale of its rounding
-   error in fp32. */
-void ref_gemm_row(const ref_gemm_problem *p, int64_t i, double *out, double *mag);
+   error in fp32. peak (NULL: not wanted): the same with each product sum's magnitude
+   replaced by the largest |partial sum| at its k-steps of 32 (or its end), times the steps:
+   the scale of the error of an accumulator that loses a bounded fraction of itself per step
+   (the fp8 tensor-core instructions). */
+void ref_gemm_row(const ref_gemm_problem *p, int64_t i, double *out, double *mag, double *peak);
 #endif

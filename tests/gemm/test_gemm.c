@@ -14,6 +14,8 @@ static const char *const op_names[] = {"talon_gemm"};
 #define P_D 0x30000000ull
 #define P_C 0x40000000ull
 #define P_BIAS 0x50000000ull
+#define P_SA 0x60000000ull
+#define P_SB 0x70000000ull
 #define STREAM ((CUstream)(uintptr_t)0x5157)
 
 /* A Llama-3-8B q/o projection over 4096 tokens. */
@@ -24,6 +26,12 @@ static void valid_args(talon_gemm_args *a) {
 }
 
 #define G(f, k, v) SET(talon_gemm_args, f, k, v)
+/* fp8 inputs with per-tensor (per-row) scales, valid; a row adds at most 2 more edits */
+#define FP8_WITH(SCALE, ...)                                                                   \
+    ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(scale, ENUM, SCALE), G(a_scale, PTR, P_SA),    \
+        G(b_scale, PTR, P_SB), __VA_ARGS__)
+#define FP8(...) FP8_WITH(TALON_GEMM_SCALE_TENSOR, __VA_ARGS__)
+#define FP8_ROW(...) FP8_WITH(TALON_GEMM_SCALE_ROW, __VA_ARGS__)
 #define BAD(NAME, SETS, FIELD, VALUE)                                                          \
     {.name = "gemm: " NAME, .op = OP_GEMM, .kind = BAD_FIELDS, .set = SETS, .field = FIELD,      \
      .value = VALUE}
@@ -33,7 +41,27 @@ static const bad_row bad_rows[] = {
     {.name = "gemm: ctx NULL", .op = OP_GEMM, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
     {.name = "gemm: args NULL", .op = OP_GEMM, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
     BAD("dtype F32", ONE(G(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
-    BAD("dtype FP8 (not yet)", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BAD("bf16 with scale TENSOR", ONE(G(scale, ENUM, TALON_GEMM_SCALE_TENSOR)), "args->scale",
+        "1"),
+    BAD("bf16 with an a_scale", ONE(G(a_scale, PTR, P_SA)), "args->a_scale", "0x60000000"),
+    BAD("bf16 with a b_scale", ONE(G(b_scale, PTR, P_SB)), "args->b_scale", "0x70000000"),
+    BAD("fp8 with scale NONE", FP8(G(scale, ENUM, TALON_GEMM_SCALE_NONE)), "args->scale", "0"),
+    BAD("fp8 with scale 3", FP8(G(scale, ENUM, 3)), "args->scale", "3"),
+    BAD("fp8 -> f32", FP8(G(out_dtype, ENUM, TALON_DTYPE_F32)), "args->out_dtype", "2"),
+    BAD("fp8 -> f16", FP8(G(out_dtype, ENUM, TALON_DTYPE_F16)), "args->out_dtype", "1"),
+    BAD("fp8 a_scale NULL", FP8(G(a_scale, PTR, 0)), "args->a_scale", "NULL"),
+    BAD("fp8 b_scale NULL", FP8(G(b_scale, PTR, 0)), "args->b_scale", "NULL"),
+    BAD("fp8 a_scale 2-byte aligned", FP8(G(a_scale, PTR, P_SA + 2)), "args->a_scale",
+        "0x60000002"),
+    BAD("fp8 row b_scale 4-byte aligned", FP8_ROW(G(b_scale, PTR, P_SB + 4)), "args->b_scale",
+        "0x70000004"),
+    BAD("fp8 k 4104 (not a multiple of 16)", FP8(G(k, I64, 4104)), "args->k", "4104"),
+    BAD("fp8 lda 4104 (not a multiple of 16)", FP8(G(lda, I64, 4104)), "args->lda", "4104"),
+    BAD("fp8 ldb 4120 (not a multiple of 16)", FP8(G(ldb, I64, 4120)), "args->ldb", "4120"),
+    BAD("fp8 row a_scale inside d", FP8_ROW(G(a_scale, PTR, P_D + 64)), "args->a_scale",
+        "0x30000040"),
+    BAD("fp8 b_scale inside d", FP8(G(b_scale, PTR, P_D + 4096 * 2 * 4096 - 4)), "args->b_scale",
+        "0x31fffffc"),
     BAD("dtype 7", ONE(G(dtype, ENUM, 7)), "args->dtype", "7"),
     BAD("out_dtype bf16 (zero) for f16 inputs", ONE(G(dtype, ENUM, TALON_DTYPE_F16)),
         "args->out_dtype", "0"),
@@ -131,77 +159,84 @@ static void test_encode_failure(void **state) {
 /* ================================================================ plan */
 typedef struct plan_row {
     int64_t m, n, k;
-    int gated, out_f32, sms, bn, tiles_m, tiles_n, split, swap_mn, grid;
+    int in_size, gated, out_f32, sms, bn, tiles_m, tiles_n, split, swap_mn, grid;
 } plan_row;
 
 static void test_plan(void **state) {
     static const plan_row rows[] = {
         /* the tile width with the fewest waves x tile time (gemm_plan.h) */
-        {4096, 4096, 4096, 0, 0, 132, 256, 32, 16, 1, 0, 132},
-        {8192, 8192, 4096, 0, 0, 132, 256, 64, 32, 1, 0, 132},
-        {16384, 28672, 4096, 0, 0, 132, 256, 128, 112, 1, 0, 132},
+        {4096, 4096, 4096, 2, 0, 0, 132, 256, 32, 16, 1, 0, 132},
+        {8192, 8192, 4096, 2, 0, 0, 132, 256, 64, 32, 1, 0, 132},
+        {16384, 28672, 4096, 2, 0, 0, 132, 256, 128, 112, 1, 0, 132},
         /* 512 x 4096: 64 tiles of 256 < 132 SMs -> 128 tiles of 128 */
-        {512, 4096, 4096, 0, 0, 132, 128, 4, 32, 1, 0, 128},
+        {512, 4096, 4096, 2, 0, 0, 132, 128, 4, 32, 1, 0, 128},
         /* 512 x 6144: 96 tiles of 256 leave a third of a wave idle, 192 of 128 take two:
            128 tiles of 192 fill one */
-        {512, 6144, 4096, 0, 0, 132, 192, 4, 32, 1, 0, 128},
-        {512, 28672, 4096, 0, 0, 132, 128, 4, 224, 1, 0, 132},
+        {512, 6144, 4096, 2, 0, 0, 132, 192, 4, 32, 1, 0, 128},
+        {512, 28672, 4096, 2, 0, 0, 132, 128, 4, 224, 1, 0, 132},
         /* decode: one tile-row */
-        {128, 14336, 4096, 0, 0, 132, 128, 1, 112, 1, 0, 112},
-        {64, 4096, 4096, 0, 0, 132, 128, 1, 32, 4, 64, 128},
+        {128, 14336, 4096, 2, 0, 0, 132, 128, 1, 112, 1, 0, 112},
+        {64, 4096, 4096, 2, 0, 0, 132, 128, 1, 32, 4, 64, 128},
         /* gated: 128 (256 rows of b) or 64 output columns per tile, never 192 */
-        {4096, 14336, 4096, 1, 0, 132, 256, 32, 112, 1, 0, 132},
-        {128, 14336, 4096, 1, 0, 132, 256, 1, 112, 1, 0, 132},
-        {256, 14336, 4096, 1, 0, 132, 256, 2, 112, 1, 0, 132},
-        {64, 4096, 4096, 1, 0, 132, 128, 1, 64, 1, 0, 64},
+        {4096, 14336, 4096, 2, 1, 0, 132, 256, 32, 112, 1, 0, 132},
+        {128, 14336, 4096, 2, 1, 0, 132, 256, 1, 112, 1, 0, 132},
+        {256, 14336, 4096, 2, 1, 0, 132, 256, 2, 112, 1, 0, 132},
+        {64, 4096, 4096, 2, 1, 0, 132, 128, 1, 64, 1, 0, 64},
         /* ragged edges round up */
-        {1000, 72, 4096, 0, 0, 132, 128, 8, 1, 4, 0, 32},
-        {129, 4104, 4096, 0, 0, 132, 128, 2, 33, 2, 0, 132},
+        {1000, 72, 4096, 2, 0, 0, 132, 128, 8, 1, 4, 0, 32},
+        {129, 4104, 4096, 2, 0, 0, 132, 128, 2, 33, 2, 0, 132},
         /* the SM count decides */
-        {512, 6144, 4096, 0, 0, 78, 192, 4, 32, 1, 0, 78},
-        {512, 6144, 4096, 0, 0, 114, 256, 4, 24, 1, 0, 96},
-        {1, 8, 4096, 0, 0, 132, 128, 1, 1, 4, 16, 4},
+        {512, 6144, 4096, 2, 0, 0, 78, 192, 4, 32, 1, 0, 78},
+        {512, 6144, 4096, 2, 0, 0, 114, 256, 4, 24, 1, 0, 96},
+        {1, 8, 4096, 2, 0, 0, 132, 128, 1, 1, 4, 16, 4},
         /* bn 256 launches whole clusters of 2: pairs of tile-rows (an odd count rounds up),
            at most floor(SMs / 2) of them */
-        {384, 9728, 4096, 0, 0, 114, 256, 3, 38, 1, 0, 114},
-        {4096, 4096, 4096, 0, 0, 133, 256, 32, 16, 1, 0, 132},
-        {1152, 4096, 4096, 0, 0, 132, 192, 9, 22, 1, 0, 132},
-        {1408, 6144, 4096, 0, 0, 132, 256, 11, 24, 1, 0, 132},
+        {384, 9728, 4096, 2, 0, 0, 114, 256, 3, 38, 1, 0, 114},
+        {4096, 4096, 4096, 2, 0, 0, 133, 256, 32, 16, 1, 0, 132},
+        {1152, 4096, 4096, 2, 0, 0, 132, 192, 9, 22, 1, 0, 132},
+        {1408, 6144, 4096, 2, 0, 0, 132, 256, 11, 24, 1, 0, 132},
         /* split-K: bn 128 tiles that fill at most a quarter (half) of the SMs, 8 k-blocks a way */
-        {128, 4096, 14336, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-        {100, 4096, 14336, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-        {100, 4096, 2048, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-        {100, 4096, 1984, 0, 0, 132, 128, 1, 32, 2, 0, 64},
-        {100, 4096, 1024, 0, 0, 132, 128, 1, 32, 2, 0, 64},
-        {100, 4096, 960, 0, 0, 132, 128, 1, 32, 1, 0, 32},
-        {70, 1024, 4104, 0, 0, 132, 128, 1, 8, 4, 0, 32},
-        {200, 4096, 4096, 0, 0, 132, 128, 2, 32, 2, 0, 128},
-        {64, 4096, 14336, 1, 0, 132, 128, 1, 64, 1, 0, 64},
-        {128, 14336, 4096, 0, 0, 132, 128, 1, 112, 1, 0, 112},
+        {128, 4096, 14336, 2, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+        {100, 4096, 14336, 2, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+        {100, 4096, 2048, 2, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+        {100, 4096, 1984, 2, 0, 0, 132, 128, 1, 32, 2, 0, 64},
+        {100, 4096, 1024, 2, 0, 0, 132, 128, 1, 32, 2, 0, 64},
+        {100, 4096, 960, 2, 0, 0, 132, 128, 1, 32, 1, 0, 32},
+        {70, 1024, 4104, 2, 0, 0, 132, 128, 1, 8, 4, 0, 32},
+        {200, 4096, 4096, 2, 0, 0, 132, 128, 2, 32, 2, 0, 128},
+        {64, 4096, 14336, 2, 1, 0, 132, 128, 1, 64, 1, 0, 64},
+        {128, 14336, 4096, 2, 0, 0, 132, 128, 1, 112, 1, 0, 112},
         /* m <= 64, 16-bit out, not gated: the transposed kernel, MN = 16 / 32 / 64 rows of a,
            split-K over 128-row tiles of b; f32 out or gated: the normal kernel */
-        {1, 14336, 4096, 0, 0, 132, 128, 1, 112, 1, 16, 112},
-        {16, 14336, 4096, 0, 0, 132, 128, 1, 112, 1, 16, 112},
-        {17, 4096, 14336, 0, 0, 132, 128, 1, 32, 4, 32, 128},
-        {64, 4096, 14336, 0, 0, 132, 128, 1, 32, 4, 64, 128},
-        {64, 4096, 4096, 0, 0, 132, 128, 1, 32, 4, 64, 128},
-        {1, 8, 8, 0, 0, 132, 128, 1, 1, 1, 16, 1},
-        {33, 1000, 520, 0, 0, 132, 128, 1, 8, 1, 64, 8},
-        {64, 4096, 14336, 0, 1, 132, 128, 1, 32, 4, 0, 128},
-        {64, 14336, 4096, 1, 0, 132, 256, 1, 112, 1, 0, 132},
-    };
+        {1, 14336, 4096, 2, 0, 0, 132, 128, 1, 112, 1, 16, 112},
+        {16, 14336, 4096, 2, 0, 0, 132, 128, 1, 112, 1, 16, 112},
+        {17, 4096, 14336, 2, 0, 0, 132, 128, 1, 32, 4, 32, 128},
+        {64, 4096, 14336, 2, 0, 0, 132, 128, 1, 32, 4, 64, 128},
+        {64, 4096, 4096, 2, 0, 0, 132, 128, 1, 32, 4, 64, 128},
+        {1, 8, 8, 2, 0, 0, 132, 128, 1, 1, 1, 16, 1},
+        {33, 1000, 520, 2, 0, 0, 132, 128, 1, 8, 1, 64, 8},
+        {64, 4096, 14336, 2, 0, 1, 132, 128, 1, 32, 4, 0, 128},
+        {64, 14336, 4096, 2, 1, 0, 132, 256, 1, 112, 1, 0, 132},
+        /* fp8: a k-block is 128 elements, so split-K needs twice the k */
+    {100, 4096, 1024, 1, 0, 0, 132, 128, 1, 32, 1, 0, 32},
+    {100, 4096, 2048, 1, 0, 0, 132, 128, 1, 32, 2, 0, 64},
+    {100, 4096, 4096, 1, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+    {16, 4096, 14336, 1, 0, 0, 132, 128, 1, 32, 4, 16, 128},
+    {8192, 8192, 8192, 1, 0, 0, 132, 256, 64, 32, 1, 0, 132},
+};
     size_t i;
     (void)state;
     for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         talon__gemm_plan pl;
-        talon__gemm_plan_make(rows[i].m, rows[i].n, rows[i].k, rows[i].gated, rows[i].out_f32,
-                              rows[i].sms, &pl);
+        talon__gemm_plan_make(rows[i].m, rows[i].n, rows[i].k, rows[i].in_size, rows[i].gated,
+                              rows[i].out_f32, rows[i].sms, &pl);
         if (pl.bn != rows[i].bn || pl.tiles_m != rows[i].tiles_m ||
             pl.tiles_n != rows[i].tiles_n || pl.split != rows[i].split ||
             pl.swap_mn != rows[i].swap_mn || pl.grid != rows[i].grid || pl.group != 16)
-            fail_msg("row %zu (m %lld n %lld k %lld gated %d sms %d): bn %d tiles %d x %d split "
-                     "%d swap %d grid %d group %d", i, (long long)rows[i].m, (long long)rows[i].n,
-                     (long long)rows[i].k, rows[i].gated, rows[i].sms, pl.bn, pl.tiles_m,
+            fail_msg("row %zu (m %lld n %lld k %lld in_size %d gated %d sms %d): bn %d tiles %d x "
+                     "%d split %d swap %d grid %d group %d", i, (long long)rows[i].m,
+                     (long long)rows[i].n, (long long)rows[i].k, rows[i].in_size, rows[i].gated,
+                     rows[i].sms, pl.bn, pl.tiles_m,
                      pl.tiles_n, pl.split, pl.swap_mn, pl.grid, pl.group);
     }
 }
@@ -244,6 +279,15 @@ static const gemm_launch_row launch_rows[] = {
     LAUNCH("bias, residual in place, alpha, beta", ONE(G(bias, PTR, P_BIAS),
            G(c, PTR, P_D), G(alpha, F32, 0.25), G(beta, F32, -2)),
            "talon_gemm_bf16_256", 132, 32, 16),
+    LAUNCH("fp8 4096^3, tensor scales", FP8(G(bias, PTR, P_BIAS)), "talon_gemm_e4m3_256", 132,
+           32, 16),
+    LAUNCH("fp8 row scales, gated", FP8_ROW(G(gated, INT, 1)),
+           "talon_gemm_e4m3_gated_256", 132, 32, 32),
+    LAUNCH("fp8 m 100 n 4096 k 2048 -> split-K 2 (8 k-blocks of 128 a way)",
+           FP8(G(m, I64, 100), G(k, I64, 2048)), "talon_gemm_e4m3_128_split2", 64, 1, 32),
+    LAUNCH("fp8 decode m 16 k 14336, row scales -> transposed, MN 16, split-K 4",
+           FP8_ROW(G(m, I64, 16), G(k, I64, 14336)),
+           "talon_gemm_swap_e4m3_m16_split4", 128, 1, 32),
 };
 
 static void test_launch(void **state) {
@@ -252,8 +296,14 @@ static void test_launch(void **state) {
     talon_gemm_args a;
     CUdeviceptr map_base;
     int64_t ld_b;
+    int in_size;
+    CUtensorMapDataType in_type;
     valid_args(&a);
     apply_sets(&a, row->set, MAX_SETS);
+    in_size = a.dtype == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
+    in_type = a.dtype == TALON_DTYPE_FP8_E4M3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+              : a.dtype == TALON_DTYPE_F16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     assert_int_equal(talon_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
     assert_int_equal(fake.load_calls[TALON__IMG_gemm], 1);
     assert_int_equal(fake.launches, 1);
@@ -278,6 +328,10 @@ static void test_launch(void **state) {
     assert_int_equal(p->act, (int)a.act);
     assert_true(p->alpha == (a.alpha != 0.0f ? a.alpha : 1.0f));
     assert_true(p->beta == (a.beta != 0.0f ? a.beta : 1.0f));
+    assert_int_equal(p->a_scale, a.a_scale);
+    assert_int_equal(p->b_scale, a.b_scale);
+    assert_int_equal(p->a_scale_step, a.scale == TALON_GEMM_SCALE_ROW);
+    assert_int_equal(p->b_scale_step, a.scale == TALON_GEMM_SCALE_ROW);
     /* the fake encoder writes each map's base address into its first 8 bytes */
     ld_b = a.ldb ? a.ldb : a.k;
     memcpy(&map_base, &p->a, sizeof map_base);
@@ -285,11 +339,12 @@ static void test_launch(void **state) {
     memcpy(&map_base, &p->b_lo, sizeof map_base);
     assert_int_equal(map_base, a.b);
     memcpy(&map_base, &p->b_hi, sizeof map_base);
-    assert_int_equal(map_base, a.gated ? a.b + (CUdeviceptr)(a.n * ld_b * 2) : a.b);
+    assert_int_equal(map_base, a.gated ? a.b + (CUdeviceptr)(a.n * ld_b * in_size) : a.b);
     memcpy(&map_base, &p->d_map, sizeof map_base);
     assert_int_equal(map_base, a.d);
     assert_int_equal(fake.encodes, a.gated ? 4 : 3);
-    {   /* a: [m, k], boxes 64 x 128 rows; b (each half when gated): [n, k], 64 x bn / 2 */
+    {   /* a: [m, k], boxes 128 bytes x 128 rows; b (each half when gated): [n, k], 128 bytes x
+           bn / 2 rows */
         const int swap_mn = !strstr(row->symbol, "swap")     ? 0
                             : strstr(row->symbol, "_m16") ? 16
                             : strstr(row->symbol, "_m32") ? 32 : 64;
@@ -300,16 +355,18 @@ static void test_launch(void **state) {
         int i;
         assert_int_equal(fake.enc_log[0].dims[0], a.k);
         assert_int_equal(fake.enc_log[0].dims[1], a.m);
-        assert_int_equal(fake.enc_log[0].strides[0], ld_a * 2);
-        assert_int_equal(fake.enc_log[0].box[0], 64);
+        assert_int_equal(fake.enc_log[0].strides[0], ld_a * in_size);
+        assert_int_equal(fake.enc_log[0].box[0], 128 / in_size);
+        assert_int_equal(fake.enc_log[0].type, in_type);
         assert_int_equal(fake.enc_log[0].box[1], swap_mn ? swap_mn : 128);
         for (i = 1; i <= nb; i++) {
             assert_ptr_equal(fake.enc_log[i].addr,
-                             (void *)(uintptr_t)(a.b + (CUdeviceptr)((i - 1) * a.n * ld_b * 2)));
+                             (void *)(uintptr_t)(a.b + (CUdeviceptr)((i - 1) * a.n * ld_b * in_size)));
             assert_int_equal(fake.enc_log[i].dims[0], a.k);
             assert_int_equal(fake.enc_log[i].dims[1], a.n);
-            assert_int_equal(fake.enc_log[i].strides[0], ld_b * 2);
-            assert_int_equal(fake.enc_log[i].box[0], 64);
+            assert_int_equal(fake.enc_log[i].strides[0], ld_b * in_size);
+            assert_int_equal(fake.enc_log[i].box[0], 128 / in_size);
+            assert_int_equal(fake.enc_log[i].type, in_type);
             assert_int_equal(fake.enc_log[i].box[1], bn / 2);
             assert_int_equal(fake.enc_log[i].swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
         }

@@ -199,7 +199,8 @@ static const talon__kernel talon__kernels[TALON__NUM_KERNELS] = {TALON__IMAGES(T
 
 static const struct talon__image { const char *name; const unsigned char *data; size_t size; }
     talon__images[TALON__NUM_IMAGES] = {
-#define TALON__IMAGE_ROW(img) {#img, talon__image_##img, sizeof talon__image_##img},
+/* each image array ends with its string literal's NUL (tools/embed.sh) */
+#define TALON__IMAGE_ROW(img) {#img, talon__image_##img, sizeof talon__image_##img - 1},
         TALON__IMAGES(TALON__IMAGE_ROW)
 #undef TALON__IMAGE_ROW
 };

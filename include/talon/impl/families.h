@@ -24,6 +24,7 @@ extern "C" {
 #include "decode.h"
 #include "gemm_plan.h"
 #include "gemm.h"
+#include "quant.h"
 
 #ifdef __cplusplus
 }

@@ -15,15 +15,54 @@ static talon_status talon__gemm_check_dim(const char *op, const char *name, int6
     return TALON_SUCCESS;
 }
 
-/* A row stride: 0 = row, else at least a row, a multiple of 8 elements (16 bytes) and at most
-   2^36 (a TMA stride is below 2^40 bytes; spans of m rows stay inside 64 bits). */
+/* A row stride: 0 = row, else at least a row, a multiple of `mult` elements (16 bytes: 8 of
+   16 bits, 16 of fp8) and at most 2^36 (a TMA stride is below 2^40 bytes; spans of m rows
+   stay inside 64 bits). */
 static talon_status talon__gemm_check_ld(const char *op, const char *name, int64_t ld,
-                                         int64_t row, int64_t *out) {
+                                         int64_t row, int mult, int64_t *out) {
     TALON__TRY(talon__check_stride(op, name, ld, row, out));
-    if (*out % 8 || *out > (1LL << 36))
+    if (*out % mult || *out > (1LL << 36))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = %lld must be a "
-                           "multiple of 8 up to 2^36", op, name, (long long)*out);
+                           "multiple of %d up to 2^36", op, name, (long long)*out, mult);
     return TALON_SUCCESS;
+}
+
+/* The input types: bf16 or f16 with out_dtype the same or f32, scale NONE and no scale
+   pointers; fp8 e4m3 with out_dtype bf16, scale TENSOR or ROW and both scale pointers (4-byte
+   aligned, b_scale 8 for ROW: the epilogue reads column pairs). */
+static talon_status talon__gemm_check_types(const char *op, const talon_gemm_args *a) {
+    if (a->dtype != TALON_DTYPE_FP8_E4M3) {
+        if (a->dtype != TALON_DTYPE_BF16 && a->dtype != TALON_DTYPE_F16)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->dtype = %d is not "
+                               "supported (bf16 = %d, f16 = %d, fp8 e4m3 = %d)", op,
+                               (int)a->dtype, (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16,
+                               (int)TALON_DTYPE_FP8_E4M3);
+        if (a->out_dtype != a->dtype && a->out_dtype != TALON_DTYPE_F32)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out_dtype = %d must "
+                               "be dtype (%d) or f32 (%d)", op, (int)a->out_dtype,
+                               (int)a->dtype, (int)TALON_DTYPE_F32);
+        if (a->scale != TALON_GEMM_SCALE_NONE)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
+                               "TALON_GEMM_SCALE_NONE (0) with bf16/f16 inputs", op,
+                               (int)a->scale);
+        if (a->a_scale || a->b_scale)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = 0x%llx must be "
+                               "NULL with bf16/f16 inputs (scales are for fp8)", op,
+                               a->a_scale ? "a_scale" : "b_scale",
+                               (unsigned long long)(a->a_scale ? a->a_scale : a->b_scale));
+        return TALON_SUCCESS;
+    }
+    if (a->out_dtype != TALON_DTYPE_BF16)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out_dtype = %d must be "
+                           "bf16 (%d) with fp8 inputs", op, (int)a->out_dtype,
+                           (int)TALON_DTYPE_BF16);
+    if (a->scale != TALON_GEMM_SCALE_TENSOR && a->scale != TALON_GEMM_SCALE_ROW)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
+                           "TALON_GEMM_SCALE_TENSOR (1) or TALON_GEMM_SCALE_ROW (2) with fp8 "
+                           "inputs", op, (int)a->scale);
+    TALON__TRY(talon__check_ptr_align(op, "a_scale", a->a_scale, 0, 4));
+    return talon__check_ptr_align(op, "b_scale", a->b_scale, 0,
+                                  a->scale == TALON_GEMM_SCALE_ROW ? 8 : 4);
 }
 
 /* Bytes [lo, hi) a row-major rows x cols matrix of stride ld touches. */
@@ -43,17 +82,23 @@ static talon_status talon__gemm_check_disjoint(const char *op, const CUdeviceptr
     return TALON_SUCCESS;
 }
 
+/* Bytes of an element of a, b, c or d. */
+static int talon__gemm_esize(talon_dtype dt) {
+    return dt == TALON_DTYPE_F32 ? 4 : dt == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
+}
+
 /* A row-major [rows, cols] matrix of stride ld elements, boxes of 128 bytes x box_rows with
    the 128-byte swizzle the kernel's shared-memory tiles use. */
 static talon_status talon__gemm_map(const talon_ctx *ctx, const char *op, const char *name,
                                     CUtensorMap *map, CUdeviceptr base, int64_t rows,
                                     int64_t cols, int64_t ld, int box_rows, talon_dtype dt) {
     talon__tensor_map_shape t;
-    const int esize = dt == TALON_DTYPE_F32 ? 4 : 2;
+    const int esize = talon__gemm_esize(dt);
     memset(&t, 0, sizeof t);
-    t.type = dt == TALON_DTYPE_BF16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-             : dt == TALON_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                     : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    t.type = dt == TALON_DTYPE_BF16    ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+             : dt == TALON_DTYPE_F16   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+             : dt == TALON_DTYPE_F32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                       : CU_TENSOR_MAP_DATA_TYPE_UINT8;
     t.rank = 2;
     t.dims[0] = (uint64_t)cols; t.dims[1] = (uint64_t)rows;
     t.strides[0] = (uint64_t)(ld * esize);
@@ -68,25 +113,26 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     talon__gemm_plan pl;
     int64_t lda, ldb, ldc = 0, ldd, b_rows;
     CUdeviceptr sd[2], s[2];
-    int osize, k;
+    int osize, isize, k, row_scales;
     TALON__TRY(talon__check_common(op, ctx, a));
-    TALON__TRY(talon__check_dtype(op, a->dtype));
-    if (a->out_dtype != a->dtype && a->out_dtype != TALON_DTYPE_F32)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out_dtype = %d must be "
-                           "dtype (%d) or f32 (%d)", op, (int)a->out_dtype, (int)a->dtype,
-                           (int)TALON_DTYPE_F32);
-    osize = a->out_dtype == TALON_DTYPE_F32 ? 4 : 2;
+    TALON__TRY(talon__gemm_check_types(op, a));
+    osize = talon__gemm_esize(a->out_dtype);
+    isize = talon__gemm_esize(a->dtype);
+    row_scales = a->scale == TALON_GEMM_SCALE_ROW;
     TALON__TRY(talon__check_size(op, "m", a->m, TALON__GEMM_M_MAX));
     TALON__TRY(talon__gemm_check_dim(op, "n", a->n));
     TALON__TRY(talon__gemm_check_dim(op, "k", a->k));
+    if (isize == 1 && a->k % 16) /* rows of whole 16 bytes */
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->k = %lld must be a "
+                           "multiple of 16 with fp8 inputs", op, (long long)a->k);
     TALON__TRY(talon__check_range(op, "gated", a->gated, 0, 1));
     TALON__TRY(talon__check_range(op, "act", (int64_t)(int)a->act, TALON_GEMM_ACT_NONE,
                                   TALON_GEMM_ACT_GELU_TANH));
     b_rows = a->gated ? 2 * a->n : a->n;
-    TALON__TRY(talon__gemm_check_ld(op, "lda", a->lda, a->k, &lda));
-    TALON__TRY(talon__gemm_check_ld(op, "ldb", a->ldb, a->k, &ldb));
-    TALON__TRY(talon__gemm_check_ld(op, "ldd", a->ldd, a->n, &ldd));
-    if (a->c) TALON__TRY(talon__gemm_check_ld(op, "ldc", a->ldc, a->n, &ldc));
+    TALON__TRY(talon__gemm_check_ld(op, "lda", a->lda, a->k, 16 / isize, &lda));
+    TALON__TRY(talon__gemm_check_ld(op, "ldb", a->ldb, a->k, 16 / isize, &ldb));
+    TALON__TRY(talon__gemm_check_ld(op, "ldd", a->ldd, a->n, 8, &ldd));
+    if (a->c) TALON__TRY(talon__gemm_check_ld(op, "ldc", a->ldc, a->n, 8, &ldc));
     TALON__TRY(talon__check_ptr_align(op, "d", a->d, 0, 16));
     TALON__TRY(talon__check_ptr_align(op, "a", a->a, 0, 16));
     TALON__TRY(talon__check_ptr_align(op, "b", a->b, 0, 16));
@@ -96,12 +142,16 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->ldc = %lld differs from "
                            "ldd = %lld while c is d", op, (long long)ldc, (long long)ldd);
     talon__gemm_span(a->d, a->m, a->n, ldd, osize, sd);
-    talon__gemm_span(a->a, a->m, a->k, lda, 2, s);
+    talon__gemm_span(a->a, a->m, a->k, lda, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
-    talon__gemm_span(a->b, b_rows, a->k, ldb, 2, s);
+    talon__gemm_span(a->b, b_rows, a->k, ldb, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
     talon__gemm_span(a->bias, 1, b_rows, b_rows, 2, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "bias", a->bias, s));
+    talon__gemm_span(a->a_scale, 1, row_scales ? a->m : 1, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "a_scale", a->a_scale, s));
+    talon__gemm_span(a->b_scale, 1, row_scales ? b_rows : 1, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "b_scale", a->b_scale, s));
     if (a->c != a->d) {
         talon__gemm_span(a->c, a->m, a->n, ldc, osize, s);
         TALON__TRY(talon__gemm_check_disjoint(op, sd, "c", a->c, s));
@@ -109,8 +159,8 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     TALON__TRY(talon__check_float(op, "alpha", a->alpha, 0, 1));
     TALON__TRY(talon__check_float(op, "beta", a->beta, 0, 1));
 
-    talon__gemm_plan_make(a->m, a->n, a->k, a->gated, a->out_dtype == TALON_DTYPE_F32, ctx->sms,
-                          &pl);
+    talon__gemm_plan_make(a->m, a->n, a->k, isize, a->gated, a->out_dtype == TALON_DTYPE_F32,
+                          ctx->sms, &pl);
     memset(&p, 0, sizeof p);
     /* boxes: a 128 rows (the transposed kernel: MN), b bn / 2 rows (transposed: 128), d 64
        rows (transposed: MN) */
@@ -119,13 +169,15 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     TALON__TRY(talon__gemm_map(ctx, op, "b", &p.b_lo, a->b, a->n, a->k, ldb,
                                pl.swap_mn ? 128 : pl.bn / 2, a->dtype));
     if (a->gated)
-        TALON__TRY(talon__gemm_map(ctx, op, "b", &p.b_hi, a->b + (CUdeviceptr)(a->n * ldb * 2),
+        TALON__TRY(talon__gemm_map(ctx, op, "b", &p.b_hi, a->b + (CUdeviceptr)(a->n * ldb * isize),
                                    a->n, a->k, ldb, pl.bn / 2, a->dtype));
     else
         p.b_hi = p.b_lo;
     TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, a->m, a->n, ldd,
                                pl.swap_mn ? pl.swap_mn : 64, a->out_dtype));
     p.d = a->d; p.c = a->c; p.bias = a->bias;
+    p.a_scale = a->a_scale; p.b_scale = a->b_scale;
+    p.a_scale_step = p.b_scale_step = row_scales;
     p.ldd = ldd; p.ldc = ldc;
     p.m = (int)a->m; p.n = (int)a->n; p.k = (int)a->k;
     p.tiles_m = pl.tiles_m; p.tiles_n = pl.tiles_n; p.group = pl.group;

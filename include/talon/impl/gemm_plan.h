@@ -29,9 +29,10 @@ static int talon__gemm_tile_cols(int bn, int gated) { return gated ? bn / 2 : bn
    tile-rows (a wave of 132 CTAs then shares about 16 row panels of a and 8 column panels of
    b in L2).
    Split-K where tiles are few: at bn 128 (not gated), the most ways in {4, 2} with tiles x
-   ways <= SMs and at least 8 k-blocks of 64 per way (N 4096, K 14336: 32 tiles -> 4 ways, 128 CTAs). Each way's fp32 partial is added to the first's in a fixed
-   order inside the cluster, so the result is deterministic, though its rounding differs
-   from the unsplit sum's. */
+   ways <= SMs and at least 8 k-blocks (128 bytes of k) per way (N 4096, K 14336: 32 tiles ->
+   4 ways, 128 CTAs). Each way's fp32 partial is added to the first's in a fixed order inside
+   the cluster, so the result is deterministic, though its rounding differs from the unsplit
+   sum's. */
 static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, int sms) {
     const int64_t cols = talon__gemm_tile_cols(bn, gated);
     const int64_t tiles = tiles_m * ((n + cols - 1) / cols);
@@ -40,20 +41,21 @@ static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, i
 }
 
 /* Split-K ways for `tiles` tiles of k: the most in {4, 2} with tiles x ways <= SMs and at
-   least 8 k-blocks of 64 per way, else 1. */
-static int talon__gemm_split(int64_t tiles, int64_t k, int sms) {
+   least 8 k-blocks (of 128 bytes: 64 16-bit or 128 fp8 elements) per way, else 1. */
+static int talon__gemm_split(int64_t tiles, int64_t k, int in_size, int sms) {
+    const int64_t kblocks = (k * in_size + TALON__GEMM_BK_BYTES - 1) / TALON__GEMM_BK_BYTES;
     int ways;
     for (ways = 4; ways >= 2; ways /= 2)
-        if (tiles * ways <= sms && (k + TALON__GEMM_BK - 1) / TALON__GEMM_BK >= 8 * ways)
-            return ways;
+        if (tiles * ways <= sms && kblocks >= 8 * ways) return ways;
     return 1;
 }
 
 /* m <= 64 with a 16-bit output, not gated: the transposed kernel (gemm_swap), 128 rows of b
    per tile against all m rows of a, padded to MN = 16, 32 or 64; split-K as above (N 4096:
-   32 tiles -> 4 ways; N 14336: 112 tiles -> none). */
-static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int gated, int out_f32,
-                                  int sms, talon__gemm_plan *pl) {
+   32 tiles -> 4 ways; N 14336: 112 tiles -> none). in_size: bytes per input element (2, or
+   1 for fp8); the rest of the plan does not depend on it. */
+static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, int gated,
+                                  int out_f32, int sms, talon__gemm_plan *pl) {
     static const int widths[] = {256, 192, 128};
     const int64_t tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
     int64_t best = -1, cost, units, cluster, slots;
@@ -64,7 +66,7 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int gated, in
         pl->bn = 128;
         pl->tiles_m = 1;
         pl->tiles_n = (int)((n + 127) / 128);
-        pl->split = talon__gemm_split(pl->tiles_n, k, sms);
+        pl->split = talon__gemm_split(pl->tiles_n, k, in_size, sms);
         pl->grid = pl->split * (pl->tiles_n < sms / pl->split ? pl->tiles_n : sms / pl->split);
         return;
     }
@@ -81,7 +83,8 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int gated, in
     pl->tiles_m = (int)tiles_m;
     pl->tiles_n = (int)((n + talon__gemm_tile_cols(pl->bn, gated) - 1) /
                         talon__gemm_tile_cols(pl->bn, gated));
-    pl->split = pl->bn == 128 && !gated ? talon__gemm_split(tiles_m * pl->tiles_n, k, sms) : 1;
+    pl->split = pl->bn == 128 && !gated ? talon__gemm_split(tiles_m * pl->tiles_n, k, in_size, sms)
+                                        : 1;
     if (pl->split > 1) {
         units = tiles_m * pl->tiles_n;
         pl->grid = (int)(pl->split * (units < sms / pl->split ? units : sms / pl->split));

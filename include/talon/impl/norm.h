@@ -10,9 +10,10 @@ static int talon__norm_block(int vec, int64_t cols) {
     return vec == 8 && cols <= 128 * TALON__NORM_CACHE ? 128 : 256;
 }
 
-/* Shared by the three norms: validates the row geometry and launches one block per row. */
+/* Shared by the norms: validates the row geometry and launches one block per row. quant: the
+   fp8 variants' talon_quant_mode (their fourth template argument), -1 for the others. */
 static talon_status talon__norm(talon_ctx *ctx, CUstream stream, const char *op,
-                                talon__body body, talon_dtype dtype, int64_t rows,
+                                talon__body body, talon_dtype dtype, int64_t rows, int quant,
                                 talon__norm_params *p) {
     CUdeviceptr ptrs[5];
     int64_t lens[4];
@@ -27,7 +28,11 @@ static talon_status talon__norm(talon_ctx *ctx, CUstream stream, const char *op,
     lens[0] = p->cols; lens[1] = p->out_stride; lens[2] = p->in_stride;
     lens[3] = p->residual_stride;
     vec = talon__vec8(ptrs, n, lens, 4) ? 8 : 1;
-    TALON__TRY(talon__pick(op, &k, body, 3, (int)dtype, vec, talon__norm_block(vec, p->cols)));
+    if (quant < 0)
+        TALON__TRY(talon__pick(op, &k, body, 3, (int)dtype, vec, talon__norm_block(vec, p->cols)));
+    else
+        TALON__TRY(talon__pick(op, &k, body, 4, (int)dtype, vec, talon__norm_block(vec, p->cols),
+                               quant));
     return talon__launch(ctx, stream, op, k, rows, p);
 }
 
@@ -43,7 +48,7 @@ talon_status talon_rmsnorm(talon_ctx *ctx, CUstream stream, const talon_rmsnorm_
     TALON__TRY(talon__check_size(op, "cols", a->cols, INT64_MAX / 2));
     TALON__TRY(talon__check_stride(op, "out_stride", a->out_stride, a->cols, &p.out_stride));
     TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
-    return talon__norm(ctx, stream, op, TALON__B_rmsnorm, a->dtype, a->rows, &p);
+    return talon__norm(ctx, stream, op, TALON__B_rmsnorm, a->dtype, a->rows, -1, &p);
 }
 
 talon_status talon_fused_add_rmsnorm(talon_ctx *ctx, CUstream stream,
@@ -62,7 +67,7 @@ talon_status talon_fused_add_rmsnorm(talon_ctx *ctx, CUstream stream,
     TALON__TRY(talon__check_stride(op, "residual_stride", a->residual_stride, a->cols,
                                    &p.residual_stride));
     p.out_stride = p.in_stride;
-    return talon__norm(ctx, stream, op, TALON__B_fused_add_rmsnorm, a->dtype, a->rows, &p);
+    return talon__norm(ctx, stream, op, TALON__B_fused_add_rmsnorm, a->dtype, a->rows, -1, &p);
 }
 
 talon_status talon_layernorm(talon_ctx *ctx, CUstream stream, const talon_layernorm_args *a) {
@@ -79,7 +84,33 @@ talon_status talon_layernorm(talon_ctx *ctx, CUstream stream, const talon_layern
     TALON__TRY(talon__check_size(op, "cols", a->cols, INT64_MAX / 2));
     TALON__TRY(talon__check_stride(op, "out_stride", a->out_stride, a->cols, &p.out_stride));
     TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
-    return talon__norm(ctx, stream, op, TALON__B_layernorm, a->dtype, a->rows, &p);
+    return talon__norm(ctx, stream, op, TALON__B_layernorm, a->dtype, a->rows, -1, &p);
+}
+
+talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
+                                     const talon_rmsnorm_quant_fp8_args *a) {
+    static const char op[] = "talon_rmsnorm_quant_fp8";
+    talon__norm_params p;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_range(op, "mode", (int64_t)(int)a->mode, TALON_QUANT_TENSOR,
+                                  TALON_QUANT_TOKEN));
+    TALON__TRY(talon__check_ptr_align(op, "out", a->out, 0, 1));
+    TALON__TRY(talon__check_ptr_align(op, "scale", a->scale, 0, 4));
+    TALON__TRY(talon__check_ptr(op, "in", a->in, 0));
+    TALON__TRY(talon__check_ptr(op, "residual", a->residual, 1));
+    TALON__TRY(talon__check_ptr(op, "weight", a->weight, 0));
+    memset(&p, 0, sizeof p);
+    p.out = a->out; p.scale = a->scale; p.in = a->in; p.residual = a->residual;
+    p.weight = a->weight; p.cols = a->cols; p.eps = a->eps;
+    TALON__TRY(talon__check_size(op, "cols", a->cols, INT64_MAX / 2));
+    TALON__TRY(talon__check_stride(op, "out_stride", a->out_stride, a->cols, &p.out_stride));
+    TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
+    if (a->residual)
+        TALON__TRY(talon__check_stride(op, "residual_stride", a->residual_stride, a->cols,
+                                       &p.residual_stride));
+    return talon__norm(ctx, stream, op,
+                       a->residual ? TALON__B_fused_add_rmsnorm_fp8 : TALON__B_rmsnorm_fp8,
+                       a->dtype, a->rows, (int)a->mode, &p);
 }
 
 #endif

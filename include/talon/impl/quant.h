@@ -1,0 +1,87 @@
+/* talon/impl/quant.h - fp8 quantisation (talon_quant_fp8): validate -> launch. Part of
+   talon.h's implementation (TALON_IMPLEMENTATION); not a public header. */
+#ifndef TALON_IMPL_QUANT_H
+#define TALON_IMPL_QUANT_H
+
+#define TALON__QUANT_COLS_MAX (1LL << 24)
+
+/* Threads per block: rows a 128-thread block holds in registers (TALON__QUANT_CACHE vectors
+   of 8 per thread) take 128, others 256. */
+static int talon__quant_block(int64_t cols) {
+    return cols <= 128 * 8 * TALON__QUANT_CACHE ? 128 : 256;
+}
+
+/* Whether byte ranges [a, a + a_bytes) and [b, b + b_bytes) meet. */
+static int talon__quant_overlap(CUdeviceptr a, int64_t a_bytes, CUdeviceptr b, int64_t b_bytes) {
+    return a < b + (CUdeviceptr)b_bytes && b < a + (CUdeviceptr)a_bytes;
+}
+
+talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_fp8_args *a) {
+    static const char op[] = "talon_quant_fp8";
+    talon__quant_params p;
+    int64_t groups, out_bytes, in_bytes, scale_bytes;
+    int k;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_dtype(op, a->dtype));
+    TALON__TRY(talon__check_range(op, "mode", (int64_t)(int)a->mode, TALON_QUANT_TENSOR,
+                                  TALON_QUANT_GROUP));
+    TALON__TRY(talon__check_size(op, "rows", a->rows, TALON__GRID_MAX));
+    TALON__TRY(talon__check_range(op, "cols", a->cols, 16, TALON__QUANT_COLS_MAX));
+    if (a->cols % (a->mode == TALON_QUANT_GROUP ? TALON__QUANT_GROUP : 16))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->cols = %lld must be a "
+                           "multiple of %d%s", op, (long long)a->cols,
+                           a->mode == TALON_QUANT_GROUP ? TALON__QUANT_GROUP : 16,
+                           a->mode == TALON_QUANT_GROUP ? " (the group size)" : "");
+    TALON__TRY(talon__check_ptr_align(op, "out", a->out, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "in", a->in, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "scale", a->scale, 0, 4));
+    memset(&p, 0, sizeof p);
+    TALON__TRY(talon__check_stride(op, "out_stride", a->out_stride, a->cols, &p.out_stride));
+    TALON__TRY(talon__check_stride(op, "in_stride", a->in_stride, a->cols, &p.in_stride));
+    if (p.out_stride % 16)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out_stride = %lld must be "
+                           "a multiple of 16", op, (long long)p.out_stride);
+    if (p.in_stride % 8)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->in_stride = %lld must be "
+                           "a multiple of 8", op, (long long)p.in_stride);
+    groups = a->cols / TALON__QUANT_GROUP;
+    scale_bytes = 4 * (a->mode == TALON_QUANT_TOKEN ? a->rows : 1);
+    if (a->mode == TALON_QUANT_GROUP) {
+        if (!a->scale_row_stride && !a->scale_group_stride) { /* group-major, 16-byte rows */
+            p.scale_row_stride = 1;
+            p.scale_group_stride = (a->rows + 3) / 4 * 4;
+        } else {
+            p.scale_row_stride = a->scale_row_stride;
+            p.scale_group_stride = a->scale_group_stride;
+            if (!(p.scale_row_stride == 1 && p.scale_group_stride >= a->rows) &&
+                !(p.scale_group_stride == 1 && p.scale_row_stride >= groups))
+                return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale_row_stride "
+                                   "= %lld with args->scale_group_stride = %lld is not a "
+                                   "layout of %lld rows x %lld groups (one stride 1, the "
+                                   "other at least the first's extent; both 0: group-major)",
+                                   op, (long long)a->scale_row_stride,
+                                   (long long)a->scale_group_stride, (long long)a->rows,
+                                   (long long)groups);
+        }
+        scale_bytes = 4 * ((a->rows - 1) * p.scale_row_stride +
+                           (groups - 1) * p.scale_group_stride + 1);
+    }
+    out_bytes = (a->rows - 1) * p.out_stride + a->cols;
+    in_bytes = 2 * ((a->rows - 1) * p.in_stride + a->cols);
+    if (talon__quant_overlap(a->out, out_bytes, a->in, in_bytes))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out = 0x%llx overlaps in",
+                           op, (unsigned long long)a->out);
+    if (talon__quant_overlap(a->scale, scale_bytes, a->out, out_bytes) ||
+        (a->mode != TALON_QUANT_TENSOR &&
+         talon__quant_overlap(a->scale, scale_bytes, a->in, in_bytes)))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = 0x%llx overlaps %s",
+                           op, (unsigned long long)a->scale,
+                           talon__quant_overlap(a->scale, scale_bytes, a->out, out_bytes) ? "out"
+                                                                                          : "in");
+    p.out = a->out; p.in = a->in; p.scale = a->scale; p.cols = a->cols;
+    TALON__TRY(talon__pick(op, &k, TALON__B_quant_fp8, 3, (int)a->dtype, (int)a->mode,
+                           talon__quant_block(a->cols)));
+    return talon__launch(ctx, stream, op, k, a->rows, &p);
+}
+
+#endif

@@ -1,0 +1,84 @@
+// quant.cu - bf16/f16 -> fp8 e4m3 with fp32 scales (talon_quant_fp8): a given per-tensor
+// scale, or one computed per row or per group of 128 columns, s = max(amax / 448, 2^-126).
+//
+// Strategy: one block per row, 16-byte loads of 8 elements. Each thread issues the loads of
+// its first TALON__QUANT_CACHE vectors before any arithmetic (one memory round trip), then:
+// per tensor, quantises them; per row, reduces |x|'s maximum over the block and quantises the
+// held vectors (a longer row's tail is read again); per group, the 16 threads of a half-warp
+// hold one group's 128 columns and reduce by shuffles. Quantisation is the fp32 quotient
+// x / s (IEEE) rounded to e4m3 with saturation (cvt.rn.satfinite), 8 values per 8-byte store.
+#include "dev/fp8.cuh"
+#include "dev/kernel.cuh"
+#include "dev/reduce.cuh"
+#include "talon/kernels/quant.def"
+
+namespace talon::quant {
+using namespace talon::dev;
+
+enum Mode { TENSOR = 0, TOKEN = 1, GROUP = 2 };
+
+template <typename T> __device__ __forceinline__ float amax8(const vec_t<T, 8> &v) {
+    float x[8], m = 0.f;
+    to_f32(v, x);
+#pragma unroll
+    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(x[i])); // fmaxf: a NaN never wins
+    return m;
+}
+
+template <typename T> __device__ __forceinline__ void store_q8(uint8_t *dst, const vec_t<T, 8> &v, float s) {
+    float x[8];
+    to_f32(v, x);
+    store_e4m3(dst, x, s);
+}
+
+template <int DT, int MODE, int BLOCK>
+__device__ void quant_fp8(const talon__quant_params &p) {
+    using T = elem<DT>;
+    using V = vec_t<T, 8>;
+    constexpr int NV = TALON__QUANT_CACHE;
+    const int64_t row = blockIdx.x, nvec = p.cols / 8;
+    const T *in = reinterpret_cast<const T *>(p.in) + row * p.in_stride;
+    uint8_t *out = reinterpret_cast<uint8_t *>(p.out) + row * p.out_stride;
+    float *scale = reinterpret_cast<float *>(p.scale);
+    auto vi = [&](int k) { return int64_t(threadIdx.x) + int64_t(k) * BLOCK; };
+
+    V x[NV];
+    float amax = 0.f;
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+        if (vi(k) < nvec) x[k] = load_vec<T, 8>(in + vi(k) * 8);
+
+    // The scale of vector i (x): per tensor the given one; per group the maximum over the 16
+    // vectors of its half-warp (all live or all not: cols is a multiple of 128), written by the
+    // first; per row the block's, computed below.
+    float s = 0.f;
+    if constexpr (MODE == TENSOR) s = __ldg(scale);
+    auto group_scale = [&](int64_t i, const V &v) {
+        const unsigned half = 0xffffu << (threadIdx.x & 16);
+        float m = amax8(v);
+#pragma unroll
+        for (int o = 8; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(half, m, o));
+        const float g = e4m3_scale(m);
+        if (i % 16 == 0) scale[row * p.scale_row_stride + (i / 16) * p.scale_group_stride] = g;
+        return g;
+    };
+    if constexpr (MODE == TOKEN) {
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (vi(k) < nvec) amax = fmaxf(amax, amax8(x[k]));
+        for (int64_t i = vi(NV); i < nvec; i += BLOCK) amax = fmaxf(amax, amax8(load_vec<T, 8>(in + i * 8)));
+        s = e4m3_scale(block_allreduce(amax, [](float a, float b) { return fmaxf(a, b); }));
+        if (threadIdx.x == 0) scale[row] = s;
+    }
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+        if (vi(k) < nvec) store_q8(out + vi(k) * 8, x[k], MODE == GROUP ? group_scale(vi(k), x[k]) : s);
+    for (int64_t i = vi(NV); i < nvec; i += BLOCK) {
+        const V v = load_vec<T, 8>(in + i * 8);
+        store_q8(out + i * 8, v, MODE == GROUP ? group_scale(i, v) : s);
+    }
+}
+
+} // namespace talon::quant
+
+TALON__KERNELS_quant(TALON_DEV_KERNEL)
