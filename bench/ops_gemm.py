@@ -23,6 +23,11 @@ or per row (A per token, B per output channel), all in [0.5, 1.5). Peers: torch.
 the dequantised inputs: |talon - ref| <= 2^-7 |ref| + 2^-9 (|A| . |B|^T) (scaled): the fp8
 accumulator keeps fewer bits than fp32; the GPU test holds the exact bounds. Targets: 8192^3
 per tensor >= 1.0x torch._scaled_mm, row-wise >= 1.0x.
+Block scales (DeepSeek-V3: A per row and 128 of K, group-major [K/128, M]; B per 128 x 128
+block, [N/128, K/128]): peer torch._scaled_mm with blockwise 1x128 / 128x128 scales (cuBLASLt)
+where this torch accepts them (else the row names the error); check as above with each
+block's scales. Targets at the DeepSeek-V3 shapes (M 4096; (N, K) (7168, 16384), (4096,
+7168), (24576, 1536), (7168, 2048)): >= 1.1x the blockwise peer, >= 1300 TFLOP/s at the first.
 """
 import torch
 import torch.nn.functional as F
@@ -32,7 +37,7 @@ from ops_norm import compiled
 
 BF16, F16, FP8 = 0, 1, 4
 ACT = {"none": 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}
-SCALE = {"tensor": 1, "row": 2}
+SCALE = {"tensor": 1, "row": 2, "block": 3}
 
 
 def check_against_fp32(what, d, a, w, epilogue, magnitude=lambda y32, mag: mag):
@@ -156,6 +161,11 @@ def fp8_case(h, m, n, k, scale, label, targets=(), decode=False):
             s["sa"] = 0.5 + torch.rand((), device="cuda")
             s["sb"] = 0.5 + torch.rand((), device="cuda")
             s["sa_mm"], s["sb_mm"] = s["sa"], s["sb"]
+        elif scale == "block":  # talon's layouts; torch's views of them ([M, K/128], [K/128, N/128])
+            kb, m4 = (k + 127) // 128, (m + 3) // 4 * 4
+            s["sa"] = 0.5 + torch.rand(kb, m4, device="cuda")
+            s["sb"] = 0.5 + torch.rand((n + 127) // 128, kb, device="cuda")
+            s["sa_mm"], s["sb_mm"] = s["sa"][:, :m].t(), s["sb"].t()
         else:
             s["sa"] = 0.5 + torch.rand(m, device="cuda")
             s["sb"] = 0.5 + torch.rand(n, device="cuda")
@@ -173,14 +183,21 @@ def fp8_case(h, m, n, k, scale, label, targets=(), decode=False):
                                           scale_b=s["sb_mm"], out_dtype=torch.bfloat16,
                                           use_fast_accum=fast)
 
-    peers = {"scaled_mm": scaled_mm(False), "scaled_mm_fast": scaled_mm(True)}
+    peers = {"scaled_mm": scaled_mm(False)}
+    if scale != "block":
+        peers["scaled_mm_fast"] = scaled_mm(True)
 
     def check(s):
         h.call("talon_gemm", s["args"], torch.cuda.current_stream().cuda_stream)
         torch.cuda.synchronize()
-        sa = s["sa_mm"].float().reshape(-1, 1) if scale == "row" else s["sa_mm"].float()
-        sb = s["sb_mm"].float().reshape(1, -1) if scale == "row" else s["sb_mm"].float()
         a, w = s["a"].float(), s["w"].float()
+        if scale == "block":  # the scales spread over the elements they scale
+            a = a * s["sa_mm"].repeat_interleave(128, dim=1)[:, :k]
+            w = w * s["sb"].repeat_interleave(128, dim=0)[:n].repeat_interleave(128, dim=1)[:, :k]
+            sa = sb = torch.ones((), device="cuda")
+        else:
+            sa = s["sa_mm"].float().reshape(-1, 1) if scale == "row" else s["sa_mm"].float()
+            sb = s["sb_mm"].float().reshape(1, -1) if scale == "row" else s["sb_mm"].float()
         ref = (a @ w.t()) * sa * sb
         mag = (a.abs() @ w.abs().t()) * sa * sb
         err = (s["d"].float() - ref).abs()
@@ -230,4 +247,9 @@ def cases(h):
     for m in (1, 16, 64):
         out.append(fp8_case(h, m, 14336, 4096, "row", f"fp8 row decode M={m} N=14336 K=4096",
                             decode=True))
+    for n, k in ((7168, 16384), (4096, 7168), (24576, 1536), (7168, 2048)):
+        t = [("scaled_mm_over_talon", ">=", 1.1, ">= 1.1x torch._scaled_mm blockwise")]
+        if (n, k) == (7168, 16384):
+            t.append(("tflops", ">=", 1300.0, ">= 1300 TFLOP/s"))
+        out.append(fp8_case(h, 4096, n, k, "block", f"fp8 block M=4096 N={n} K={k}", targets=t))
     return out

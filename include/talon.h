@@ -618,7 +618,8 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
      d: [m, n] row-major, row stride ldd.
    Epilogue, in this order, in fp32, one rounding at the end:
      x = alpha * (A . B^T)[i, j] + bias[j]            (bias optional: 0 = none)
-         fp8: x = alpha * a_scale[i] * b_scale[j] * (A . B^T)[i, j] + bias[j]
+         fp8: x = alpha * a_scale[i] * b_scale[j] * (A . B^T)[i, j] + bias[j] (block scales:
+              per 128 of k, below)
      y = act(x)                                        (act: talon_gemm_act)
      gated: y = act(x_gate[i, j]) * x_up[i, j], each x with its bias (bias [2n]: gate, up)
      d[i, j] = y + beta * c[i, j]                      (c optional: 0 = none)
@@ -627,11 +628,16 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    d, c and bias are bf16 (out_dtype must be bf16), and scale says how the fp32 scales are
    laid out (talon_gemm_scale): TENSOR, one scale each (a_scale and b_scale point to one
    fp32 each, read on the device: no host synchronisation); ROW, a_scale [m] (per token) and
-   b_scale [n] (per output channel; gated: [2n], the gate's then the up half's). Scales apply
-   once, in the epilogue; the e4m3 products are summed by the tensor cores' fp8 instructions,
-   whose accumulation keeps fewer bits than fp32 (as cuBLASLt's fast-accumulation mode;
-   docs/notes/gemm.md has the measured error). 16-bit inputs take scale NONE and no scale
-   pointers.
+   b_scale [n] (per output channel; gated: [2n], the gate's then the up half's); BLOCK (the
+   DeepSeek-V3 layout), a_scale [ceil(k / 128), m4] (m4 = m rounded up to a multiple of 4;
+   a_scale[g * m4 + i] scales a[i, 128 g .. 128 g + 127], as talon_quant_fp8's group scales
+   lay them out by default) and b_scale [ceil(rows of b / 128), ceil(k / 128)] row-major (one
+   per 128 x 128 block of b; gated: n a multiple of 64). Per-tensor and per-row scales apply
+   once, in the epilogue, and the e4m3 products of all of k are summed by the tensor cores'
+   fp8 instructions, whose accumulation keeps fewer bits than fp32 (as cuBLASLt's
+   fast-accumulation mode; docs/notes/gemm.md has the measured error); block scales apply
+   per 128 of k, each k-block's product added in fp32 (x = alpha sum_g a_s b_s (A . B^T)_g).
+   16-bit inputs take scale NONE and no scale pointers.
    Accumulation in fp32 on the tensor cores. Results are deterministic: the same inputs on the
    same device give the same bits, every call (no atomics; split-K partial sums, where the plan
    splits k, are added in a fixed order). The plan depends on the SM count, so a device with
@@ -645,7 +651,7 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    Kernel: one persistent launch (CTAs of 384 threads: a TMA producer, two wgmma warpgroups),
    planned on the host from (m, n, k, input size, gated, out_dtype, SM count) alone: tiles of 128 rows x
    256, 192 or 128 columns, whichever fills the SMs' waves best (gated: 128 or 64 columns from
-   256 or 128 rows of b); 128 x 256 tiles in clusters of 2 CTAs that share b's tile; split-K
+   256 or 128 rows of b; block scales: 128); 128 x 256 tiles in clusters of 2 CTAs that share b's tile; split-K
    in 2 or 4 ways, reduced inside a cluster, where tiles are fewer than SMs; for m <= 64 with
    a 16-bit output and no gating, the product is computed transposed (b's rows on the wide
    side of the tensor-core tile), the weight-bandwidth-bound decode regime. No workspace.
@@ -668,7 +674,8 @@ typedef enum talon_gemm_act {
 typedef enum talon_gemm_scale {
     TALON_GEMM_SCALE_NONE = 0,   /* bf16 / f16 inputs */
     TALON_GEMM_SCALE_TENSOR = 1, /* a_scale, b_scale: one fp32 each */
-    TALON_GEMM_SCALE_ROW = 2     /* a_scale [m] per row of a, b_scale [n] (gated [2n]) per row of b */
+    TALON_GEMM_SCALE_ROW = 2,    /* a_scale [m] per row of a, b_scale [n] (gated [2n]) per row of b */
+    TALON_GEMM_SCALE_BLOCK = 3   /* DeepSeek-V3's: a per row and 128 k, b per 128 x 128 block */
 } talon_gemm_scale;
 
 typedef struct talon_gemm_args {
@@ -685,7 +692,7 @@ typedef struct talon_gemm_args {
     talon_dtype dtype;          /* a, b: bf16, f16 or TALON_DTYPE_FP8_E4M3 */
     talon_dtype out_dtype;      /* d, c: dtype or f32 (bf16 = 0 is rejected for f16 inputs);
                                    fp8 inputs: bf16 */
-    talon_gemm_scale scale;     /* fp8: TENSOR or ROW; 16-bit: NONE */
+    talon_gemm_scale scale;     /* fp8: TENSOR, ROW or BLOCK; 16-bit: NONE */
 } talon_gemm_args;
 talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *args);
 

@@ -1,19 +1,24 @@
 // gemm.cu - dense GEMM with fused epilogues: D = epilogue(alpha * A . B^T), A [m, k] and
-// B [n, k] row-major bf16/f16 (or fp8 e4m3 with fp32 scales per tensor or per row), fp32
-// accumulation on wgmma, TMA loads.
+// B [n, k] row-major bf16/f16 (or fp8 e4m3 with fp32 scales per tensor, per row or per
+// block), fp32 accumulation on wgmma, TMA loads.
 //
 // Structure (one persistent CTA per SM, 384 threads):
-//   warpgroup 0  one elected thread walks the CTA's tiles and issues, per k-block of 64, the
-//                TMA loads of A (128 rows) and B (two half-tiles of bn / 2 rows) into a ring
-//                of STAGES stages (kernels/dev/pipeline.cuh); its registers go to the others.
-//   warpgroups 1, 2  64 rows each: wait for a stage, issue 4 wgmma m64 n(bn) k16 from shared
-//                memory, keep one k-block in flight and release the previous stage, then run
-//                the epilogue: 128 bytes of columns at a time into a swizzled staging chunk,
-//                written out by an asynchronous TMA store, while the producer already fills
-//                the ring with the next tile.
+//   warpgroup 0  one elected thread walks the CTA's tiles and issues, per k-block (128 bytes
+//                of k: 64 bf16/f16 or 128 e4m3), the TMA loads of A (128 rows) and B (two
+//                half-tiles of bn / 2 rows) into a ring of STAGES stages
+//                (kernels/dev/pipeline.cuh); its registers go to the others.
+//   warpgroups 1, 2  64 rows each: wait for a stage, issue 4 wgmma m64 n(bn) k16 (e4m3: k32)
+//                from shared memory, keep one k-block in flight and release the previous
+//                stage, then run the epilogue: 128 bytes of columns at a time into a swizzled
+//                staging chunk, written out by an asynchronous TMA store, while the producer
+//                already fills the ring with the next tile.
 // Gated (SwiGLU / GeGLU): the half-tiles are the gate's and the up half's rows for the same
 // output columns, so accumulator column j < bn / 2 (gate) and j + bn / 2 (up) sit in the same
 // thread: act(gate) * up needs no exchange and no [m, 2n] intermediate.
+// Block scales (fp8, DeepSeek-V3's layout): each k-block's product goes to a second set of
+// accumulators, which the consumer waits for and adds to the first times a's scale of the
+// row and b's of the 128-row block (the scales differ per k-block, so they cannot wait for
+// the epilogue; this also keeps the fp8 tensor cores' short accumulation to one k-block).
 // Two bodies: gemm_tile (128-row tiles, clusters of 2 sharing b, split-K through distributed
 // shared memory) and gemm_swap (m <= 64, the product transposed); the host's plan
 // (include/talon/impl/gemm_plan.h) picks the body and its template arguments.
@@ -118,7 +123,9 @@ template <typename T> __device__ __forceinline__ float2 load_shared_pair(uint32_
 // chunk itself, where each thread then reads its pairs and overwrites them with the results.
 // (Loaded per pair from global memory, next to the 128 accumulators there were registers
 // for one pair's loads at a time, and their latencies added up: +12-16% over the plain GEMM.)
-template <int DT, int OT, int BN, int G, typename Act>
+// SCALED: fp8 with per-tensor or per-row scales, applied here (block scales were applied in
+// the main loop).
+template <int DT, int OT, int BN, int G, bool SCALED, typename Act>
 __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__gemm_params &p,
                                          int m0, int n0, Staging &st) {
     using TI = bias_elem<DT, OT>;
@@ -132,7 +139,8 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
     const TO *c = reinterpret_cast<const TO *>(p.c);
     // alpha times (fp8) a's scale of the thread's rows r0 and r0 + 8
     float ra[2] = {p.alpha, p.alpha};
-    if constexpr (is_fp8<DT>)
+    if constexpr (SCALED)
+#pragma unroll
         for (int h = 0; h < 2; h++) ra[h] = p.alpha * a_scale_of(p, m0 + r0 + 8 * h);
     // bias_s[j], j < BN: the tile's bias pairs (gated: the gate's OUT_COLS, then the up half's);
     // read only after the first chunk's barrier; the last tile's readers passed its last one
@@ -171,7 +179,7 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
                                         : make_float2(0.f, 0.f);
             // fp8: b's scales of the pair's columns (gated: of the gate's and the up half's rows)
             float2 sg = make_float2(1.f, 1.f), su = make_float2(1.f, 1.f);
-            if constexpr (is_fp8<DT>) {
+            if constexpr (SCALED) {
                 sg = b_scale_pair(p, n0 + j, p.n);
                 if constexpr (G) su = b_scale_pair(p, p.n + n0 + j, 2 * p.n);
             }
@@ -263,6 +271,16 @@ template <int SPLIT> struct SplitK {
     }
 };
 
+// d += tmp (one k-block's product) scaled by a's scale of each of the thread's two rows
+// times b's scale of the half-tile (lo: accumulator columns < BN / 2): c[h][half] (fp8 block
+// scales).
+template <int BN>
+__device__ __forceinline__ void promote(float (&d)[BN / 2], const float (&tmp)[BN / 2],
+                                        const float (&c)[2][2]) {
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) d[i] = fmaf(tmp[i], c[(i / 2) % 2][i >= BN / 4], d[i]);
+}
+
 // Clusters (the table row's cluster column):
 //  - bn 256 runs in pairs of CTAs on vertically adjacent tiles (m, n) and (m + 1, n), which
 //    share b's tile: each CTA loads one half-tile and multicasts it to both (b's traffic from
@@ -271,7 +289,7 @@ template <int SPLIT> struct SplitK {
 //    cluster take equal shares of the k-blocks of one tile; ranks 1.. leave their fp32
 //    partial sums in shared memory, and rank 0 adds them to its own in rank order through
 //    distributed shared memory (a fixed order: deterministic) and runs the epilogue.
-template <int DT, int OT, int BN, int G, int SPLIT>
+template <int DT, int OT, int BN, int G, int SPLIT, int BLOCK_SCALED>
 __device__ void gemm_tile(const talon__gemm_params &p) {
     using T = elem<DT>;
     constexpr int BK = kblock<DT>;
@@ -356,34 +374,69 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
             }
         };
         float d[BN / 2];
+        // One tile's k-blocks [kb0, kb1) into d.
+        auto mainloop = [&](int m0, const TileCoord &tc) {
+            if constexpr (BLOCK_SCALED) {
+                // a's scales: k-block rows of a_scale_ld floats; b's: one per 128-row block
+                // and k-block, rows of b_scale_ld (the half-tiles' blocks: gated, two)
+                const float *as = reinterpret_cast<const float *>(p.a_scale);
+                const float *bs = reinterpret_cast<const float *>(p.b_scale);
+                const int r = m0 + band * 64 + 16 * warp_in_warpgroup() + lane_index() / 4;
+                const int ra[2] = {r < p.m ? r : 0, r + 8 < p.m ? r + 8 : 0};
+                const int lo = tc.n * (G ? BN / 2 : BN), hi = G ? lo + p.n : lo + BN / 2;
+                const float *bl = bs + (lo / 128) * p.b_scale_ld, *bh = bs + (hi / 128) * p.b_scale_ld;
+                float tmp[BN / 2];
+                zero(d);
+                for (int kb = kb0; kb < kb1; kb++) {
+                    // (loading these a k-block ahead measured 4-8% slower on H100; also
+                    // releasing the stage before the adds, 10%: docs/notes/gemm.md)
+                    const float a0 = __ldg(as + kb * p.a_scale_ld + ra[0]);
+                    const float a1 = __ldg(as + kb * p.a_scale_ld + ra[1]);
+                    const float b0 = __ldg(bl + kb), b1 = __ldg(bh + kb);
+                    const float c[2][2] = {{a0 * b0, a0 * b1}, {a1 * b0, a1 * b1}};
+                    pipe->consumer_wait(st);
+                    wgmma_fence();
+                    mma_kblock<DT, BN>(tmp, make_desc_kmajor<Swizzle::B128>(sa + st.stage * A_ELEMS + band * 64 * BK),
+                                       make_desc_kmajor<Swizzle::B128>(sb + st.stage * B_ELEMS), false);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    fence_operand(tmp);
+                    promote<BN>(d, tmp, c);
+                    release(st.stage);
+                    st.advance();
+                }
+            } else {
+                uint32_t prev = 0;
+                for (int kb = kb0; kb < kb1; kb++) {
+                    pipe->consumer_wait(st);
+                    const uint64_t da = make_desc_kmajor<Swizzle::B128>(sa + st.stage * A_ELEMS + band * 64 * BK);
+                    const uint64_t db = make_desc_kmajor<Swizzle::B128>(sb + st.stage * B_ELEMS);
+                    wgmma_fence();
+                    mma_kblock<DT, BN>(d, da, db, kb > kb0);
+                    wgmma_commit();
+                    // The previous k-block's wgmmas are done: its stage may be refilled.
+                    wgmma_wait<1>();
+                    if (kb > kb0) release(prev);
+                    prev = st.stage;
+                    st.advance();
+                }
+                wgmma_wait<0>();
+                fence_operand(d);
+                if (kb1 > kb0) release(prev);
+            }
+        };
         zero(d); // stays the sum when a split has no k-block
         for (int u = first; u < units; u += stride, iter++) {
             const TileCoord tc = tile_of(u, units_m, p.tiles_n, group);
             const int m0 = (tc.m * CM + (CM > 1 ? rank : 0)) * BM;
-            uint32_t prev = 0;
-            for (int kb = kb0; kb < kb1; kb++) {
-                pipe->consumer_wait(st);
-                const uint64_t da = make_desc_kmajor<Swizzle::B128>(sa + st.stage * A_ELEMS + band * 64 * BK);
-                const uint64_t db = make_desc_kmajor<Swizzle::B128>(sb + st.stage * B_ELEMS);
-                wgmma_fence();
-                mma_kblock<DT, BN>(d, da, db, kb > kb0);
-                wgmma_commit();
-                // The previous k-block's wgmmas are done: its stage may be refilled.
-                wgmma_wait<1>();
-                if (kb > kb0) release(prev);
-                prev = st.stage;
-                st.advance();
-            }
-            wgmma_wait<0>();
-            fence_operand(d);
-            if (kb1 > kb0) release(prev);
+            mainloop(m0, tc);
             if constexpr (SPLIT > 1)
                 if (!split->reduce(d, partial, rank, consumer, iter)) continue;
             // the second tile of a pair may lie below the last row of tiles: nothing to write
             if (m0 < p.m)
                 with_act(p.act, [&](auto act) {
-                    epilogue<DT, OT, BN, G, decltype(act)>(d, p, m0 + band * 64,
-                                                           tc.n * (G ? BN / 2 : BN), out);
+                    epilogue<DT, OT, BN, G, is_fp8<DT> && !BLOCK_SCALED, decltype(act)>(
+                        d, p, m0 + band * 64, tc.n * (G ? BN / 2 : BN), out);
                 });
             if constexpr (SPLIT > 1) zero(d); // stays the sum if the next tile's share is empty
         }

@@ -15,21 +15,29 @@ double ref_gemm_act(talon_gemm_act act, double x) {
     return NAN;
 }
 
-/* alpha * dot(a row i, b row r) (fp8: times the rows' scales) + bias[r], its magnitude and
-   its peak (ref_gemm.h) */
+/* alpha * dot(a row i, b row r) (fp8: times the rows' scales, or each 128 of k times its
+   blocks' scales) + bias[r], its magnitude and its peak (ref_gemm.h) */
 static double pre(const ref_gemm_problem *p, int64_t i, int64_t r, double *mag, double *peak) {
     const double *a = p->a + i * p->k, *b = p->b + r * p->k;
+    const int64_t kb = (p->k + 127) / 128;
     double s = 0.0, m = 0.0, top = 0.0, scale = p->alpha;
-    int64_t t;
-    for (t = 0; t < p->k; t++) {
-        s += a[t] * b[t];
-        m += fabs(a[t] * b[t]);
-        if ((t + 1) % 32 == 0 || t + 1 == p->k) top = fmax(top, fabs(s));
+    int64_t g, t;
+    if (p->a_scale && !p->block) scale *= p->a_scale[i] * p->b_scale[r];
+    for (g = 0; g < kb; g++) { /* per 128 of k: its sum, magnitude and largest partial sum */
+        const double bs = p->block ? p->a_scale[i * kb + g] * p->b_scale[(r / 128) * kb + g] : 1.0;
+        double sg = 0.0, mg = 0.0, tg = 0.0;
+        for (t = 128 * g; t < p->k && t < 128 * (g + 1); t++) {
+            sg += a[t] * b[t];
+            mg += fabs(a[t] * b[t]);
+            if ((t + 1) % 32 == 0 || t + 1 == p->k) tg = fmax(tg, fabs(p->block ? sg : s + sg));
+        }
+        s += bs * sg;
+        m += fabs(bs) * mg;
+        top = p->block ? top + fabs(bs) * tg * 4.0 : fmax(top, tg);
     }
-    if (p->a_scale) scale *= p->a_scale[i] * p->b_scale[r];
     s *= scale;
     m *= fabs(scale);
-    top *= fabs(scale) * (double)((p->k + 31) / 32);
+    top *= fabs(scale) * (p->block ? 1.0 : (double)((p->k + 31) / 32));
     if (p->bias) {
         s += p->bias[r];
         m += fabs(p->bias[r]);

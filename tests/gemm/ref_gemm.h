@@ -7,7 +7,8 @@
 
 /* The operands as exact doubles (the rounded inputs), contiguous: a [m, k], b [n or 2n, k],
    bias [n or 2n] or NULL, c [m, n] or NULL; fp8: a_scale [m] and b_scale [n or 2n] (a
-   per-tensor scale repeated), NULL for 16-bit inputs. */
+   per-tensor scale repeated), NULL for 16-bit inputs; block scales (block = 1): a_scale
+   [m, kb] and b_scale [ceil(rows of b / 128), kb], kb = ceil(k / 128). */
 typedef struct ref_gemm_problem {
     int64_t m, n, k;
     const double *a, *b, *bias, *c;
@@ -15,6 +16,7 @@ typedef struct ref_gemm_problem {
     talon_gemm_act act;
     int gated;
     const double *a_scale, *b_scale;
+    int block;
 } ref_gemm_problem;
 
 double ref_gemm_act(talon_gemm_act act, double x);
@@ -22,8 +24,9 @@ double ref_gemm_act(talon_gemm_act act, double x);
 /* out[j] = row i of D (n values); mag[j] = the magnitude the result is made of (sums of
    |products| and |bias| through the epilogue, plus |beta c|), the scale of its rounding
    error in fp32. peak (NULL: not wanted): the same with each product sum's magnitude
-   replaced by the largest |partial sum| at its k-steps of 32 (or its end), times the steps:
-   the scale of the error of an accumulator that loses a bounded fraction of itself per step
-   (the fp8 tensor-core instructions). */
+   replaced by the largest |partial sum| at its k-steps of 32 (or its end), times the steps
+   (block scales: per 128 of k, each block's own partial sums, scaled): the scale of the error
+   of an accumulator that loses a bounded fraction of itself per step (the fp8 tensor-core
+   instructions). */
 void ref_gemm_row(const ref_gemm_problem *p, int64_t i, double *out, double *mag, double *peak);
 #endif

@@ -32,6 +32,7 @@ static void valid_args(talon_gemm_args *a) {
         G(b_scale, PTR, P_SB), __VA_ARGS__)
 #define FP8(...) FP8_WITH(TALON_GEMM_SCALE_TENSOR, __VA_ARGS__)
 #define FP8_ROW(...) FP8_WITH(TALON_GEMM_SCALE_ROW, __VA_ARGS__)
+#define FP8_BLOCK(...) FP8_WITH(TALON_GEMM_SCALE_BLOCK, __VA_ARGS__)
 #define BAD(NAME, SETS, FIELD, VALUE)                                                          \
     {.name = "gemm: " NAME, .op = OP_GEMM, .kind = BAD_FIELDS, .set = SETS, .field = FIELD,      \
      .value = VALUE}
@@ -46,7 +47,11 @@ static const bad_row bad_rows[] = {
     BAD("bf16 with an a_scale", ONE(G(a_scale, PTR, P_SA)), "args->a_scale", "0x60000000"),
     BAD("bf16 with a b_scale", ONE(G(b_scale, PTR, P_SB)), "args->b_scale", "0x70000000"),
     BAD("fp8 with scale NONE", FP8(G(scale, ENUM, TALON_GEMM_SCALE_NONE)), "args->scale", "0"),
-    BAD("fp8 with scale 3", FP8(G(scale, ENUM, 3)), "args->scale", "3"),
+    BAD("fp8 with scale 4", FP8(G(scale, ENUM, 4)), "args->scale", "4"),
+    BAD("fp8 block scales, gated, n 4128 (not a multiple of 64)", FP8_BLOCK(G(gated, INT, 1),
+        G(n, I64, 4128)), "args->n", "4128"),
+    BAD("fp8 block a_scale inside d", FP8_BLOCK(G(a_scale, PTR, P_D - 4 * 4096 * 32 + 4)),
+        "args->a_scale", "0x2ff80004"),
     BAD("fp8 -> f32", FP8(G(out_dtype, ENUM, TALON_DTYPE_F32)), "args->out_dtype", "2"),
     BAD("fp8 -> f16", FP8(G(out_dtype, ENUM, TALON_DTYPE_F16)), "args->out_dtype", "1"),
     BAD("fp8 a_scale NULL", FP8(G(a_scale, PTR, 0)), "args->a_scale", "NULL"),
@@ -159,84 +164,88 @@ static void test_encode_failure(void **state) {
 /* ================================================================ plan */
 typedef struct plan_row {
     int64_t m, n, k;
-    int in_size, gated, out_f32, sms, bn, tiles_m, tiles_n, split, swap_mn, grid;
+    int in_size, gated, out_f32, block, sms, bn, tiles_m, tiles_n, split, swap_mn, grid;
 } plan_row;
 
 static void test_plan(void **state) {
     static const plan_row rows[] = {
         /* the tile width with the fewest waves x tile time (gemm_plan.h) */
-        {4096, 4096, 4096, 2, 0, 0, 132, 256, 32, 16, 1, 0, 132},
-        {8192, 8192, 4096, 2, 0, 0, 132, 256, 64, 32, 1, 0, 132},
-        {16384, 28672, 4096, 2, 0, 0, 132, 256, 128, 112, 1, 0, 132},
+        {4096, 4096, 4096, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132},
+        {8192, 8192, 4096, 2, 0, 0, 0, 132, 256, 64, 32, 1, 0, 132},
+        {16384, 28672, 4096, 2, 0, 0, 0, 132, 256, 128, 112, 1, 0, 132},
         /* 512 x 4096: 64 tiles of 256 < 132 SMs -> 128 tiles of 128 */
-        {512, 4096, 4096, 2, 0, 0, 132, 128, 4, 32, 1, 0, 128},
+        {512, 4096, 4096, 2, 0, 0, 0, 132, 128, 4, 32, 1, 0, 128},
         /* 512 x 6144: 96 tiles of 256 leave a third of a wave idle, 192 of 128 take two:
            128 tiles of 192 fill one */
-        {512, 6144, 4096, 2, 0, 0, 132, 192, 4, 32, 1, 0, 128},
-        {512, 28672, 4096, 2, 0, 0, 132, 128, 4, 224, 1, 0, 132},
+        {512, 6144, 4096, 2, 0, 0, 0, 132, 192, 4, 32, 1, 0, 128},
+        {512, 28672, 4096, 2, 0, 0, 0, 132, 128, 4, 224, 1, 0, 132},
         /* decode: one tile-row */
-        {128, 14336, 4096, 2, 0, 0, 132, 128, 1, 112, 1, 0, 112},
-        {64, 4096, 4096, 2, 0, 0, 132, 128, 1, 32, 4, 64, 128},
+        {128, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 0, 112},
+        {64, 4096, 4096, 2, 0, 0, 0, 132, 128, 1, 32, 4, 64, 128},
         /* gated: 128 (256 rows of b) or 64 output columns per tile, never 192 */
-        {4096, 14336, 4096, 2, 1, 0, 132, 256, 32, 112, 1, 0, 132},
-        {128, 14336, 4096, 2, 1, 0, 132, 256, 1, 112, 1, 0, 132},
-        {256, 14336, 4096, 2, 1, 0, 132, 256, 2, 112, 1, 0, 132},
-        {64, 4096, 4096, 2, 1, 0, 132, 128, 1, 64, 1, 0, 64},
+        {4096, 14336, 4096, 2, 1, 0, 0, 132, 256, 32, 112, 1, 0, 132},
+        {128, 14336, 4096, 2, 1, 0, 0, 132, 256, 1, 112, 1, 0, 132},
+        {256, 14336, 4096, 2, 1, 0, 0, 132, 256, 2, 112, 1, 0, 132},
+        {64, 4096, 4096, 2, 1, 0, 0, 132, 128, 1, 64, 1, 0, 64},
         /* ragged edges round up */
-        {1000, 72, 4096, 2, 0, 0, 132, 128, 8, 1, 4, 0, 32},
-        {129, 4104, 4096, 2, 0, 0, 132, 128, 2, 33, 2, 0, 132},
+        {1000, 72, 4096, 2, 0, 0, 0, 132, 128, 8, 1, 4, 0, 32},
+        {129, 4104, 4096, 2, 0, 0, 0, 132, 128, 2, 33, 2, 0, 132},
         /* the SM count decides */
-        {512, 6144, 4096, 2, 0, 0, 78, 192, 4, 32, 1, 0, 78},
-        {512, 6144, 4096, 2, 0, 0, 114, 256, 4, 24, 1, 0, 96},
-        {1, 8, 4096, 2, 0, 0, 132, 128, 1, 1, 4, 16, 4},
+        {512, 6144, 4096, 2, 0, 0, 0, 78, 192, 4, 32, 1, 0, 78},
+        {512, 6144, 4096, 2, 0, 0, 0, 114, 256, 4, 24, 1, 0, 96},
+        {1, 8, 4096, 2, 0, 0, 0, 132, 128, 1, 1, 4, 16, 4},
         /* bn 256 launches whole clusters of 2: pairs of tile-rows (an odd count rounds up),
            at most floor(SMs / 2) of them */
-        {384, 9728, 4096, 2, 0, 0, 114, 256, 3, 38, 1, 0, 114},
-        {4096, 4096, 4096, 2, 0, 0, 133, 256, 32, 16, 1, 0, 132},
-        {1152, 4096, 4096, 2, 0, 0, 132, 192, 9, 22, 1, 0, 132},
-        {1408, 6144, 4096, 2, 0, 0, 132, 256, 11, 24, 1, 0, 132},
+        {384, 9728, 4096, 2, 0, 0, 0, 114, 256, 3, 38, 1, 0, 114},
+        {4096, 4096, 4096, 2, 0, 0, 0, 133, 256, 32, 16, 1, 0, 132},
+        {1152, 4096, 4096, 2, 0, 0, 0, 132, 192, 9, 22, 1, 0, 132},
+        {1408, 6144, 4096, 2, 0, 0, 0, 132, 256, 11, 24, 1, 0, 132},
         /* split-K: bn 128 tiles that fill at most a quarter (half) of the SMs, 8 k-blocks a way */
-        {128, 4096, 14336, 2, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-        {100, 4096, 14336, 2, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-        {100, 4096, 2048, 2, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-        {100, 4096, 1984, 2, 0, 0, 132, 128, 1, 32, 2, 0, 64},
-        {100, 4096, 1024, 2, 0, 0, 132, 128, 1, 32, 2, 0, 64},
-        {100, 4096, 960, 2, 0, 0, 132, 128, 1, 32, 1, 0, 32},
-        {70, 1024, 4104, 2, 0, 0, 132, 128, 1, 8, 4, 0, 32},
-        {200, 4096, 4096, 2, 0, 0, 132, 128, 2, 32, 2, 0, 128},
-        {64, 4096, 14336, 2, 1, 0, 132, 128, 1, 64, 1, 0, 64},
-        {128, 14336, 4096, 2, 0, 0, 132, 128, 1, 112, 1, 0, 112},
+        {128, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+        {100, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+        {100, 4096, 2048, 2, 0, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+        {100, 4096, 1984, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64},
+        {100, 4096, 1024, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64},
+        {100, 4096, 960, 2, 0, 0, 0, 132, 128, 1, 32, 1, 0, 32},
+        {70, 1024, 4104, 2, 0, 0, 0, 132, 128, 1, 8, 4, 0, 32},
+        {200, 4096, 4096, 2, 0, 0, 0, 132, 128, 2, 32, 2, 0, 128},
+        {64, 4096, 14336, 2, 1, 0, 0, 132, 128, 1, 64, 1, 0, 64},
+        {128, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 0, 112},
         /* m <= 64, 16-bit out, not gated: the transposed kernel, MN = 16 / 32 / 64 rows of a,
            split-K over 128-row tiles of b; f32 out or gated: the normal kernel */
-        {1, 14336, 4096, 2, 0, 0, 132, 128, 1, 112, 1, 16, 112},
-        {16, 14336, 4096, 2, 0, 0, 132, 128, 1, 112, 1, 16, 112},
-        {17, 4096, 14336, 2, 0, 0, 132, 128, 1, 32, 4, 32, 128},
-        {64, 4096, 14336, 2, 0, 0, 132, 128, 1, 32, 4, 64, 128},
-        {64, 4096, 4096, 2, 0, 0, 132, 128, 1, 32, 4, 64, 128},
-        {1, 8, 8, 2, 0, 0, 132, 128, 1, 1, 1, 16, 1},
-        {33, 1000, 520, 2, 0, 0, 132, 128, 1, 8, 1, 64, 8},
-        {64, 4096, 14336, 2, 0, 1, 132, 128, 1, 32, 4, 0, 128},
-        {64, 14336, 4096, 2, 1, 0, 132, 256, 1, 112, 1, 0, 132},
+        {1, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 16, 112},
+        {16, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 16, 112},
+        {17, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 4, 32, 128},
+        {64, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 4, 64, 128},
+        {64, 4096, 4096, 2, 0, 0, 0, 132, 128, 1, 32, 4, 64, 128},
+        {1, 8, 8, 2, 0, 0, 0, 132, 128, 1, 1, 1, 16, 1},
+        {33, 1000, 520, 2, 0, 0, 0, 132, 128, 1, 8, 1, 64, 8},
+        {64, 4096, 14336, 2, 0, 1, 0, 132, 128, 1, 32, 4, 0, 128},
+        {64, 14336, 4096, 2, 1, 0, 0, 132, 256, 1, 112, 1, 0, 132},
         /* fp8: a k-block is 128 elements, so split-K needs twice the k */
-    {100, 4096, 1024, 1, 0, 0, 132, 128, 1, 32, 1, 0, 32},
-    {100, 4096, 2048, 1, 0, 0, 132, 128, 1, 32, 2, 0, 64},
-    {100, 4096, 4096, 1, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-    {16, 4096, 14336, 1, 0, 0, 132, 128, 1, 32, 4, 16, 128},
-    {8192, 8192, 8192, 1, 0, 0, 132, 256, 64, 32, 1, 0, 132},
+    {100, 4096, 1024, 1, 0, 0, 0, 132, 128, 1, 32, 1, 0, 32},
+    {100, 4096, 2048, 1, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64},
+    {100, 4096, 4096, 1, 0, 0, 0, 132, 128, 1, 32, 4, 0, 128},
+    {16, 4096, 14336, 1, 0, 0, 0, 132, 128, 1, 32, 4, 16, 128},
+    {8192, 8192, 8192, 1, 0, 0, 0, 132, 256, 64, 32, 1, 0, 132},
+    /* fp8 block scales: 128-row tiles of b, never transposed */
+    {4096, 4096, 4096, 1, 0, 0, 1, 132, 128, 32, 32, 1, 0, 132},
+    {16, 4096, 7168, 1, 0, 0, 1, 132, 128, 1, 32, 4, 0, 128},
+    {64, 14336, 4096, 1, 1, 0, 1, 132, 128, 1, 224, 1, 0, 132},
 };
     size_t i;
     (void)state;
     for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         talon__gemm_plan pl;
         talon__gemm_plan_make(rows[i].m, rows[i].n, rows[i].k, rows[i].in_size, rows[i].gated,
-                              rows[i].out_f32, rows[i].sms, &pl);
+                              rows[i].out_f32, rows[i].block, rows[i].sms, &pl);
         if (pl.bn != rows[i].bn || pl.tiles_m != rows[i].tiles_m ||
             pl.tiles_n != rows[i].tiles_n || pl.split != rows[i].split ||
             pl.swap_mn != rows[i].swap_mn || pl.grid != rows[i].grid || pl.group != 16)
-            fail_msg("row %zu (m %lld n %lld k %lld in_size %d gated %d sms %d): bn %d tiles %d x "
-                     "%d split %d swap %d grid %d group %d", i, (long long)rows[i].m,
+            fail_msg("row %zu (m %lld n %lld k %lld in_size %d gated %d block %d sms %d): bn %d "
+                     "tiles %d x %d split %d swap %d grid %d group %d", i, (long long)rows[i].m,
                      (long long)rows[i].n, (long long)rows[i].k, rows[i].in_size, rows[i].gated,
-                     rows[i].sms, pl.bn, pl.tiles_m,
+                     rows[i].block, rows[i].sms, pl.bn, pl.tiles_m,
                      pl.tiles_n, pl.split, pl.swap_mn, pl.grid, pl.group);
     }
 }
@@ -285,6 +294,13 @@ static const gemm_launch_row launch_rows[] = {
            "talon_gemm_e4m3_gated_256", 132, 32, 32),
     LAUNCH("fp8 m 100 n 4096 k 2048 -> split-K 2 (8 k-blocks of 128 a way)",
            FP8(G(m, I64, 100), G(k, I64, 2048)), "talon_gemm_e4m3_128_split2", 64, 1, 32),
+    LAUNCH("fp8 block scales 4096^3 -> 128-wide tiles", FP8_BLOCK(G(bias, PTR, P_BIAS)),
+           "talon_gemm_e4m3_block_128", 132, 32, 32),
+    LAUNCH("fp8 block scales m 16 k 7168 -> split-K 4, not transposed",
+           FP8_BLOCK(G(m, I64, 16), G(k, I64, 7168)), "talon_gemm_e4m3_block_128_split4", 128, 1,
+           32),
+    LAUNCH("fp8 block scales, gated", FP8_BLOCK(G(gated, INT, 1)), "talon_gemm_e4m3_block_gated_128",
+           132, 32, 64),
     LAUNCH("fp8 decode m 16 k 14336, row scales -> transposed, MN 16, split-K 4",
            FP8_ROW(G(m, I64, 16), G(k, I64, 14336)),
            "talon_gemm_swap_e4m3_m16_split4", 128, 1, 32),
@@ -332,6 +348,8 @@ static void test_launch(void **state) {
     assert_int_equal(p->b_scale, a.b_scale);
     assert_int_equal(p->a_scale_step, a.scale == TALON_GEMM_SCALE_ROW);
     assert_int_equal(p->b_scale_step, a.scale == TALON_GEMM_SCALE_ROW);
+    assert_int_equal(p->a_scale_ld, a.scale == TALON_GEMM_SCALE_BLOCK ? (a.m + 3) / 4 * 4 : 0);
+    assert_int_equal(p->b_scale_ld, a.scale == TALON_GEMM_SCALE_BLOCK ? (a.k + 127) / 128 : 0);
     /* the fake encoder writes each map's base address into its first 8 bytes */
     ld_b = a.ldb ? a.ldb : a.k;
     memcpy(&map_base, &p->a, sizeof map_base);

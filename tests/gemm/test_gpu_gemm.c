@@ -8,13 +8,14 @@
    |gpu - ref| <= r |ref| + 2^-14 mag, r the output's rounding (2^-8 bf16, 2^-11 f16, 0 f32)
    and mag the sum of |terms| the value is made of (fp32 accumulation over k). Also CUDA graph
    capture with replays on fresh inputs.
-   fp8 (e4m3, per-tensor and per-row scales): the tensor cores' fp8 accumulator keeps fewer
-   bits than fp32, so most fp8 cases take operands whose partial sums it holds exactly
+   fp8 (e4m3, per-tensor, per-row and block scales): the tensor cores' fp8 accumulator keeps
+   fewer bits than fp32, so most fp8 cases take operands whose partial sums it holds exactly
    (multiples of 1/4 below 3 in a, integers up to 4 in b: sums of multiples of 1/4 below
-   2^11) and are checked as tightly as the fp32 epilogue allows, r |ref| + 2^-20 mag: any
-   slip of a scale, row or column shows. Cases on real-valued operands (uniform in [-1, 1),
-   rounded to e4m3) allow the accumulator to lose 2^-13 of itself per k-step of 32, r |ref|
-   + 2^-13 peak (ref_gemm.h), and print the largest error seen as a share of that.
+   2^11) and are checked as tightly as the fp32 epilogue allows, r |ref| + 2^-20 mag (block
+   scales: + 2^-24 (k-blocks + 16) mag, one fp32 rounding per k-block): any slip of a scale,
+   row or column shows. Cases on real-valued operands (uniform in [-1, 1), rounded to e4m3)
+   allow the accumulator to lose 2^-13 of itself per k-step of 32, r |ref| + 2^-13 peak
+   (ref_gemm.h), and print the largest error seen as a share of that.
 
    TALON_TEST_QUICK=1 (for compute-sanitizer) keeps every kernel variant and epilogue on
    smaller problems. Two calls on the same inputs must give the same bits. */
@@ -59,9 +60,9 @@ typedef struct gcase {
 
 typedef struct job {
     gcase c;
-    int64_t lda, ldb, ldd, brows, isize, osize, a_scales, b_scales;
+    int64_t lda, ldb, ldd, brows, isize, osize, a_scales, b_scales, kb;
     double *a, *b, *bias, *cres; /* exact inputs, contiguous */
-    double *sa, *sb;             /* fp8: the scales per row of a and of b */
+    double *sa, *sb;             /* fp8: the scales in ref_gemm.h's layout */
     unsigned char *ha, *hb;      /* a and b as on the device (with padding) */
     uint16_t *hbias;
     float *hsa, *hsb;
@@ -118,15 +119,19 @@ static int job_prepare(job *j, const gcase *c) {
     j->brows = c->gated ? 2 * c->n : c->n;
     j->isize = c->dt == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
     j->osize = c->ot == TALON_DTYPE_F32 ? 4 : 2;
-    j->a_scales = c->scale == TALON_GEMM_SCALE_ROW ? c->m : 1;
-    j->b_scales = c->scale == TALON_GEMM_SCALE_ROW ? j->brows : 1;
+    j->kb = (c->k + 127) / 128;
+    /* on the device: per row; per block, a [kb, m rounded up to 4], b [rows / 128, kb] */
+    j->a_scales = c->scale == TALON_GEMM_SCALE_ROW     ? c->m
+                  : c->scale == TALON_GEMM_SCALE_BLOCK ? j->kb * ((c->m + 3) / 4 * 4) : 1;
+    j->b_scales = c->scale == TALON_GEMM_SCALE_ROW     ? j->brows
+                  : c->scale == TALON_GEMM_SCALE_BLOCK ? j->kb * ((j->brows + 127) / 128) : 1;
     j->d_bytes = c->m * j->ldd * j->osize + GUARD;
     j->a = malloc((size_t)(c->m * c->k) * sizeof(double));
     j->b = malloc((size_t)(j->brows * c->k) * sizeof(double));
     j->bias = malloc((size_t)j->brows * sizeof(double));
     j->cres = malloc((size_t)(c->m * c->n) * sizeof(double));
-    j->sa = malloc((size_t)c->m * sizeof(double));
-    j->sb = malloc((size_t)j->brows * sizeof(double));
+    j->sa = malloc((size_t)(c->m * j->kb) * sizeof(double));
+    j->sb = malloc((size_t)(j->brows * j->kb) * sizeof(double));
     j->ha = malloc((size_t)(c->m * j->lda * j->isize));
     j->hb = malloc((size_t)(j->brows * j->ldb * j->isize));
     j->hbias = malloc((size_t)j->brows * 2);
@@ -187,8 +192,15 @@ static int job_upload(job *j, uint64_t seed) {
     /* scales in [0.5, 1.5) (fp32), per row or one repeated */
     for (r = 0; r < j->a_scales; r++) j->hsa[r] = 0.5f + ref_unit01(&s);
     for (r = 0; r < j->b_scales; r++) j->hsb[r] = 0.5f + ref_unit01(&s);
-    for (r = 0; r < c->m; r++) j->sa[r] = j->hsa[j->a_scales > 1 ? r : 0];
-    for (r = 0; r < j->brows; r++) j->sb[r] = j->hsb[j->b_scales > 1 ? r : 0];
+    if (c->scale == TALON_GEMM_SCALE_BLOCK) {
+        const int64_t m4 = (c->m + 3) / 4 * 4;
+        for (r = 0; r < c->m; r++)
+            for (t = 0; t < j->kb; t++) j->sa[r * j->kb + t] = j->hsa[t * m4 + r];
+        for (r = 0; r < j->b_scales; r++) j->sb[r] = j->hsb[r];
+    } else {
+        for (r = 0; r < c->m; r++) j->sa[r] = j->hsa[j->a_scales > 1 ? r : 0];
+        for (r = 0; r < j->brows; r++) j->sb[r] = j->hsb[j->b_scales > 1 ? r : 0];
+    }
     memset(j->hc, 0xFF, (size_t)j->d_bytes);
     for (r = 0; r < c->m; r++)
         for (t = 0; t < c->n; t++)
@@ -243,9 +255,14 @@ static int job_check(job *j, long long *elements) {
     ref_gemm_problem p = {c->m, c->n, c->k, j->a, j->b, c->bias ? j->bias : NULL,
                           c->resid ? j->cres : NULL, c->alpha != 0.f ? c->alpha : 1.0,
                           c->beta != 0.f ? c->beta : 1.0, c->act, c->gated,
-                          fp8 ? j->sa : NULL, fp8 ? j->sb : NULL};
-    /* tolerance: rel |ref| + e_mag mag + e_peak peak (the file's comment) */
-    const double e_mag = !fp8 ? 0x1p-14 : 0x1p-20, e_peak = fp8 && c->real ? 0x1p-13 : 0.0;
+                          fp8 ? j->sa : NULL, fp8 ? j->sb : NULL,
+                          c->scale == TALON_GEMM_SCALE_BLOCK};
+    /* tolerance: rel |ref| + e_mag mag + e_peak peak (the file's comment); block scales add
+       each k-block's product in fp32: one rounding per block */
+    const double e_mag = !fp8 ? 0x1p-14
+                         : c->scale == TALON_GEMM_SCALE_BLOCK ? 0x1p-24 * (double)(j->kb + 16)
+                                                              : 0x1p-20,
+                 e_peak = fp8 && c->real ? 0x1p-13 : 0.0;
     double *ref = malloc((size_t)c->n * sizeof(double)), *mag = malloc((size_t)c->n * sizeof(double));
     double *peak = malloc((size_t)c->n * sizeof(double));
     int64_t bad = 0, r, t, b;
@@ -414,10 +431,10 @@ static void test_large(void **state) {
     if (gpu_tally_end(&t, &g_cases, &g_elements)) fail();
 }
 
-/* fp8 e4m3 inputs, bf16 out, scales per tensor (T) and per row (R): the issue's odd shapes
+/* fp8 e4m3 inputs, bf16 out, scales per tensor, per row and per block: the issue's odd shapes
    (k a multiple of 16), each epilogue, strides, every kernel kind (128 x 256 pairs, 192, 128,
-   split-K, transposed m <= 64 with split-K), on exactly summable operands; then real-valued
-   ones (the file's comment). */
+   split-K, transposed m <= 64 with split-K, block-scaled), on exactly summable operands; then
+   real-valued ones (the file's comment). */
 #define E4 TALON_DTYPE_FP8_E4M3
 #define F8(M, N, K, PAD, BIAS, RES, ACT, GATED, ALPHA, BETA, SCALE, REAL)                     \
     {.dt = E4, .ot = BF, .m = M, .n = N, .k = K, .pad = PAD, .bias = BIAS, .resid = RES,        \
@@ -446,6 +463,15 @@ static void test_fp8(void **state) {
         F8(1000, 4104, 4112, 0, 0, RES_NONE, NONE, 0, 0, 0, TENSOR, 1),
         F8(2048, 4096, 4096, 0, 1, RES_NONE, SILU, 0, 0, 0, ROW, 1),
         F8(64, 4096, 14336, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 1),
+        /* block scales (128-wide tiles; split-K at few tiles; gated halves in two blocks) */
+        F8(7, 72, 48, 0, 1, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),
+        F8(129, 4104, 4112, 16, 1, RES_IN_PLACE, GELU_TANH, 0, 0.5f, 0, BLOCK, 0),
+        F8(1000, 7168, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),
+        F8(100, 4096, 4096, 0, 0, RES_C, SILU, 0, 0, 0, BLOCK, 0),               /* split 4 */
+        F8(16, 4096, 7168, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),             /* split 4 */
+        F8(300, 2112, 1536, 0, 1, RES_NONE, SILU, 1, 0, 0, BLOCK, 0),            /* gated */
+        F8(2048, 7168, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),
+        F8(16, 4096, 7168, 0, 1, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),
     };
     const gcase quick[] = {
         F8(7, 72, 48, 16, 1, RES_IN_PLACE, SILU, 0, 0, 0, ROW, 0),            /* m16 */
@@ -454,6 +480,9 @@ static void test_fp8(void **state) {
         F8(1408, 6144, 128, 16, 0, RES_IN_PLACE, RELU, 0, 0, 0, ROW, 0),      /* 256, odd */
         F8(2176, 2048, 128, 0, 1, RES_NONE, SILU, 1, 0, 0, ROW, 0),           /* gated 256 */
         F8(64, 2048, 2048, 0, 1, RES_NONE, NONE, 0, 0, 0, TENSOR, 1),         /* m64 split */
+        F8(129, 520, 272, 16, 1, RES_IN_PLACE, SILU, 0, 0, 0, BLOCK, 0),
+        F8(7, 2048, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),            /* split 4 */
+        F8(200, 192, 256, 0, 1, RES_C, GELU_ERF, 1, 0, 0, BLOCK, 0),           /* gated */
     };
     gpu_tally t;
     int i;
@@ -511,6 +540,7 @@ static void test_deterministic(void **state) {
         {BF, BF, 2048, 4096, 1024, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},  /* pairs */
         F8(16, 4096, 14336, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 1),               /* swap, 4 */
         F8(100, 4096, 4096, 0, 1, RES_NONE, NONE, 0, 0, 0, TENSOR, 1),            /* split 4 */
+        F8(16, 4096, 7168, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),              /* split 4 */
     };
     gpu_tally t;
     int i;

@@ -28,8 +28,9 @@ static talon_status talon__gemm_check_ld(const char *op, const char *name, int64
 }
 
 /* The input types: bf16 or f16 with out_dtype the same or f32, scale NONE and no scale
-   pointers; fp8 e4m3 with out_dtype bf16, scale TENSOR or ROW and both scale pointers (4-byte
-   aligned, b_scale 8 for ROW: the epilogue reads column pairs). */
+   pointers; fp8 e4m3 with out_dtype bf16, scale TENSOR, ROW or BLOCK and both scale pointers
+   (4-byte aligned, b_scale 8 for ROW: the epilogue reads column pairs); gated with BLOCK: n a
+   multiple of 64 (each half-tile of b inside one 128-row block). */
 static talon_status talon__gemm_check_types(const char *op, const talon_gemm_args *a) {
     if (a->dtype != TALON_DTYPE_FP8_E4M3) {
         if (a->dtype != TALON_DTYPE_BF16 && a->dtype != TALON_DTYPE_F16)
@@ -56,10 +57,14 @@ static talon_status talon__gemm_check_types(const char *op, const talon_gemm_arg
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out_dtype = %d must be "
                            "bf16 (%d) with fp8 inputs", op, (int)a->out_dtype,
                            (int)TALON_DTYPE_BF16);
-    if (a->scale != TALON_GEMM_SCALE_TENSOR && a->scale != TALON_GEMM_SCALE_ROW)
+    if (a->scale != TALON_GEMM_SCALE_TENSOR && a->scale != TALON_GEMM_SCALE_ROW &&
+        a->scale != TALON_GEMM_SCALE_BLOCK)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
-                           "TALON_GEMM_SCALE_TENSOR (1) or TALON_GEMM_SCALE_ROW (2) with fp8 "
-                           "inputs", op, (int)a->scale);
+                           "TALON_GEMM_SCALE_TENSOR (1), ROW (2) or BLOCK (3) with fp8 inputs",
+                           op, (int)a->scale);
+    if (a->scale == TALON_GEMM_SCALE_BLOCK && a->gated && a->n % 64)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld must be a "
+                           "multiple of 64 for gated block scales", op, (long long)a->n);
     TALON__TRY(talon__check_ptr_align(op, "a_scale", a->a_scale, 0, 4));
     return talon__check_ptr_align(op, "b_scale", a->b_scale, 0,
                                   a->scale == TALON_GEMM_SCALE_ROW ? 8 : 4);
@@ -113,12 +118,14 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     talon__gemm_plan pl;
     int64_t lda, ldb, ldc = 0, ldd, b_rows;
     CUdeviceptr sd[2], s[2];
-    int osize, isize, k, row_scales;
+    int osize, isize, k, row_scales, block_scales;
+    int64_t kblocks, a_scales, b_scales; /* fp8: scale counts */
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__gemm_check_types(op, a));
     osize = talon__gemm_esize(a->out_dtype);
     isize = talon__gemm_esize(a->dtype);
     row_scales = a->scale == TALON_GEMM_SCALE_ROW;
+    block_scales = a->scale == TALON_GEMM_SCALE_BLOCK;
     TALON__TRY(talon__check_size(op, "m", a->m, TALON__GEMM_M_MAX));
     TALON__TRY(talon__gemm_check_dim(op, "n", a->n));
     TALON__TRY(talon__gemm_check_dim(op, "k", a->k));
@@ -148,9 +155,12 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
     talon__gemm_span(a->bias, 1, b_rows, b_rows, 2, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "bias", a->bias, s));
-    talon__gemm_span(a->a_scale, 1, row_scales ? a->m : 1, 1, 4, s);
+    kblocks = (a->k + 127) / 128;
+    a_scales = row_scales ? a->m : block_scales ? kblocks * ((a->m + 3) / 4 * 4) : 1;
+    b_scales = row_scales ? b_rows : block_scales ? kblocks * ((b_rows + 127) / 128) : 1;
+    talon__gemm_span(a->a_scale, 1, a_scales, 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a_scale", a->a_scale, s));
-    talon__gemm_span(a->b_scale, 1, row_scales ? b_rows : 1, 1, 4, s);
+    talon__gemm_span(a->b_scale, 1, b_scales, 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b_scale", a->b_scale, s));
     if (a->c != a->d) {
         talon__gemm_span(a->c, a->m, a->n, ldc, osize, s);
@@ -160,7 +170,7 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     TALON__TRY(talon__check_float(op, "beta", a->beta, 0, 1));
 
     talon__gemm_plan_make(a->m, a->n, a->k, isize, a->gated, a->out_dtype == TALON_DTYPE_F32,
-                          ctx->sms, &pl);
+                          block_scales, ctx->sms, &pl);
     memset(&p, 0, sizeof p);
     /* boxes: a 128 rows (the transposed kernel: MN), b bn / 2 rows (transposed: 128), d 64
        rows (transposed: MN) */
@@ -178,6 +188,10 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     p.d = a->d; p.c = a->c; p.bias = a->bias;
     p.a_scale = a->a_scale; p.b_scale = a->b_scale;
     p.a_scale_step = p.b_scale_step = row_scales;
+    if (block_scales) {
+        p.a_scale_ld = (int)((a->m + 3) / 4 * 4);
+        p.b_scale_ld = (int)kblocks;
+    }
     p.ldd = ldd; p.ldc = ldc;
     p.m = (int)a->m; p.n = (int)a->n; p.k = (int)a->k;
     p.tiles_m = pl.tiles_m; p.tiles_n = pl.tiles_n; p.group = pl.group;
@@ -188,8 +202,8 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
         TALON__TRY(talon__pick(op, &k, TALON__B_gemm_swap, 4, (int)a->dtype, (int)a->out_dtype,
                                pl.swap_mn, pl.split));
     else
-        TALON__TRY(talon__pick(op, &k, TALON__B_gemm_tile, 5, (int)a->dtype, (int)a->out_dtype,
-                               pl.bn, a->gated, pl.split));
+        TALON__TRY(talon__pick(op, &k, TALON__B_gemm_tile, 6, (int)a->dtype, (int)a->out_dtype,
+                               pl.bn, a->gated, pl.split, block_scales));
     return talon__launch(ctx, stream, op, k, pl.grid, &p);
 }
 

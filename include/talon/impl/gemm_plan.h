@@ -53,15 +53,16 @@ static int talon__gemm_split(int64_t tiles, int64_t k, int in_size, int sms) {
 /* m <= 64 with a 16-bit output, not gated: the transposed kernel (gemm_swap), 128 rows of b
    per tile against all m rows of a, padded to MN = 16, 32 or 64; split-K as above (N 4096:
    32 tiles -> 4 ways; N 14336: 112 tiles -> none). in_size: bytes per input element (2, or
-   1 for fp8); the rest of the plan does not depend on it. */
+   1 for fp8); the rest of the plan does not depend on it. Block-scaled fp8 (block): 128-row
+   tiles of b only (its second accumulator set fits no wider tile), never transposed. */
 static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, int gated,
-                                  int out_f32, int sms, talon__gemm_plan *pl) {
+                                  int out_f32, int block, int sms, talon__gemm_plan *pl) {
     static const int widths[] = {256, 192, 128};
     const int64_t tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
     int64_t best = -1, cost, units, cluster, slots;
     size_t i;
     pl->group = 16;
-    if (m <= 64 && !gated && !out_f32) {
+    if (m <= 64 && !gated && !out_f32 && !block) {
         pl->swap_mn = m <= 16 ? 16 : m <= 32 ? 32 : 64;
         pl->bn = 128;
         pl->tiles_m = 1;
@@ -73,7 +74,7 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, 
     pl->swap_mn = 0;
     pl->bn = 256;
     for (i = 0; i < sizeof widths / sizeof widths[0]; i++) {
-        if (gated && widths[i] == 192) continue;
+        if ((gated && widths[i] == 192) || (block && widths[i] != 128)) continue;
         cost = talon__gemm_cost(tiles_m, n, gated, widths[i], sms);
         if (best < 0 || cost < best) {
             best = cost;
