@@ -388,8 +388,8 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                 float tmp[BN / 2];
                 zero(d);
                 for (int kb = kb0; kb < kb1; kb++) {
-                    // (loading these a k-block ahead measured 4-8% slower on H100; also
-                    // releasing the stage before the adds, 10%: docs/notes/gemm.md)
+                    // (loading these a k-block ahead, also as volatile loads, measured 4-8%
+                    // slower on H100; releasing the stage before the adds 10%: gemm.md)
                     const float a0 = __ldg(as + kb * p.a_scale_ld + ra[0]);
                     const float a1 = __ldg(as + kb * p.a_scale_ld + ra[1]);
                     const float b0 = __ldg(bl + kb), b1 = __ldg(bh + kb);
