@@ -645,16 +645,18 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    Limits: m in [1, 2^24]; n in [8, 2^20] and k in [8, 2^20], both multiples of 8 (fp8: k a
    multiple of 16); strides (elements, 0 = contiguous: lda = ldb = k, ldc = ldd = n) at least
    a row and multiples of 16 bytes (8 elements; fp8 lda and ldb: 16); a, b, d, c and bias
-   16-byte aligned; a_scale 4-byte and b_scale 4-byte (TENSOR) or 8-byte (ROW) aligned. c may be d itself (same pointer and stride: the
-   residual is read before d is written, element by element); otherwise d must not overlap
-   any input. Rows of a beyond m and of b beyond n are never read.
+   16-byte aligned; a_scale 4-byte aligned, b_scale 8-byte (ROW) or 4-byte aligned. c may be
+   d itself (same pointer and stride: the residual is read before d is written, element by
+   element); otherwise d must not overlap any input. Rows of a beyond m and of b beyond n are
+   never read.
    Kernel: one persistent launch (CTAs of 384 threads: a TMA producer, two wgmma warpgroups),
-   planned on the host from (m, n, k, input size, gated, out_dtype, SM count) alone: tiles of 128 rows x
-   256, 192 or 128 columns, whichever fills the SMs' waves best (gated: 128 or 64 columns from
-   256 or 128 rows of b; block scales: 128); 128 x 256 tiles in clusters of 2 CTAs that share b's tile; split-K
-   in 2 or 4 ways, reduced inside a cluster, where tiles are fewer than SMs; for m <= 64 with
-   a 16-bit output and no gating, the product is computed transposed (b's rows on the wide
-   side of the tensor-core tile), the weight-bandwidth-bound decode regime. No workspace.
+   planned on the host from (m, n, k, input size, gated, out_dtype, scale, SM count) alone:
+   tiles of 128 rows x 256, 192 or 128 columns, whichever fills the SMs' waves best (gated:
+   128 or 64 columns from 256 or 128 rows of b; block scales: 128 only); 128 x 256 tiles in
+   clusters of 2 CTAs that share b's tile; split-K in 2 or 4 ways, reduced inside a cluster,
+   where tiles are fewer than SMs; for m <= 64 with a 16-bit output, no gating and no block
+   scales, the product is computed transposed (b's rows on the wide side of the tensor-core
+   tile), the weight-bandwidth-bound decode regime. No workspace.
    docs/notes/gemm.md has the plan's rules and measurements.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
    out of range or not multiples of 8 (16), unsupported dtype / out_dtype / act / scale (a
@@ -674,7 +676,7 @@ typedef enum talon_gemm_act {
 typedef enum talon_gemm_scale {
     TALON_GEMM_SCALE_NONE = 0,   /* bf16 / f16 inputs */
     TALON_GEMM_SCALE_TENSOR = 1, /* a_scale, b_scale: one fp32 each */
-    TALON_GEMM_SCALE_ROW = 2,    /* a_scale [m] per row of a, b_scale [n] (gated [2n]) per row of b */
+    TALON_GEMM_SCALE_ROW = 2,    /* a_scale [m], b_scale [n] (gated [2n]): per row of a, of b */
     TALON_GEMM_SCALE_BLOCK = 3   /* DeepSeek-V3's: a per row and 128 k, b per 128 x 128 block */
 } talon_gemm_scale;
 
@@ -749,11 +751,11 @@ talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_
      TALON_QUANT_TENSOR:  out = e4m3(y / scale[0])       (scale: one fp32, read)
      TALON_QUANT_TOKEN:   s_r = max(amax_r(y) / 448, 2^-126) -> scale[r]; out = e4m3(y / s_r)
    out and scale are then bit for bit those of talon_rmsnorm (talon_fused_add_rmsnorm with
-   residual) on the same views followed by talon_quant_fp8. Shapes and limits as talon_rmsnorm; out [rows, cols]
-   e4m3 with out_stride (elements = bytes); a 16-byte path when pointers are 16-byte aligned
-   and cols and strides are multiples of 8. out and the written scales must not overlap the
-   inputs. Errors as talon_rmsnorm, plus mode (TENSOR or TOKEN) and a NULL or misaligned
-   (4 bytes) scale. Thread-safe; capturable. */
+   residual) on the same views followed by talon_quant_fp8. Shapes and limits as
+   talon_rmsnorm; out [rows, cols] e4m3 with out_stride (elements = bytes); a 16-byte path
+   when pointers are 16-byte aligned and cols and strides are multiples of 8. Errors as
+   talon_rmsnorm, plus mode (TENSOR or TOKEN), a NULL or misaligned (4 bytes) scale, and out
+   or the written scales overlapping another argument. Thread-safe; capturable. */
 typedef struct talon_rmsnorm_quant_fp8_args {
     CUdeviceptr out;                /* [rows, cols] e4m3 */
     CUdeviceptr scale;              /* TENSOR: in, one fp32; TOKEN: out, [rows] */

@@ -60,7 +60,8 @@ for n in talon-0.1.0-cuda13.0-linux-x86_64-sm90a.tar.gz \
 done
 
 # ---- reproducibility: this tree, and a copy of it (tracked and untracked files, as git would
-# commit them) built from nothing in another directory against the same commit
+# commit them) built from nothing in another directory against the same commit (in parallel:
+# the bytes must not depend on it)
 mk 0 dist DIST_DIR="$tmp/a" || exit 1
 set -- "$tmp"/a/talon-*.tar.gz
 tgz=$1 name=${1##*/} stem=${name%.tar.gz}
@@ -72,7 +73,7 @@ mkdir "$tmp/copy"
 git ls-files -co --exclude-standard | while read -r f; do [ ! -e "$f" ] || echo "$f"; done |
     tar -cf - -T - | tar -xf - -C "$tmp/copy"
 if GIT_DIR=$(git rev-parse --absolute-git-dir) GIT_WORK_TREE=$tmp/copy \
-    $MAKE -s --no-print-directory -C "$tmp/copy" dist DIST_DIR="$tmp/b" > "$tmp/make.log" 2>&1
+    $MAKE -s --no-print-directory -j"$(nproc)" -C "$tmp/copy" dist DIST_DIR="$tmp/b" > "$tmp/make.log" 2>&1
 then ok; else cat "$tmp/make.log" >&2; fail "make dist in a copy of the tree"; fi
 if cmp "$tgz" "$tmp/b/$name"; then ok; else fail "dist builds here and in a copy differ"; fi
 

@@ -169,6 +169,16 @@ static void test_norm_rules(void **state) {
     assert_rejected(talon_rmsnorm_quant_fp8(g_ctx, STREAM, &a), op, "args->residual_stride", "4000");
     norm_valid(&a); a.dtype = TALON_DTYPE_F32;
     assert_rejected(talon_rmsnorm_quant_fp8(g_ctx, STREAM, &a), op, "args->dtype", "2");
+    norm_valid(&a); a.out = P_IN + 4096 * 2 * 100; /* inside in */
+    assert_rejected(talon_rmsnorm_quant_fp8(g_ctx, STREAM, &a), op, "args->out", "0x200c8000");
+    norm_valid(&a); a.residual = 0x50000000ull; a.out = 0x50000000ull + 4096 * 2 * 4095;
+    assert_rejected(talon_rmsnorm_quant_fp8(g_ctx, STREAM, &a), op, "args->out", "0x51ffe000");
+    norm_valid(&a); a.scale = P_OUT + 4096 * 4095; /* token scales inside out */
+    assert_rejected(talon_rmsnorm_quant_fp8(g_ctx, STREAM, &a), op, "args->scale", "0x10fff000");
+    norm_valid(&a); a.mode = TALON_QUANT_TENSOR; a.scale = P_OUT + 64; /* read: may not be out */
+    assert_rejected(talon_rmsnorm_quant_fp8(g_ctx, STREAM, &a), op, "args->scale", "0x10000040");
+    norm_valid(&a); a.mode = TALON_QUANT_TENSOR; a.scale = P_IN + 64; /* read, inside in: fine */
+    assert_int_equal(talon_rmsnorm_quant_fp8(g_ctx, STREAM, &a), TALON_SUCCESS);
 }
 
 static void test_norm_launch(void **state) {

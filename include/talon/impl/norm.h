@@ -108,6 +108,24 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
     if (a->residual)
         TALON__TRY(talon__check_stride(op, "residual_stride", a->residual_stride, a->cols,
                                        &p.residual_stride));
+    if (a->rows > 0 && a->cols > 0) { /* the outputs (out, token scales) meet no input */
+        const int64_t out_b = (a->rows - 1) * p.out_stride + a->cols;
+        const int64_t in_b = 2 * ((a->rows - 1) * p.in_stride + a->cols);
+        const int64_t res_b = 2 * ((a->rows - 1) * p.residual_stride + a->cols);
+        const int token = a->mode == TALON_QUANT_TOKEN; /* scales written, else one read */
+        const int64_t sc_b = 4 * (token ? a->rows : 1);
+        if (talon__overlap(a->out, out_b, a->in, in_b) ||
+            talon__overlap(a->out, out_b, a->residual, res_b) ||
+            talon__overlap(a->out, out_b, a->weight, 2 * a->cols))
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out = 0x%llx overlaps "
+                               "an input", op, (unsigned long long)a->out);
+        if (talon__overlap(a->scale, sc_b, a->out, out_b) ||
+            (token && (talon__overlap(a->scale, sc_b, a->in, in_b) ||
+                       talon__overlap(a->scale, sc_b, a->residual, res_b) ||
+                       talon__overlap(a->scale, sc_b, a->weight, 2 * a->cols))))
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = 0x%llx "
+                               "overlaps another argument", op, (unsigned long long)a->scale);
+    }
     return talon__norm(ctx, stream, op,
                        a->residual ? TALON__B_fused_add_rmsnorm_fp8 : TALON__B_rmsnorm_fp8,
                        a->dtype, a->rows, (int)a->mode, &p);

@@ -11,11 +11,6 @@ static int talon__quant_block(int64_t cols) {
     return cols <= 128 * 8 * TALON__QUANT_CACHE ? 128 : 256;
 }
 
-/* Whether byte ranges [a, a + a_bytes) and [b, b + b_bytes) meet. */
-static int talon__quant_overlap(CUdeviceptr a, int64_t a_bytes, CUdeviceptr b, int64_t b_bytes) {
-    return a < b + (CUdeviceptr)b_bytes && b < a + (CUdeviceptr)a_bytes;
-}
-
 talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_fp8_args *a) {
     static const char op[] = "talon_quant_fp8";
     talon__quant_params p;
@@ -68,15 +63,15 @@ talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_
     }
     out_bytes = (a->rows - 1) * p.out_stride + a->cols;
     in_bytes = 2 * ((a->rows - 1) * p.in_stride + a->cols);
-    if (talon__quant_overlap(a->out, out_bytes, a->in, in_bytes))
+    if (talon__overlap(a->out, out_bytes, a->in, in_bytes))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out = 0x%llx overlaps in",
                            op, (unsigned long long)a->out);
-    if (talon__quant_overlap(a->scale, scale_bytes, a->out, out_bytes) ||
+    if (talon__overlap(a->scale, scale_bytes, a->out, out_bytes) ||
         (a->mode != TALON_QUANT_TENSOR &&
-         talon__quant_overlap(a->scale, scale_bytes, a->in, in_bytes)))
+         talon__overlap(a->scale, scale_bytes, a->in, in_bytes)))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = 0x%llx overlaps %s",
                            op, (unsigned long long)a->scale,
-                           talon__quant_overlap(a->scale, scale_bytes, a->out, out_bytes) ? "out"
+                           talon__overlap(a->scale, scale_bytes, a->out, out_bytes) ? "out"
                                                                                           : "in");
     p.out = a->out; p.in = a->in; p.scale = a->scale; p.cols = a->cols;
     TALON__TRY(talon__pick(op, &k, TALON__B_quant_fp8, 3, (int)a->dtype, (int)a->mode,

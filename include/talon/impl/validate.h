@@ -98,6 +98,11 @@ static talon_status talon__check_float(const char *op, const char *name, float v
     return TALON_SUCCESS;
 }
 
+/* Whether byte ranges [a, a + a_bytes) and [b, b + b_bytes) meet (0 when either is NULL). */
+static int talon__overlap(CUdeviceptr a, int64_t a_bytes, CUdeviceptr b, int64_t b_bytes) {
+    return a && b && a < b + (CUdeviceptr)b_bytes && b < a + (CUdeviceptr)a_bytes;
+}
+
 #define TALON__TRY(expr)                                                                       \
     do {                                                                                       \
         talon_status talon__s = (expr);                                                        \
