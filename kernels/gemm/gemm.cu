@@ -281,6 +281,32 @@ __device__ __forceinline__ void promote(float (&d)[BN / 2], const float (&tmp)[B
     for (int i = 0; i < BN / 2; i++) d[i] = fmaf(tmp[i], c[(i / 2) % 2][i >= BN / 4], d[i]);
 }
 
+// The k-blocks [kb0, kb1) of one tile into d, for both bodies: wait for each stage, issue its
+// wgmmas (desc(stage, da, db) gives the operands), keep one k-block in flight and release the
+// stage before it (release(stage)), then wait for the last.
+template <int DT, int N, int STAGES, typename Desc, typename Release>
+__device__ __forceinline__ void consume_kblocks(float (&d)[N / 2], Pipeline<STAGES> *pipe,
+                                                PipeState<STAGES> &st, int kb0, int kb1,
+                                                Desc desc, Release release) {
+    uint32_t prev = 0;
+    for (int kb = kb0; kb < kb1; kb++) {
+        pipe->consumer_wait(st);
+        uint64_t da, db;
+        desc(st.stage, da, db);
+        wgmma_fence();
+        mma_kblock<DT, N>(d, da, db, kb > kb0);
+        wgmma_commit();
+        // The previous k-block's wgmmas are done: its stage may be refilled.
+        wgmma_wait<1>();
+        if (kb > kb0) release(prev);
+        prev = st.stage;
+        st.advance();
+    }
+    wgmma_wait<0>();
+    fence_operand(d);
+    if (kb1 > kb0) release(prev);
+}
+
 // Clusters (the table row's cluster column):
 //  - bn 256 runs in pairs of CTAs on vertically adjacent tiles (m, n) and (m + 1, n), which
 //    share b's tile: each CTA loads one half-tile and multicasts it to both (b's traffic from
@@ -406,23 +432,10 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                     st.advance();
                 }
             } else {
-                uint32_t prev = 0;
-                for (int kb = kb0; kb < kb1; kb++) {
-                    pipe->consumer_wait(st);
-                    const uint64_t da = make_desc_kmajor<Swizzle::B128>(sa + st.stage * A_ELEMS + band * 64 * BK);
-                    const uint64_t db = make_desc_kmajor<Swizzle::B128>(sb + st.stage * B_ELEMS);
-                    wgmma_fence();
-                    mma_kblock<DT, BN>(d, da, db, kb > kb0);
-                    wgmma_commit();
-                    // The previous k-block's wgmmas are done: its stage may be refilled.
-                    wgmma_wait<1>();
-                    if (kb > kb0) release(prev);
-                    prev = st.stage;
-                    st.advance();
-                }
-                wgmma_wait<0>();
-                fence_operand(d);
-                if (kb1 > kb0) release(prev);
+                consume_kblocks<DT, BN>(d, pipe, st, kb0, kb1, [&](uint32_t s, uint64_t &da, uint64_t &db) {
+                    da = make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK);
+                    db = make_desc_kmajor<Swizzle::B128>(sb + s * B_ELEMS);
+                }, release);
             }
         };
         zero(d); // stays the sum when a split has no k-block
@@ -559,22 +572,10 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
         float d[MN / 2];
         zero(d);
         for (int u = first; u < p.tiles_n; u += stride, iter++) {
-            uint32_t prev = 0;
-            for (int kb = kb0; kb < kb1; kb++) {
-                pipe->consumer_wait(st);
-                const uint64_t da = make_desc_kmajor<Swizzle::B128>(sw + st.stage * W_ELEMS + band * 64 * BK);
-                const uint64_t db = make_desc_kmajor<Swizzle::B128>(sx + st.stage * X_ELEMS);
-                wgmma_fence();
-                mma_kblock<DT, MN>(d, da, db, kb > kb0);
-                wgmma_commit();
-                wgmma_wait<1>();
-                if (kb > kb0 && arriver) mbar_arrive(&pipe->empty[prev]);
-                prev = st.stage;
-                st.advance();
-            }
-            wgmma_wait<0>();
-            fence_operand(d);
-            if (kb1 > kb0 && arriver) mbar_arrive(&pipe->empty[prev]);
+            consume_kblocks<DT, MN>(d, pipe, st, kb0, kb1, [&](uint32_t s, uint64_t &da, uint64_t &db) {
+                da = make_desc_kmajor<Swizzle::B128>(sw + s * W_ELEMS + band * 64 * BK);
+                db = make_desc_kmajor<Swizzle::B128>(sx + s * X_ELEMS);
+            }, [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); });
             if constexpr (SPLIT > 1)
                 if (!split->reduce(d, partial, rank, consumer, iter)) continue;
             const int n0 = u * 128 + band * 64;

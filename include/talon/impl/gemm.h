@@ -80,7 +80,7 @@ static void talon__gemm_span(CUdeviceptr base, int64_t rows, int64_t cols, int64
 static talon_status talon__gemm_check_disjoint(const char *op, const CUdeviceptr d[2],
                                                const char *name, CUdeviceptr p,
                                                const CUdeviceptr s[2]) {
-    if (p && s[0] < d[1] && d[0] < s[1])
+    if (talon__overlap(p, (int64_t)(s[1] - s[0]), d[0], (int64_t)(d[1] - d[0])))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = 0x%llx overlaps d "
                            "(outputs must not overlap inputs; c may be d itself)", op, name,
                            (unsigned long long)p);
