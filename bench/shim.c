@@ -92,6 +92,12 @@
     S(talon_merge_attention_states_args, \
       F(o, PTR) F(lse, PTR) F(o_a, PTR) F(lse_a, PTR) F(o_b, PTR) F(lse_b, PTR) \
       F(rows, I64) F(head_dim, I64) F(dtype, ENUM)) \
+    S(talon_prefill_attention_args, \
+      F(o, PTR) F(lse, PTR) F(q, PTR) F(k, PTR) F(v, PTR) F(cu_seqlens_q, PTR) \
+      F(cu_seqlens_k, PTR) F(batch, I64) F(total_q, I64) F(total_kv, I64) \
+      F(max_seqlen_q, I64) F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) \
+      F(q_stride, I64) F(k_stride, I64) F(v_stride, I64) F(o_stride, I64) F(window, I64) \
+      F(causal, I32) F(sm_scale, F32) F(logits_soft_cap, F32) F(dtype, ENUM)) \
     S(talon_gemm_args, \
       F(d, PTR) F(a, PTR) F(b, PTR) F(bias, PTR) F(c, PTR) F(a_scale, PTR) F(b_scale, PTR) \
       F(m, I64) F(n, I64) F(k, I64) F(lda, I64) F(ldb, I64) F(ldc, I64) F(ldd, I64) \

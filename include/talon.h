@@ -608,6 +608,68 @@ typedef struct talon_merge_attention_states_args {
 talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
                                           const talon_merge_attention_states_args *args);
 
+/* ---------------------------------------------------------------- attention (prefill) */
+/* talon_prefill_attention: many query tokens per request (prompts, chunked prefill), over a
+   ragged batch, with k and v contiguous per request.
+     o[t, h, :] = sum_j softmax_j(score(t, h, j)) * v[k0 + j, h / (Hq / Hk), :]
+     score(t, h, j) = soft_cap(sm_scale * q[t, h, :] . k[k0 + j, h / (Hq / Hk), :])
+   Request b owns query tokens [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q and o and keys
+   [k0, k1) = [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k and v; L = k1 - k0 keys, n = its
+   number of queries. Query i of the request (0-based) sits at key position pos = i + L - n
+   (the new tokens are the last ones: causal masking aligned bottom-right, so a prefill over
+   a cached prefix, n < L, works) and attends keys j of [0, L) with
+     j <= pos                      when causal,
+     j >= pos - window + 1         when window > 0 (the last `window` positions, itself
+                                   included; without causal only this bound applies).
+   soft_cap(x) = cap * tanh(x / cap) when logits_soft_cap = cap > 0, before the mask.
+   lse[t, h] = ln(sum_j exp(score(t, h, j))) over the attended keys (NATURAL log, fp32, as
+   talon_decode_attention and talon_merge_attention_states use it); a query with no key
+   (L = 0, or pos < 0 when causal) gets o = 0 and lse = -inf.
+   Shapes: q [total_q, num_qo_heads, head_dim], o the same (dtype); k, v [total_kv,
+   num_kv_heads, head_dim] (dtype); token strides q_stride, k_stride, v_stride, o_stride in
+   elements (0: heads * head_dim; a multiple of 8, the heads of a token contiguous); lse fp32
+   [total_q, num_qo_heads] contiguous; cu_seqlens_q, cu_seqlens_k int32 [batch + 1] on the
+   device. num_qo_heads a multiple of num_kv_heads (MHA, GQA, MQA); head_dim 64, 128 or 256.
+   Caller guarantees (device data is never read on the host, so a captured graph stays valid
+   for any lengths within the bounds): cu_seqlens non-decreasing from 0, every query count
+   <= max_seqlen_q, cu_seqlens_q[batch] <= total_q and cu_seqlens_k[batch] <= total_kv.
+   Violations give wrong results but no access outside q, k, v, o and lse: loads past
+   total_q / total_kv read zeros, query rows past max_seqlen_q are not written.
+   Precision: fp32 scores, online softmax in fp32 (exp2 with log2 e folded into the scale),
+   the weights rounded to dtype (8 significant bits for bf16, 11 for f16) for P v on the
+   tensor cores, fp32 accumulation, o rounded once.
+   Kernel: one launch of min(tiles, SMs) persistent CTAs over the tiles of 128 query rows of
+   one head of one request, in the order (request, kv head, query block from the last, query
+   head), CTA i taking tiles i, i + grid, ...: the tiles in flight share the k/v of a few
+   (request, kv head) pairs in L2. No workspace. */
+typedef struct talon_prefill_attention_args {
+    CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */
+    CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */
+    CUdeviceptr q;              /* [total_q, num_qo_heads, head_dim], dtype */
+    CUdeviceptr k, v;           /* [total_kv, num_kv_heads, head_dim], dtype */
+    CUdeviceptr cu_seqlens_q;   /* int32 [batch + 1] */
+    CUdeviceptr cu_seqlens_k;   /* int32 [batch + 1] */
+    int64_t batch;              /* [1, 2^20] */
+    int64_t total_q, total_kv;  /* rows of q / o and of k / v: [1, 2^31 - 1] */
+    int64_t max_seqlen_q;       /* [1, total_q]: bound on every request's query count */
+    int64_t num_qo_heads, num_kv_heads; /* [1, 1024]; num_qo_heads % num_kv_heads == 0 */
+    int64_t head_dim;           /* 64, 128, 256 */
+    int64_t q_stride, k_stride, v_stride, o_stride; /* elements between tokens; 0: dense */
+    int64_t window;             /* sliding window in key positions; 0: none */
+    int causal;                 /* 0 or 1 */
+    float sm_scale;             /* 0: 1 / sqrt(head_dim); else > 0 and finite */
+    float logits_soft_cap;      /* 0: off; else > 0 and finite */
+    talon_dtype dtype;          /* bf16 or f16 */
+} talon_prefill_attention_args;
+
+/* Errors (INVALID_ARGUMENT, nothing launched): NULL pointers (lse may be 0), pointers not
+   16-byte aligned (q, k, v, o) or 4-byte aligned (lse, cu_seqlens_*), shapes out of range,
+   num_qo_heads not a multiple of num_kv_heads, strides below a token's heads or not a
+   multiple of 8, o overlapping q, k, v or lse. Legal inside stream capture (after preload).
+   Thread-safe. */
+talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
+                                     const talon_prefill_attention_args *args);
+
 /* ---------------------------------------------------------------- dense GEMM */
 /* D = epilogue(alpha * A . B^T): the linear layer y = x W^T (+ bias, activation, residual),
    or its gated form (the MLP's up-projection, SwiGLU / GeGLU) without an intermediate; bf16,

@@ -70,6 +70,15 @@ template <Swizzle SW> __device__ __forceinline__ uint64_t make_desc_kmajor(const
     return make_smem_desc(smem, 16, 8 * span, SW);
 }
 
+// MN-major tile of 16-bit elements under the 128-byte swizzle (MN contiguous, e.g. v [keys, d]
+// as the B of P v, transposed with TB = 1): each K index is a row of 128 B holding 64 MN
+// elements, 8 rows form a 1024-byte atom (SBO = 1024, next 8 K indices); a wider MN side is
+// more such 64-column tiles `mn_chunk_bytes` apart (LBO; the next TMA box). A k16 step adds
+// 16 rows = 2048 B to the start address. Base 1024-aligned.
+__device__ __forceinline__ uint64_t make_desc_mn_major_b128(const void *smem, uint32_t mn_chunk_bytes) {
+    return make_smem_desc(smem, mn_chunk_bytes, 1024, Swizzle::B128);
+}
+
 // Move the start address by `bytes` (multiple of 16). Stays inside the 14-bit field for any
 // shared-memory address (< 256 KB).
 __device__ __forceinline__ uint64_t desc_add(uint64_t desc, uint32_t bytes) {

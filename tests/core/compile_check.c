@@ -67,6 +67,7 @@ static void check_more_ops(void) {
     talon_kv_append_args kv;
     talon_decode_attention_args dec;
     talon_merge_attention_states_args merge;
+    talon_prefill_attention_args pre;
     talon_gemm_args gemm;
     talon_quant_fp8_args quant;
     talon_ctx *ctx = NULL;
@@ -133,6 +134,14 @@ static void check_more_ops(void) {
     merge.lse_b = 0x5000; merge.rows = 2; merge.head_dim = 64; merge.dtype = TALON_DTYPE_F16;
     expect(talon_merge_attention_states(ctx, stream, &merge) == TALON_ERROR_INVALID_ARGUMENT,
            "talon_merge_attention_states(NULL ctx)");
+
+    memset(&pre, 0, sizeof pre);
+    pre.o = 0x1000; pre.q = 0x2000; pre.k = 0x3000; pre.v = 0x4000; pre.cu_seqlens_q = 0x5000;
+    pre.cu_seqlens_k = 0x6000; pre.batch = 2; pre.total_q = 300; pre.total_kv = 300;
+    pre.max_seqlen_q = 200; pre.num_qo_heads = 8; pre.num_kv_heads = 2; pre.head_dim = 128;
+    pre.causal = 1; pre.dtype = TALON_DTYPE_BF16;
+    expect(talon_prefill_attention(ctx, stream, &pre) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_prefill_attention(NULL ctx)");
 
     memset(&gemm, 0, sizeof gemm);
     gemm.d = 0x1000; gemm.a = 0x2000; gemm.b = 0x3000; gemm.m = 16; gemm.n = 64; gemm.k = 64;

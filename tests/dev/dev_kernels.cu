@@ -156,6 +156,21 @@ dev_tma_multicast(const __grid_constant__ CUtensorMap map, uint16_t *out, int ha
 // elements); with None the 128-byte slab is loaded as 8 boxes 16 bytes wide, box j at j * rows *
 // 16 bytes, which is the no-swizzle core-matrix layout (SBO = 128, LBO = rows * 16). K is a
 // multiple of the slab.
+// The A-from-registers fragments (kernels/dev/wgmma.cuh) of STEPS k16 steps from column c0
+// of a row-major bf16 [64, K] matrix in global memory, for the calling thread of the warpgroup.
+template <int STEPS>
+__device__ __forceinline__ void load_a_fragments(uint32_t (&af)[STEPS][4], const uint16_t *A, int K, int c0) {
+    const int r = 16 * (threadIdx.x / 32) + threadIdx.x % 32 / 4;
+#pragma unroll
+    for (int k = 0; k < STEPS; k++) {
+        const int c = c0 + 16 * k + 2 * (threadIdx.x % 4);
+        af[k][0] = *reinterpret_cast<const uint32_t *>(A + size_t(r) * K + c);
+        af[k][1] = *reinterpret_cast<const uint32_t *>(A + size_t(r + 8) * K + c);
+        af[k][2] = *reinterpret_cast<const uint32_t *>(A + size_t(r) * K + c + 8);
+        af[k][3] = *reinterpret_cast<const uint32_t *>(A + size_t(r + 8) * K + c + 8);
+    }
+}
+
 template <int KIND, int N, Swizzle SW, bool SWAP_LBO_SBO = false>
 __device__ __forceinline__ void wgmma_tile(const CUtensorMap *ma, const CUtensorMap *mb, float *C,
                                            int K, const uint16_t *A) {
@@ -209,17 +224,7 @@ __device__ __forceinline__ void wgmma_tile(const CUtensorMap *ma, const CUtensor
             }
         }
         uint32_t af[STEPS][4];
-        if constexpr (KIND == 2) {
-            const int r = 16 * w + l / 4;
-#pragma unroll
-            for (int k = 0; k < STEPS; k++) {
-                const int c = kb * BK + 16 * k + 2 * (l % 4);
-                af[k][0] = *reinterpret_cast<const uint32_t *>(A + size_t(r) * K + c);
-                af[k][1] = *reinterpret_cast<const uint32_t *>(A + size_t(r + 8) * K + c);
-                af[k][2] = *reinterpret_cast<const uint32_t *>(A + size_t(r) * K + c + 8);
-                af[k][3] = *reinterpret_cast<const uint32_t *>(A + size_t(r + 8) * K + c + 8);
-            }
-        }
+        if constexpr (KIND == 2) load_a_fragments(af, A, K, kb * BK);
         mbar_wait(&bar, kb & 1);
         wgmma_fence();
 #pragma unroll
@@ -266,6 +271,55 @@ dev_wgmma_bf16_n128_nosw_probe(const __grid_constant__ CUtensorMap ma,
                                const uint16_t *A) {
     wgmma_tile<0, 128, Swizzle::None, true>(&ma, &mb, C, K, A);
 }
+
+// ------------------------------------------------------------------ (4b) MN-major B
+// C[64 x N] = A[64 x K] * B[K x N] with B stored [K, N] row-major (N contiguous, as v in
+// attention's P v): A fragments from global memory (as KIND 2), B loaded per 64-row K-slab as
+// N / 64 boxes of 64 columns x 64 rows under the 128-byte swizzle and read transposed (TB = 1)
+// through make_desc_mn_major_b128 (LBO = one box, 8 KB; a k16 step = 16 rows = 2 KB).
+template <int N>
+__device__ __forceinline__ void wgmma_mn_tile(const CUtensorMap *mb, float *C, int K, const uint16_t *A) {
+    __shared__ uint64_t bar;
+    uint8_t *sB = smem_1024();
+    const int t = threadIdx.x, w = t / 32, l = t % 32;
+    if (t == 0) {
+        tma_prefetch_desc(mb);
+        mbar_init(&bar, 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+    float acc[N / 2];
+    const uint64_t db = make_desc_mn_major_b128(sB, 64 * 128);
+    for (int kb = 0; kb < K / 64; kb++) {
+        if (t == 0) {
+            mbar_arrive_expect_tx(&bar, N * 64 * 2);
+#pragma unroll
+            for (int c = 0; c < N / 64; c++) tma_load_2d(sB + c * 8192, mb, &bar, c * 64, kb * 64);
+        }
+        uint32_t af[4][4];
+        load_a_fragments(af, A, K, kb * 64);
+        mbar_wait(&bar, kb & 1);
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < 4; k++) mma_bf16_rs<N, 1>(acc, af[k], desc_add(db, 2048 * k), kb > 0 || k > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operand(acc);
+        named_bar_sync(1, 128);
+    }
+#pragma unroll
+    for (int i = 0; i < N / 2; i++) {
+        const int row = 16 * w + l / 4 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * (l % 4) + (i % 2);
+        C[row * N + col] = acc[i];
+    }
+}
+#define DEV_WGMMA_MN_KERNEL(name, N)                                                               \
+    extern "C" __global__ void __launch_bounds__(128, 1)                                           \
+        name(const __grid_constant__ CUtensorMap mb, float *C, int K, const uint16_t *A) {         \
+        wgmma_mn_tile<N>(&mb, C, K, A);                                                            \
+    }
+DEV_WGMMA_MN_KERNEL(dev_wgmma_bf16rs_mn_n64, 64)
+DEV_WGMMA_MN_KERNEL(dev_wgmma_bf16rs_mn_n256, 256)
 
 // ------------------------------------------------------------------ (5) warp-specialised GEMM
 // D[M x N] (fp32) = A[M x K] * B[N x K]^T, bf16 K-major operands. 384 threads: warpgroup 0 is

@@ -601,6 +601,48 @@ static void run_wgmma(const char *kernel, int type, int n, int k, int swizzle) {
     check_end(&c);
 }
 
+/* C = A . B with B stored [k, n] row-major (MN-major in shared memory, transposed by the
+ * instruction: attention's P v); checked as A . (B^T)^T against the same fp64 product. */
+static void run_wgmma_mn(const char *kernel, int n, int k) {
+    size_t a_bytes = (size_t)64 * k * 2, b_bytes = (size_t)n * k * 2;
+    uint16_t *a = malloc(a_bytes), *b = malloc(b_bytes), *bt = malloc(b_bytes);
+    float *d;
+    CUdeviceptr da, db, dd;
+    CUtensorMap mb;
+    char name[96];
+    double worst = 0;
+    check c;
+    int i, j;
+    void *params[4] = {&mb, &dd, &k, &da};
+    snprintf(name, sizeof name, "%s K=%d", kernel, k);
+    if (!selected(name)) {
+        free(a); free(b); free(bt);
+        return;
+    }
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(bt);
+    fill(T_BF16, a, a_bytes / 2);
+    fill(T_BF16, b, b_bytes / 2); /* [k][n] */
+    for (i = 0; i < k; i++)
+        for (j = 0; j < n; j++) bt[(size_t)j * k + i] = b[(size_t)i * n + j];
+    da = dev_buf(a, a_bytes);
+    db = dev_buf(b, b_bytes);
+    dd = dev_buf(NULL, (size_t)64 * n * 4);
+    map_2d(&mb, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, db, (uint64_t)k, (uint64_t)n, (uint64_t)n * 2, 64, 64,
+           CU_TENSOR_MAP_SWIZZLE_128B);
+    launch(kernel, 1, 1, 1, 128, (unsigned)n * 128 + 1024, params);
+    d = host_from(dd, (size_t)64 * n * 4);
+    check_begin(&c, name);
+    check_gemm(&c, T_BF16, a, bt, d, 64, n, k, &worst);
+    printf("  %s: max |err| / sum|ab| = %.3g\n", name, worst);
+    cu.cuMemFree(da);
+    cu.cuMemFree(db);
+    cu.cuMemFree(dd);
+    free(a); free(b); free(bt); free(d);
+    check_end(&c);
+}
+
 static void test_wgmma_tile(void **state) {
     (void)state;
     run_wgmma("dev_wgmma_bf16_n64", T_BF16, 64, 128, 128);
@@ -615,6 +657,8 @@ static void test_wgmma_tile(void **state) {
     run_wgmma("dev_wgmma_bf16_n128_nosw", T_BF16, 128, 192, 0);
     run_wgmma("dev_wgmma_bf16_n128_nosw_probe", T_BF16, 128, 192, 0); /* LBO/SBO swapped */
     run_wgmma("dev_wgmma_e4m3_n64_sw64", T_E4M3, 64, 192, 64);
+    run_wgmma_mn("dev_wgmma_bf16rs_mn_n64", 64, 128);
+    run_wgmma_mn("dev_wgmma_bf16rs_mn_n256", 256, 192);
 }
 
 /* ---------------------------------------------------------------- (5) warp-specialised GEMM */

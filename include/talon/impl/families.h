@@ -25,6 +25,7 @@ extern "C" {
 #include "gemm_plan.h"
 #include "gemm.h"
 #include "quant.h"
+#include "prefill.h"
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,127 @@
+/* talon/impl/prefill.h - prefill attention: validate -> tensor maps -> launch. Part of
+   talon.h's implementation (TALON_IMPLEMENTATION); not a public header. */
+#ifndef TALON_IMPL_PREFILL_H
+#define TALON_IMPL_PREFILL_H
+
+/* A token stride: 0 = heads * head_dim, else at least that, a multiple of 8 elements (TMA
+   rows of 16-byte multiples; o's pairs) and at most 2^31. */
+static talon_status talon__prefill_check_stride(const char *op, const char *name, int64_t v,
+                                                int64_t row, int64_t *out) {
+    TALON__TRY(talon__check_stride(op, name, v, row, out));
+    if (*out % 8 || *out > (1LL << 31))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = %lld must be a "
+                           "multiple of 8 up to 2^31", op, name, (long long)*out);
+    return TALON_SUCCESS;
+}
+
+/* Persistent CTAs: one per SM (a CTA takes the whole register file), fewer when there are
+   fewer tiles. */
+static int64_t talon__prefill_grid(int64_t tiles, int sms) {
+    return tiles < sms ? tiles : sms;
+}
+
+/* Token-major [rows, heads, head_dim] of 16-bit elements as the 3-D map {head_dim, heads,
+   rows}, boxes of 64 columns (128 bytes, swizzled) x 1 head x box_rows tokens: one box is a
+   K-major wgmma tile. */
+static talon_status talon__prefill_map(const talon_ctx *ctx, const char *op, const char *name,
+                                       CUtensorMap *map, CUdeviceptr base, int64_t rows,
+                                       int64_t heads, int64_t head_dim, int64_t stride,
+                                       int box_rows, talon_dtype dt) {
+    talon__tensor_map_shape t;
+    memset(&t, 0, sizeof t);
+    t.type = dt == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    t.rank = 3;
+    t.dims[0] = (uint64_t)head_dim; t.dims[1] = (uint64_t)heads; t.dims[2] = (uint64_t)rows;
+    t.strides[0] = (uint64_t)(head_dim * 2); t.strides[1] = (uint64_t)(stride * 2);
+    t.box[0] = 64; t.box[1] = 1; t.box[2] = (uint32_t)box_rows;
+    t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    return talon__tensor_map(ctx, op, name, map, base, &t);
+}
+
+/* Bytes from the start of a token-major tensor to the end of its last row. */
+static int64_t talon__prefill_bytes(int64_t rows, int64_t stride, int64_t row) {
+    return ((rows - 1) * stride + row) * 2;
+}
+
+talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
+                                     const talon_prefill_attention_args *a) {
+    static const char op[] = "talon_prefill_attention";
+    talon__prefill_params p;
+    int64_t qs, ks, vs, os, q_row, kv_row, m_blocks, o_bytes;
+    float sm_scale;
+    int k;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_ptr_align(op, "o", a->o, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "lse", a->lse, 1, 4));
+    TALON__TRY(talon__check_ptr_align(op, "q", a->q, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "k", a->k, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "v", a->v, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_q", a->cu_seqlens_q, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_k", a->cu_seqlens_k, 0, 4));
+    TALON__TRY(talon__check_dtype(op, a->dtype));
+    TALON__TRY(talon__check_size(op, "batch", a->batch, 1 << 20));
+    TALON__TRY(talon__check_size(op, "total_q", a->total_q, TALON__GRID_MAX));
+    TALON__TRY(talon__check_size(op, "total_kv", a->total_kv, TALON__GRID_MAX));
+    TALON__TRY(talon__check_size(op, "max_seqlen_q", a->max_seqlen_q, a->total_q));
+    TALON__TRY(talon__check_size(op, "num_qo_heads", a->num_qo_heads, 1024));
+    TALON__TRY(talon__check_size(op, "num_kv_heads", a->num_kv_heads, 1024));
+    if (a->num_qo_heads % a->num_kv_heads)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->num_qo_heads = %lld is not "
+                           "a multiple of args->num_kv_heads = %lld", op,
+                           (long long)a->num_qo_heads, (long long)a->num_kv_heads);
+    if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->head_dim = %lld is not "
+                           "supported (64, 128, 256)", op, (long long)a->head_dim);
+    q_row = a->num_qo_heads * a->head_dim;
+    kv_row = a->num_kv_heads * a->head_dim;
+    TALON__TRY(talon__prefill_check_stride(op, "q_stride", a->q_stride, q_row, &qs));
+    TALON__TRY(talon__prefill_check_stride(op, "k_stride", a->k_stride, kv_row, &ks));
+    TALON__TRY(talon__prefill_check_stride(op, "v_stride", a->v_stride, kv_row, &vs));
+    TALON__TRY(talon__prefill_check_stride(op, "o_stride", a->o_stride, q_row, &os));
+    TALON__TRY(talon__check_range(op, "window", a->window, 0, INT32_MAX));
+    TALON__TRY(talon__check_range(op, "causal", a->causal, 0, 1));
+    TALON__TRY(talon__check_float(op, "sm_scale", a->sm_scale, 1, 1));
+    TALON__TRY(talon__check_float(op, "logits_soft_cap", a->logits_soft_cap, 1, 1));
+    m_blocks = (a->max_seqlen_q + TALON__PREFILL_BM - 1) / TALON__PREFILL_BM;
+    if (m_blocks * a->batch * a->num_qo_heads > TALON__GRID_MAX)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->max_seqlen_q = %lld with "
+                           "batch %lld and %lld heads needs more than 2^31-1 CTAs", op,
+                           (long long)a->max_seqlen_q, (long long)a->batch,
+                           (long long)a->num_qo_heads);
+    o_bytes = talon__prefill_bytes(a->total_q, os, q_row);
+    if (talon__overlap(a->o, o_bytes, a->q, talon__prefill_bytes(a->total_q, qs, q_row)) ||
+        talon__overlap(a->o, o_bytes, a->k, talon__prefill_bytes(a->total_kv, ks, kv_row)) ||
+        talon__overlap(a->o, o_bytes, a->v, talon__prefill_bytes(a->total_kv, vs, kv_row)) ||
+        talon__overlap(a->o, o_bytes, a->lse, a->total_q * a->num_qo_heads * 4))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps q, k, "
+                           "v or lse (outputs must not overlap inputs)", op,
+                           (unsigned long long)a->o);
+
+    memset(&p, 0, sizeof p);
+    TALON__TRY(talon__prefill_map(ctx, op, "q", &p.q_map, a->q, a->total_q, a->num_qo_heads,
+                                  a->head_dim, qs, TALON__PREFILL_BM, a->dtype));
+    TALON__TRY(talon__prefill_map(ctx, op, "k", &p.k_map, a->k, a->total_kv, a->num_kv_heads,
+                                  a->head_dim, ks, TALON__PREFILL_BN(a->head_dim), a->dtype));
+    TALON__TRY(talon__prefill_map(ctx, op, "v", &p.v_map, a->v, a->total_kv, a->num_kv_heads,
+                                  a->head_dim, vs, TALON__PREFILL_BN(a->head_dim), a->dtype));
+    sm_scale = a->sm_scale != 0.0f ? a->sm_scale
+               : a->head_dim == 64 ? 0.125f : a->head_dim == 128 ? 0.08838834764831845f : 0.0625f;
+    p.o = a->o; p.lse = a->lse;
+    p.cu_seqlens_q = a->cu_seqlens_q; p.cu_seqlens_k = a->cu_seqlens_k;
+    p.o_stride = os;
+    p.total_q = a->total_q;
+    p.batch = (int)a->batch;
+    p.num_qo_heads = (int)a->num_qo_heads;
+    p.group = (int)(a->num_qo_heads / a->num_kv_heads);
+    p.m_blocks = (int)m_blocks;
+    p.causal = a->causal;
+    p.window = (int)a->window;
+    p.scale = a->logits_soft_cap > 0.0f ? sm_scale / a->logits_soft_cap
+                                        : sm_scale * 1.4426950408889634f;
+    p.cap = a->logits_soft_cap * 1.4426950408889634f;
+    TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 2, (int)a->dtype, (int)a->head_dim));
+    return talon__launch(ctx, stream, op, k,
+                         talon__prefill_grid(m_blocks * a->batch * a->num_qo_heads, ctx->sms), &p);
+}
+
+#endif

@@ -1,0 +1,15 @@
+// Fast math the attention kernels' inner loops use (PTX ISA: ex2).
+#pragma once
+
+namespace talon::dev {
+
+// 2^x by the SFU's approximation (max relative error about 2^-22), results below 2^-126
+// flushed to zero: exp2f adds a range fix-up (a compare and two multiplies) for those, which a
+// softmax weight that small never needs. ex2(-inf) = 0.
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+} // namespace talon::dev

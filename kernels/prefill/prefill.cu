@@ -1,0 +1,319 @@
+// prefill.cu - attention over many query tokens per request (FlashAttention-style: the
+// scores never leave the chip), bf16/f16, fp32 accumulation on wgmma, TMA loads.
+//
+// A tile is 128 query rows of one query head of one request. Persistent CTAs of 384 threads
+// (one per SM) walk the tiles in the order (request, kv head, query block from the last,
+// query head of the group), CTA i taking tiles i, i + grid, ... (a static schedule: no
+// workspace). The tiles running at once then share the k/v of a few (request, kv head)
+// pairs, which stay in L2: ordered by query block first, 132 tiles of 132 different pairs
+// read 132 separate k/v streams, more than HBM delivers (measured: 0.55x cuDNN at 16 x 1024
+// tokens, docs/notes/prefill.md). Within a pair the causal tiles with the most keys come
+// first.
+//   warpgroup 0  one elected thread loads each tile's q (once the previous tile's last
+//                q k^T is done), then k and v of each block of BN keys into a ring of STAGES
+//                stages (separate barriers for k and v, so that q k^T starts while v is still
+//                on its way); its registers go to the others.
+//   warpgroups 1, 2  64 query rows each: S = q k^T (wgmma, both operands in shared memory),
+//                the online softmax in registers (fp32, exp2 with log2 e folded into the
+//                scale), P rounded to the input type and O += P v with P straight from the
+//                registers (the score accumulator layout is the A-fragment layout) and v
+//                read transposed (MN-major) from its natural [keys, d] rows. S of the next
+//                block is issued before P v of the current one, so the softmax of one block
+//                runs while the tensor cores multiply the other, and the two warpgroups take
+//                turns at issuing (ping-pong), so one's softmax overlaps the other's products.
+// Blocks are walked from the last one down, so the causal diagonal and the ragged tail (the
+// blocks that need a mask) come first.
+#include "dev/kernel.cuh"
+#include "dev/math.cuh"
+#include "dev/pipeline.cuh"
+#include "dev/reduce.cuh"
+#include "dev/tma.cuh"
+#include "dev/warpgroup.cuh"
+#include "dev/wgmma.cuh"
+#include "talon/kernels/prefill.def"
+
+namespace talon::prefill {
+using namespace talon::dev;
+
+constexpr int BM = TALON__PREFILL_BM;
+constexpr float NEG_INF = -__builtin_huge_valf();
+
+// D[64 x N] (+)= A . B^T, both from shared memory, K-major (S = q k^T).
+template <int DT, int N>
+__device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, bool acc) {
+    if constexpr (DT == TALON__BF16) mma_bf16_ss<N>(d, a, b, acc);
+    else mma_f16_ss<N>(d, a, b, acc);
+}
+
+// D[64 x N] += A . B with A from registers and B MN-major in shared memory (O += P v).
+template <int DT, int N>
+__device__ __forceinline__ void mma_rs_mn(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
+    if constexpr (DT == TALON__BF16) mma_bf16_rs<N, 1>(d, a, b, true);
+    else mma_f16_rs<N, 1>(d, a, b, true);
+}
+
+// The tile's place: request b, query head h, rows [m0, m0 + BM) of the request's q_len,
+// keys in blocks [nb_lo, nb_hi) of BN; off = kv_len - q_len (query row i sits at key position
+// i + off: the new tokens are the last ones).
+struct Tile {
+    int b, h, m0, q0, q_len, k0, kv_len, off, nb_lo, nb_hi;
+};
+
+template <int BN>
+__device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, Tile &tl) {
+    // t = ((b, kv head), query block from the last, query head of the group)
+    const int per_pair = p.m_blocks * p.group, hk_count = p.num_qo_heads / p.group;
+    const int pair = t / per_pair, r = t % per_pair;
+    tl.m0 = (p.m_blocks - 1 - r / p.group) * BM;
+    tl.b = pair / hk_count;
+    tl.h = pair % hk_count * p.group + r % p.group;
+    const int *cu_q = reinterpret_cast<const int *>(p.cu_seqlens_q);
+    const int *cu_k = reinterpret_cast<const int *>(p.cu_seqlens_k);
+    tl.q0 = __ldg(cu_q + tl.b);
+    tl.q_len = __ldg(cu_q + tl.b + 1) - tl.q0;
+    if (tl.m0 >= tl.q_len) return false; // nothing of this request here
+    tl.k0 = __ldg(cu_k + tl.b);
+    tl.kv_len = max(__ldg(cu_k + tl.b + 1) - tl.k0, 0);
+    // query row i attends keys j in [pos - window + 1, pos] (causal) of [0, kv_len), pos = i + off
+    tl.off = tl.kv_len - tl.q_len;
+    int hi = tl.kv_len, lo = 0;
+    if (p.causal) hi = min(hi, tl.m0 + BM + tl.off);
+    if (p.window) lo = max(0, tl.m0 + tl.off - p.window + 1);
+    tl.nb_lo = lo / BN;
+    tl.nb_hi = hi > lo ? (hi + BN - 1) / BN : tl.nb_lo;
+    return true;
+}
+
+template <int DT, int D>
+__device__ void prefill_tile(const talon__prefill_params &p) {
+    using T = elem<DT>;
+    constexpr int BN = TALON__PREFILL_BN(D), STAGES = TALON__PREFILL_STAGES(D);
+    constexpr int CH = D / 64;                         // 128-byte column chunks of a row
+    constexpr int Q_CHUNK = BM * 64, KV_CHUNK = BN * 64; // elements of one chunk's tile
+    constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
+    extern __shared__ uint8_t smem_raw[];
+    // 128-byte swizzled tiles: 1024-aligned
+    T *sq = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    T *sk = sq + BM * D;
+    T *sv = sk + STAGES * BN * D;
+    uint64_t *q_full = reinterpret_cast<uint64_t *>(sv + STAGES * BN * D);
+    uint64_t *q_empty = q_full + 1;
+    auto *kpipe = reinterpret_cast<Pipeline<STAGES> *>(q_empty + 1);
+    auto *vpipe = kpipe + 1;
+    const int tiles = p.m_blocks * p.batch * p.num_qo_heads;
+
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+        mbar_init(q_empty, 8); // one arrival per consumer warp
+        kpipe->init(8);
+        vpipe->init(8);
+        tma_prefetch_desc(&p.q_map);
+        tma_prefetch_desc(&p.k_map);
+        tma_prefetch_desc(&p.v_map);
+    }
+    __syncthreads();
+
+    if (warpgroup_index() == 0) {
+        setmaxnreg_dec<24>();
+        if (warp_in_warpgroup() == 0 && elect_one()) {
+            PipeState<STAGES> st;
+            uint32_t q_phase = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                Tile tl;
+                if (!tile_of<BN>(p, t, tl)) continue;
+                mbar_wait(q_empty, q_phase ^ 1); // the previous tile's q k^T are done
+                q_phase ^= 1;
+                mbar_arrive_expect_tx(q_full, Q_BYTES);
+#pragma unroll
+                for (int c = 0; c < CH; c++)
+                    tma_load_3d(sq + c * Q_CHUNK, &p.q_map, q_full, c * 64, tl.h, tl.q0 + tl.m0);
+                const int hk = tl.h / p.group;
+                for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
+                    uint64_t *kf = kpipe->producer_acquire(st);
+                    kpipe->producer_commit(st, KV_BYTES);
+#pragma unroll
+                    for (int c = 0; c < CH; c++)
+                        tma_load_3d(sk + st.stage * BN * D + c * KV_CHUNK, &p.k_map, kf, c * 64, hk, tl.k0 + n * BN);
+                    uint64_t *vf = vpipe->producer_acquire(st);
+                    vpipe->producer_commit(st, KV_BYTES);
+#pragma unroll
+                    for (int c = 0; c < CH; c++)
+                        tma_load_3d(sv + st.stage * BN * D + c * KV_CHUNK, &p.v_map, vf, c * 64, hk, tl.k0 + n * BN);
+                    st.advance();
+                }
+            }
+        }
+        return;
+    }
+
+    setmaxnreg_inc<240>();
+    const int band = warpgroup_index() - 1, lane = lane_index();
+    const int r0 = band * 64 + 16 * warp_in_warpgroup() + lane / 4; // tile row of h = 0; h = 1: + 8
+    const uint64_t dq = make_desc_kmajor<Swizzle::B128>(sq + band * 64 * 64);
+    // soft-cap: the scores are capped in log2 units, then used as they are
+    const float sc = p.cap != 0.f ? 1.f : p.scale;
+    PipeState<STAGES> kst, vst; // v is consumed one block behind k
+    uint32_t q_phase = 0;
+    float o[D / 2], m_run[2], l_run[2];
+    Tile tl{};
+
+    // S = q k^T of the next k stage, issued (accumulator layout: wgmma.cuh; register i holds
+    // row r0 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (lane % 4) + i % 2 of the block)
+    auto issue_qk = [&](float (&s)[BN / 2]) {
+        kpipe->consumer_wait(kst);
+        wgmma_fence(); // s and the previous block's P were touched since the last wgmma
+        const uint64_t dk = make_desc_kmajor<Swizzle::B128>(sk + kst.stage * BN * D);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++)
+            mma_ss<DT, BN>(s, desc_add(dq, (kk / 4) * Q_CHUNK * 2 + (kk % 4) * 32),
+                           desc_add(dk, (kk / 4) * KV_CHUNK * 2 + (kk % 4) * 32), kk > 0);
+        wgmma_commit();
+    };
+    // O += P v of the next v stage, issued (P from registers, v MN-major)
+    auto issue_pv = [&](const uint32_t (&pf)[BN / 16][4]) {
+        vpipe->consumer_wait(vst);
+        wgmma_fence();
+        const uint64_t dv = make_desc_mn_major_b128(sv + vst.stage * BN * D, KV_CHUNK * 2);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) mma_rs_mn<DT, D>(o, pf[kk], desc_add(dv, kk * 16 * 128));
+        wgmma_commit();
+    };
+    // Scores of block n, masked, into p = exp2(s sc - max) in place (log2 units: sc folds
+    // log2 e into sm_scale, which is > 0, so the max of s gives the max of s sc); the running
+    // max and sum move on, alpha gets the factor the rows' O must be rescaled by.
+    auto softmax = [&](float (&s)[BN / 2], int n, float (&alpha)[2]) {
+        if (p.cap != 0.f) {
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) s[i] = p.cap * tanhf(s[i] * p.scale);
+        }
+        const int j0 = n * BN;
+        const bool tail = j0 + BN > tl.kv_len;
+        const bool diag = p.causal && j0 + BN - 1 > tl.m0 + tl.off;
+        const bool left = p.window && j0 < tl.m0 + BM - 1 + tl.off - p.window + 1;
+        if (tail || diag || left) {
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) {
+                const int j = j0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+                const int pos = tl.m0 + r0 + 8 * ((i / 2) % 2) + tl.off;
+                const bool ok = j < tl.kv_len && (!p.causal || j <= pos) && (!p.window || j > pos - p.window);
+                if (!ok) s[i] = NEG_INF;
+            }
+        }
+        float mx[2] = {NEG_INF, NEG_INF}, ms[2], rs[2] = {0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 1));
+            mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 2));
+            const float m_new = fmaxf(m_run[r], mx[r] * sc);
+            ms[r] = m_new == NEG_INF ? 0.f : m_new; // a row with no key yet: p = 0, not NaN
+            alpha[r] = exp2_ftz(m_run[r] - ms[r]);
+            m_run[r] = m_new;
+        }
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) {
+            s[i] = exp2_ftz(fmaf(s[i], sc, -ms[(i / 2) % 2]));
+            rs[(i / 2) % 2] += s[i];
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) l_run[r] = fmaf(l_run[r], alpha[r], rs[r]);
+    };
+    // P rounded into A fragments: k-step kk's register e packs i = 8 kk + 2 e and + 1
+    auto pack = [&](const float (&s)[BN / 2], uint32_t (&pf)[BN / 16][4]) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; i += 2) pf[i / 8][(i % 8) / 2] = pack2<T>(s[i], s[i + 1]);
+    };
+    // Releases q once this warp's last q k^T of the tile is done.
+    auto release_q = [&] { if (lane == 0) mbar_arrive(q_empty); };
+
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        if (!tile_of<BN>(p, t, tl)) continue;
+#pragma unroll
+        for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+        m_run[0] = m_run[1] = NEG_INF;
+        l_run[0] = l_run[1] = 0.f;
+        // Ping-pong: the two warpgroups take turns at issuing their wgmmas (named barriers 1
+        // and 2: a warpgroup waits for its turn, issues, then hands the turn over), so that
+        // one's softmax runs while the other's matrix products occupy the tensor cores. Per
+        // tile, warpgroup 2 hands warpgroup 1 the first turn and takes no turn after its last.
+        const int phases = tl.nb_hi - tl.nb_lo + 1; // issue points: first S, S + P v per block, last P v
+        int phase = 0;
+        auto my_turn = [&] { named_bar_sync(1 + band, 256); };
+        auto their_turn = [&] {
+            if (band == 0 || ++phase < phases) named_bar_arrive(2 - band, 256);
+        };
+        if (band == 1 && phases > 1) named_bar_arrive(1, 256);
+
+        mbar_wait(q_full, q_phase);
+        q_phase ^= 1;
+        if (tl.nb_hi > tl.nb_lo) {
+            // Software pipeline: S of block n is computed while P v of block n + 1 (blocks
+            // are walked downwards) still runs, and the softmax of block n overlaps that P v.
+            float s[BN / 2], alpha[2];
+            uint32_t pf[BN / 16][4];
+            my_turn();
+            issue_qk(s);
+            their_turn();
+            wgmma_wait<0>();
+            fence_operand(s);
+            if (lane == 0) kpipe->consumer_release(kst);
+            kst.advance();
+            if (tl.nb_hi - 1 == tl.nb_lo) release_q();
+            softmax(s, tl.nb_hi - 1, alpha);
+            pack(s, pf);
+            for (int n = tl.nb_hi - 2; n >= tl.nb_lo; n--) {
+                my_turn();
+                issue_qk(s);
+                issue_pv(pf);
+                their_turn();
+                wgmma_wait<1>(); // S done, P v still running
+                fence_operand(s);
+                if (lane == 0) kpipe->consumer_release(kst);
+                kst.advance();
+                if (n == tl.nb_lo) release_q();
+                softmax(s, n, alpha);
+                wgmma_wait<0>();
+                fence_operand(o);
+                if (lane == 0) vpipe->consumer_release(vst);
+                vst.advance();
+#pragma unroll
+                for (int i = 0; i < D / 2; i++) o[i] *= alpha[(i / 2) % 2];
+                pack(s, pf);
+            }
+            my_turn();
+            issue_pv(pf);
+            their_turn();
+            wgmma_wait<0>();
+            fence_operand(o);
+            if (lane == 0) vpipe->consumer_release(vst);
+            vst.advance();
+        } else {
+            release_q();
+        }
+
+        // ---- o = O / l, lse = ln(sum exp(score)) = (max + log2 l) ln 2
+        T *out = reinterpret_cast<T *>(p.o);
+        float *lse = reinterpret_cast<float *>(p.lse);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float l = l_run[r];
+            l += shfl_xor(l, 1);
+            l += shfl_xor(l, 2);
+            const int row = tl.m0 + r0 + 8 * r;
+            if (row >= tl.q_len || int64_t(tl.q0) + row >= p.total_q) continue;
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            T *orow = out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * D + 2 * (lane % 4);
+#pragma unroll
+            for (int q = 0; q < D / 8; q++)
+                *reinterpret_cast<uint32_t *>(orow + 8 * q) = pack2<T>(o[4 * q + 2 * r] * inv, o[4 * q + 2 * r + 1] * inv);
+            if (lse && lane % 4 == 0)
+                lse[(int64_t(tl.q0) + row) * p.num_qo_heads + tl.h] =
+                    l > 0.f ? (m_run[r] + log2f(l)) * 0.6931471805599453f : NEG_INF;
+        }
+    }
+}
+
+} // namespace talon::prefill
+
+TALON__KERNELS_prefill(TALON_DEV_KERNEL)

@@ -1,0 +1,485 @@
+/* GPU tests (H100/H200) of talon_prefill_attention against the fp64 reference of
+   tests/decode/ref_attn.h (one query row against its attended keys), every output element
+   (o and lse) written and checked after poisoning o and lse with 0xFF bytes (NaN).
+
+   A case draws q, k and v at random (reproducibly from its seed) in [-1, 1) (q times qamp),
+   rounded to bf16/f16; the reference reads exactly those values. Token strides may be padded:
+   q/k/v padding holds random values the kernel must not read into results, o padding must
+   stay poisoned. Rows of requests long enough to make the fp64 reference slow are sampled
+   (every `sample`-th query row is compared; every row is still checked to be written and
+   finite).
+   Tolerances, per element:
+     o:   |dev - ref| <= rtol |ref| + atol + ptol mag, rtol 2^-7 (bf16) / 2^-10 (f16) (one unit
+          in the last place), atol 1e-5 / 1e-6, mag = sum_j p_j |v_j| and ptol 2^-8 / 2^-10:
+          the weights enter P v rounded to the input type (half a unit: 2^-9 / 2^-12 of each
+          weight), twice that bound;
+     lse: |dev - ref| <= 2^-16 (1 + |ref| + max_j |s_j|); -inf exactly where the ref is -inf.
+   TALON_TEST_QUICK=1 (compute-sanitizer) keeps every path with short requests. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "gpu.h"
+#include "ref.h"
+#include "../decode/ref_attn.h"
+#include "talon.h"
+
+#define MAXB 8
+#define NTHREADS 8
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static talon_ctx *g_ctx;
+static CUstream g_stream;
+static int g_quick;
+static long long g_cases, g_elements;
+
+typedef struct pcase {
+    talon_dtype dtype;
+    int64_t d, hq, hk;
+    int batch;
+    int qlens[MAXB], klens[MAXB];
+    int causal, window, no_lse;
+    float cap, sm_scale, qamp;
+    int64_t pad;   /* extra elements in every token stride (q, k, v, o) */
+    int sample;    /* compare every sample-th query row (0 or 1: all) */
+    uint64_t seed;
+} pcase;
+
+static void describe(const pcase *c, char *buf, size_t n) {
+    int i, k = snprintf(buf, n, "%s D=%lld Hq=%lld Hk=%lld %s window=%d cap=%g pad=%lld%s lens={",
+                        c->dtype == TALON_DTYPE_F16 ? "f16" : "bf16", (long long)c->d,
+                        (long long)c->hq, (long long)c->hk, c->causal ? "causal" : "full",
+                        c->window, (double)c->cap, (long long)c->pad, c->no_lse ? " no-lse" : "");
+    for (i = 0; i < c->batch && k > 0 && (size_t)k < n; i++)
+        k += snprintf(buf + k, n - (size_t)k, "%s%d/%d", i ? "," : "", c->qlens[i], c->klens[i]);
+    if (k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, "}");
+}
+
+static int g_err;
+#define CK(call)                                                                               \
+    do {                                                                                       \
+        CUresult e_ = (call);                                                                  \
+        if (e_ != CUDA_SUCCESS) {                                                              \
+            print_error("%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, gpu_error(e_));  \
+            g_err = 1;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+static CUdeviceptr dalloc(size_t n) {
+    CUdeviceptr p = 0;
+    CK(cu.cuMemAlloc(&p, n ? n : 16));
+    return p;
+}
+
+typedef struct tally {
+    gpu_tally t;
+    double worst; /* max |err| / tol */
+} tally;
+
+/* ---------------------------------------------------------------- one case */
+typedef struct job {
+    const pcase *c;
+    int64_t total_q, total_kv, qs, ks, os;
+    int32_t cu_q[MAXB + 1], cu_k[MAXB + 1];
+    uint16_t *qb, *kb, *vb, *ob;   /* device images */
+    float *qv, *kv, *vv;           /* element values */
+    float *lse;
+    double sm_scale;
+    /* results of the check */
+    long long bad, elements;
+    double worst;
+    char first[256];
+    pthread_mutex_t lock;
+    int next_row;
+} job;
+
+static void draw(const pcase *c, uint16_t *bits, float *val, int64_t n, float amp, uint64_t seed) {
+    uint64_t s = ref_mix64(seed);
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        bits[i] = ref_from_f32(c->dtype, amp * (2.0f * ref_unit01(&s) - 1.0f));
+        val[i] = ref_to_f32(c->dtype, bits[i]);
+    }
+}
+
+static void job_make(job *j, const pcase *c) {
+    int b;
+    memset(j, 0, sizeof *j);
+    j->c = c;
+    for (b = 0; b < c->batch; b++) {
+        j->cu_q[b + 1] = j->cu_q[b] + c->qlens[b];
+        j->cu_k[b + 1] = j->cu_k[b] + c->klens[b];
+    }
+    j->total_q = j->cu_q[c->batch] ? j->cu_q[c->batch] : 1;
+    j->total_kv = j->cu_k[c->batch] ? j->cu_k[c->batch] : 1;
+    j->qs = c->hq * c->d + c->pad;
+    j->ks = c->hk * c->d + c->pad;
+    j->os = c->hq * c->d + c->pad;
+    j->qb = malloc(2 * (size_t)(j->total_q * j->qs));
+    j->qv = malloc(4 * (size_t)(j->total_q * j->qs));
+    j->kb = malloc(2 * (size_t)(j->total_kv * j->ks));
+    j->kv = malloc(4 * (size_t)(j->total_kv * j->ks));
+    j->vb = malloc(2 * (size_t)(j->total_kv * j->ks));
+    j->vv = malloc(4 * (size_t)(j->total_kv * j->ks));
+    j->ob = malloc(2 * (size_t)(j->total_q * j->os));
+    j->lse = malloc(4 * (size_t)(j->total_q * c->hq));
+    draw(c, j->qb, j->qv, j->total_q * j->qs, c->qamp > 0 ? c->qamp : 1.0f, c->seed * 3 + 1);
+    draw(c, j->kb, j->kv, j->total_kv * j->ks, 1.0f, c->seed * 3 + 2);
+    draw(c, j->vb, j->vv, j->total_kv * j->ks, 1.0f, c->seed * 3 + 3);
+    j->sm_scale = c->sm_scale != 0.0f ? c->sm_scale : 1.0 / sqrt((double)c->d);
+    pthread_mutex_init(&j->lock, NULL);
+}
+
+static void job_free(job *j) {
+    free(j->qb); free(j->qv); free(j->kb); free(j->kv); free(j->vb); free(j->vv);
+    free(j->ob); free(j->lse);
+    pthread_mutex_destroy(&j->lock);
+}
+
+static void note(job *j, long long bad, long long elements, double worst, const char *first) {
+    pthread_mutex_lock(&j->lock);
+    if (bad && !j->bad) snprintf(j->first, sizeof j->first, "%s", first);
+    j->bad += bad;
+    j->elements += elements;
+    if (worst > j->worst) j->worst = worst;
+    pthread_mutex_unlock(&j->lock);
+}
+
+/* Checks query token rows handed out one at a time (all heads of a token). */
+static void *check_worker(void *arg) {
+    job *j = arg;
+    const pcase *c = j->c;
+    const int64_t d = c->d, group = c->hq / c->hk;
+    const double rtol = c->dtype == TALON_DTYPE_F16 ? 0x1p-10 : 0x1p-7;
+    const double atol = c->dtype == TALON_DTYPE_F16 ? 1e-6 : 1e-5;
+    const double ptol = c->dtype == TALON_DTYPE_F16 ? 0x1p-10 : 0x1p-8;
+    const float **kp = malloc(sizeof(float *) * (size_t)j->total_kv);
+    const float **vp = malloc(sizeof(float *) * (size_t)j->total_kv);
+    double *q = malloc(sizeof(double) * (size_t)d), *o = malloc(sizeof(double) * (size_t)d);
+    double *mag = malloc(sizeof(double) * (size_t)d);
+    char first[256];
+    for (;;) {
+        long long bad = 0, elements = 0;
+        double worst = 0;
+        int64_t t, h, i;
+        int b = 0, pos, lo, hi, n, ql, kl, qi;
+        pthread_mutex_lock(&j->lock);
+        t = j->next_row++;
+        pthread_mutex_unlock(&j->lock);
+        if (t >= j->cu_q[c->batch]) break;
+        while (j->cu_q[b + 1] <= t) b++;
+        ql = c->qlens[b]; kl = c->klens[b]; qi = (int)(t - j->cu_q[b]);
+        pos = qi + kl - ql;
+        lo = c->window > 0 ? pos - c->window + 1 : 0;
+        if (lo < 0) lo = 0;
+        hi = c->causal ? pos : kl - 1;
+        if (hi > kl - 1) hi = kl - 1;
+        n = hi >= lo ? hi - lo + 1 : 0;
+        first[0] = 0;
+        for (h = 0; h < c->hq; h++) {
+            const uint16_t *orow = j->ob + t * j->os + h * d;
+            const int sampled = c->sample <= 1 || qi % c->sample == 0 || qi == ql - 1;
+            double lse = 0, smax = 0;
+            if (sampled) {
+                const int64_t hk = h / group;
+                for (i = 0; i < d; i++) q[i] = j->qv[t * j->qs + h * d + i];
+                for (i = 0; i < n; i++) {
+                    kp[i] = j->kv + (j->cu_k[b] + lo + i) * j->ks + hk * d;
+                    vp[i] = j->vv + (j->cu_k[b] + lo + i) * j->ks + hk * d;
+                }
+                lse = ref_attn_decode(q, kp, vp, n, d, j->sm_scale, c->cap, 1.0, 1.0, o, mag, &smax);
+            }
+            for (i = 0; i < d; i++) {
+                const double dev = ref_to_f32(c->dtype, orow[i]);
+                double tol, err;
+                elements++;
+                if (!sampled) {
+                    if (!isfinite(dev) && !bad++)
+                        snprintf(first, sizeof first, "o[%lld, %lld, %lld] = %g (not written?)", (long long)t, (long long)h, (long long)i, dev);
+                    continue;
+                }
+                tol = rtol * fabs(o[i]) + atol + ptol * mag[i];
+                err = fabs(dev - o[i]);
+                if (!(err <= tol)) {
+                    if (!bad++)
+                        snprintf(first, sizeof first, "o[%lld, %lld, %lld] = %.8g, ref %.8g (tol %.3g)", (long long)t, (long long)h, (long long)i, dev, o[i], tol);
+                } else if (err / tol > worst) worst = err / tol;
+            }
+            for (i = c->hq * d; h == c->hq - 1 && i < j->os; i++) /* o's padding stays poisoned */
+                if (j->ob[t * j->os + i] != 0xFFFF && !bad++)
+                    snprintf(first, sizeof first, "o padding [%lld, %lld] written", (long long)t, (long long)i);
+            if (!c->no_lse) {
+                const float dl = j->lse[t * c->hq + h];
+                int ok;
+                elements++;
+                if (!sampled) ok = !isnan(dl);
+                else if (lse == -INFINITY) ok = dl == -INFINITY;
+                else ok = fabs(dl - lse) <= 0x1p-16 * (1 + fabs(lse) + smax);
+                if (!ok && !bad++)
+                    snprintf(first, sizeof first, "lse[%lld, %lld] = %.9g, ref %.9g", (long long)t, (long long)h, (double)dl, lse);
+            }
+        }
+        note(j, bad, elements, worst, first);
+    }
+    free(kp); free(vp); free(q); free(o); free(mag);
+    return NULL;
+}
+
+typedef struct dev {
+    CUdeviceptr q, k, v, o, lse, cu_q, cu_k;
+} dev;
+
+static void fill_args(const job *j, const dev *dv, talon_prefill_attention_args *a) {
+    const pcase *c = j->c;
+    memset(a, 0, sizeof *a);
+    a->o = dv->o; a->lse = c->no_lse ? 0 : dv->lse; a->q = dv->q; a->k = dv->k; a->v = dv->v;
+    a->cu_seqlens_q = dv->cu_q; a->cu_seqlens_k = dv->cu_k;
+    a->batch = c->batch;
+    a->total_q = j->total_q; a->total_kv = j->total_kv;
+    for (int b = 0; b < c->batch; b++)
+        if (c->qlens[b] > a->max_seqlen_q) a->max_seqlen_q = c->qlens[b];
+    if (!a->max_seqlen_q) a->max_seqlen_q = 1;
+    a->num_qo_heads = c->hq; a->num_kv_heads = c->hk; a->head_dim = c->d;
+    if (c->pad) { a->q_stride = j->qs; a->k_stride = j->ks; a->v_stride = j->ks; a->o_stride = j->os; }
+    a->window = c->window;
+    a->causal = c->causal;
+    a->sm_scale = c->sm_scale;
+    a->logits_soft_cap = c->cap;
+    a->dtype = c->dtype;
+}
+
+static void poison(const job *j, const dev *dv) {
+    CK(cu.cuMemsetD8(dv->o, 0xFF, 2 * (size_t)(j->total_q * j->os)));
+    CK(cu.cuMemsetD8(dv->lse, 0xFF, 4 * (size_t)(j->total_q * j->c->hq)));
+}
+
+static int check(job *j, const dev *dv) {
+    pthread_t th[NTHREADS];
+    int i;
+    CK(cu.cuMemcpyDtoH(j->ob, dv->o, 2 * (size_t)(j->total_q * j->os)));
+    CK(cu.cuMemcpyDtoH(j->lse, dv->lse, 4 * (size_t)(j->total_q * j->c->hq)));
+    j->bad = j->elements = 0; j->worst = 0; j->next_row = 0; j->first[0] = 0;
+    for (i = 0; i < NTHREADS; i++) pthread_create(&th[i], NULL, check_worker, j);
+    for (i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
+    return j->bad != 0;
+}
+
+/* Runs a case (graph: captured once and replayed `replays` times on fresh q). */
+static void run_case(tally *t, const pcase *c, int graph, int replays) {
+    job j;
+    dev dv;
+    talon_prefill_attention_args a;
+    talon_status st = TALON_SUCCESS;
+    char what[512];
+    int r, failed = 0;
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    job_make(&j, c);
+    dv.q = dalloc(2 * (size_t)(j.total_q * j.qs));
+    dv.k = dalloc(2 * (size_t)(j.total_kv * j.ks));
+    dv.v = dalloc(2 * (size_t)(j.total_kv * j.ks));
+    dv.o = dalloc(2 * (size_t)(j.total_q * j.os));
+    dv.lse = dalloc(4 * (size_t)(j.total_q * c->hq));
+    dv.cu_q = dalloc(4 * (MAXB + 1));
+    dv.cu_k = dalloc(4 * (MAXB + 1));
+    CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
+    CK(cu.cuMemcpyHtoD(dv.k, j.kb, 2 * (size_t)(j.total_kv * j.ks)));
+    CK(cu.cuMemcpyHtoD(dv.v, j.vb, 2 * (size_t)(j.total_kv * j.ks)));
+    CK(cu.cuMemcpyHtoD(dv.cu_q, j.cu_q, 4 * (MAXB + 1)));
+    CK(cu.cuMemcpyHtoD(dv.cu_k, j.cu_k, 4 * (MAXB + 1)));
+    fill_args(&j, &dv, &a);
+    if (graph) {
+        CK(cu.cuStreamBeginCapture(g_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        st = talon_prefill_attention(g_ctx, g_stream, &a);
+        CK(cu.cuStreamEndCapture(g_stream, &g));
+        if (g) CK(cu.cuGraphInstantiateWithFlags(&ge, g, 0));
+    }
+    for (r = 0; r < (graph ? replays : 1) && st == TALON_SUCCESS && !g_err; r++) {
+        if (r > 0) { /* fresh q for the replay */
+            draw(c, j.qb, j.qv, j.total_q * j.qs, c->qamp > 0 ? c->qamp : 1.0f, c->seed * 3 + 1 + 1000 * (uint64_t)r);
+            CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
+        }
+        poison(&j, &dv);
+        if (graph) CK(cu.cuGraphLaunch(ge, g_stream));
+        else st = talon_prefill_attention(g_ctx, g_stream, &a);
+        CK(cu.cuStreamSynchronize(g_stream));
+        if (st != TALON_SUCCESS || g_err) break;
+        failed |= check(&j, &dv);
+        t->t.elements += j.elements;
+        if (j.worst > t->worst) t->worst = j.worst;
+        if (j.bad) break;
+    }
+    t->t.cases++;
+    if (failed || st != TALON_SUCCESS || g_err) {
+        describe(c, what, sizeof what);
+        t->t.failures++;
+        if (st != TALON_SUCCESS) print_error("FAILED %s: %s\n", what, talon_last_error());
+        else print_error("FAILED %s: %lld mismatches; first: %s\n", what, j.bad, j.first);
+        g_err = 0;
+    }
+    if (ge) cu.cuGraphExecDestroy(ge);
+    if (g) cu.cuGraphDestroy(g);
+    cu.cuMemFree(dv.q); cu.cuMemFree(dv.k); cu.cuMemFree(dv.v); cu.cuMemFree(dv.o);
+    cu.cuMemFree(dv.lse); cu.cuMemFree(dv.cu_q); cu.cuMemFree(dv.cu_k);
+    job_free(&j);
+}
+
+static void tally_start(tally *t, const char *name) {
+    memset(t, 0, sizeof *t);
+    gpu_tally_start(&t->t, name);
+}
+static void tally_end(tally *t) {
+    print_message("%s: worst error %.3f of the tolerance\n", t->t.name, t->worst);
+    if (gpu_tally_end(&t->t, &g_cases, &g_elements)) fail();
+}
+
+static pcase base(talon_dtype dt, int64_t d, int64_t hq, int64_t hk, int causal, const int *ql,
+                  const int *kl, int n, uint64_t seed) {
+    pcase c;
+    int i;
+    memset(&c, 0, sizeof c);
+    c.dtype = dt; c.d = d; c.hq = hq; c.hk = hk; c.causal = causal; c.batch = n;
+    for (i = 0; i < n; i++) {
+        c.qlens[i] = ql[i];
+        c.klens[i] = kl ? kl[i] : ql[i];
+    }
+    c.seed = seed;
+    return c;
+}
+
+static const int64_t dims[] = {64, 128, 256};
+
+/* Lengths 1, 17, 128, 1000 and 4097 in one call (quick: 1, 17, 128, 300), every head_dim,
+   both types, causal and not. */
+static void test_mixed_lengths(void **state) {
+    static const int full[] = {1, 17, 128, 1000, 4097}, quick[] = {1, 17, 128, 300};
+    tally t;
+    int di, dt, causal;
+    (void)state;
+    tally_start(&t, "mixed lengths");
+    for (di = 0; di < COUNT(dims); di++)
+        for (dt = 0; dt < 2; dt++)
+            for (causal = 0; causal < 2; causal++) {
+                pcase c = base(dt ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, dims[di], 4, 2, causal,
+                               g_quick ? quick : full, NULL, g_quick ? 4 : 5, 11 + di * 4 + dt * 2 + causal);
+                c.sample = g_quick ? 1 : 5;
+                run_case(&t, &c, 0, 1);
+            }
+    tally_end(&t);
+}
+
+/* Fewer queries than keys (a cached prefix: bottom-right causal alignment), more queries than
+   keys (leading queries see nothing), empty requests. */
+static void test_prefix_and_empty(void **state) {
+    static const int ql[] = {1, 17, 128, 300, 50, 0, 9}, kl[] = {1000, 17, 2000, 301, 20, 5, 0};
+    tally t;
+    int di, causal;
+    (void)state;
+    tally_start(&t, "prefix and empty");
+    for (di = 0; di < COUNT(dims); di++)
+        for (causal = 0; causal < 2; causal++) {
+            pcase c = base(TALON_DTYPE_BF16, dims[di], 2, 1, causal, ql, kl, 7, 101 + di * 2 + causal);
+            if (g_quick) c.klens[0] = c.klens[2] = 400;
+            run_case(&t, &c, 0, 1);
+        }
+    tally_end(&t);
+}
+
+/* GQA ratios 1, 4, 7, 8 and MQA. */
+static void test_group_ratios(void **state) {
+    static const int64_t heads[][2] = {{3, 3}, {8, 2}, {7, 1}, {16, 2}, {6, 1}};
+    static const int ql[] = {200, 33};
+    tally t;
+    int hi, causal;
+    (void)state;
+    tally_start(&t, "group ratios");
+    for (hi = 0; hi < COUNT(heads); hi++)
+        for (causal = 0; causal < 2; causal++) {
+            pcase c = base(hi % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, 128, heads[hi][0],
+                           heads[hi][1], causal, ql, NULL, 2, 201 + hi * 2 + causal);
+            run_case(&t, &c, 0, 1);
+        }
+    tally_end(&t);
+}
+
+/* Sliding windows (with and without causal), soft-caps with large scores, sm_scale. */
+static void test_window_softcap(void **state) {
+    static const int ql[] = {300, 129, 5}, kl[] = {300, 700, 64};
+    static const int windows[] = {1, 37, 128, 200};
+    tally t;
+    int di, wi, causal;
+    (void)state;
+    tally_start(&t, "window and soft-cap");
+    for (di = 0; di < COUNT(dims); di++) {
+        for (wi = 0; wi < COUNT(windows); wi++)
+            for (causal = 0; causal < 2; causal++) {
+                pcase c = base(TALON_DTYPE_BF16, dims[di], 2, 2, causal, ql, kl, 3, 301 + di * 8 + wi * 2 + causal);
+                c.window = windows[wi];
+                run_case(&t, &c, 0, 1);
+            }
+        for (causal = 0; causal < 2; causal++) {
+            pcase c = base(di == 1 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, dims[di], 2, 1, causal, ql, kl, 3, 351 + di * 2 + causal);
+            c.cap = di == 2 ? 5.0f : 30.0f;
+            c.qamp = 8.0f;
+            c.sm_scale = di == 0 ? 0.3f : 0.0f;
+            c.window = causal ? 0 : 100;
+            run_case(&t, &c, 0, 1);
+        }
+    }
+    tally_end(&t);
+}
+
+/* Padded token strides (q, k, v, o), no lse, peaky softmax (large q). */
+static void test_strides(void **state) {
+    static const int ql[] = {130, 7, 64}, kl[] = {130, 260, 64};
+    tally t;
+    int di, causal;
+    (void)state;
+    tally_start(&t, "strides and no lse");
+    for (di = 0; di < COUNT(dims); di++)
+        for (causal = 0; causal < 2; causal++) {
+            pcase c = base(causal ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, dims[di], 3, 1, causal, ql, kl, 3, 401 + di * 2 + causal);
+            c.pad = 8 + 16 * di;
+            c.no_lse = di == 1;
+            c.qamp = 4.0f;
+            run_case(&t, &c, 0, 1);
+        }
+    tally_end(&t);
+}
+
+/* Captured once, replayed on fresh inputs. */
+static void test_graph(void **state) {
+    static const int ql[] = {257, 64, 1}, kl[] = {257, 300, 1};
+    tally t;
+    (void)state;
+    tally_start(&t, "graph capture and replay");
+    {
+        pcase c = base(TALON_DTYPE_BF16, 128, 4, 2, 1, ql, kl, 3, 501);
+        run_case(&t, &c, 1, 3);
+    }
+    tally_end(&t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mixed_lengths), cmocka_unit_test(test_prefix_and_empty),
+        cmocka_unit_test(test_group_ratios),  cmocka_unit_test(test_window_softcap),
+        cmocka_unit_test(test_strides),       cmocka_unit_test(test_graph),
+    };
+    gpu_test t;
+    int failed;
+    if (gpu_test_begin(&t, "test_gpu_prefill", CU_STREAM_NON_BLOCKING)) return 1;
+    g_ctx = t.ctx;
+    g_stream = t.stream;
+    g_quick = t.quick;
+    failed = cmocka_run_group_tests_name("talon GPU prefill attention", tests, NULL, NULL);
+    return gpu_test_end(&t, " against the fp64 reference", g_cases, g_elements, failed);
+}
