@@ -301,7 +301,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             l += shfl_xor(l, 1);
             l += shfl_xor(l, 2);
             const int row = tl.m0 + r0 + 8 * r;
-            if (row >= tl.q_len || int64_t(tl.q0) + row >= p.total_q) continue;
+            // rows of this request inside o, even for cu_seqlens that break the caller's promise
+            if (row >= tl.q_len || int64_t(tl.q0) + row < 0 || int64_t(tl.q0) + row >= p.total_q) continue;
             const float inv = l > 0.f ? 1.f / l : 0.f;
             T *orow = out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * D + 2 * (lane % 4);
 #pragma unroll
