@@ -476,7 +476,8 @@ int main(void) {
     };
     gpu_test t;
     int failed;
-    if (gpu_test_begin(&t, "test_gpu_prefill", CU_STREAM_NON_BLOCKING)) return 1;
+    /* a blocking stream: it waits for the uploads and poison memsets on the legacy stream */
+    if (gpu_test_begin(&t, "test_gpu_prefill", CU_STREAM_DEFAULT)) return 1;
     g_ctx = t.ctx;
     g_stream = t.stream;
     g_quick = t.quick;

@@ -2,6 +2,7 @@
    rule, and the exact launches (kernel, grid, block, shared memory, parameters and the three
    tensor maps) for every head_dim and both types. */
 #include "fake_driver.h"
+#include "table_rows.h"
 #include <math.h>
 
 #define STREAM ((CUstream)(uintptr_t)0x5157)
@@ -20,142 +21,80 @@ static talon_prefill_attention_args valid(void) {
 }
 
 /* ================================================================ validation */
-typedef struct bad_row {
-    const char *name;
-    void (*edit)(talon_prefill_attention_args *a);
-    int null_ctx, null_args;
-    const char *field, *value;
-} bad_row;
-
-#define EDIT(fn, body) static void fn(talon_prefill_attention_args *a) { body; }
-EDIT(o_null, a->o = 0)
-EDIT(o_mis, a->o = P_O + 8)
-EDIT(lse_mis, a->lse = P_LSE + 2)
-EDIT(q_null, a->q = 0)
-EDIT(q_mis, a->q = P_Q + 2)
-EDIT(k_null, a->k = 0)
-EDIT(k_mis, a->k = P_K + 4)
-EDIT(v_null, a->v = 0)
-EDIT(v_mis, a->v = P_V + 8)
-EDIT(cuq_null, a->cu_seqlens_q = 0)
-EDIT(cuq_mis, a->cu_seqlens_q = P_CUQ + 2)
-EDIT(cuk_null, a->cu_seqlens_k = 0)
-EDIT(cuk_mis, a->cu_seqlens_k = P_CUK + 1)
-EDIT(dtype_f32, a->dtype = TALON_DTYPE_F32)
-EDIT(dtype_fp8, a->dtype = TALON_DTYPE_FP8_E4M3)
-EDIT(batch0, a->batch = 0)
-EDIT(batch_big, a->batch = (1 << 20) + 1)
-EDIT(tq0, a->total_q = 0)
-EDIT(tq_big, a->total_q = 2147483648LL)
-EDIT(tk0, a->total_kv = 0)
-EDIT(tk_big, a->total_kv = 2147483648LL)
-EDIT(msq0, a->max_seqlen_q = 0)
-EDIT(msq_big, a->max_seqlen_q = 1501)
-EDIT(hq0, a->num_qo_heads = 0)
-EDIT(hq_big, a->num_qo_heads = 1025)
-EDIT(hk0, a->num_kv_heads = 0)
-EDIT(hq_mult, a->num_qo_heads = 12)
-EDIT(d96, a->head_dim = 96)
-EDIT(d512, a->head_dim = 512)
-EDIT(qs_short, a->q_stride = 4088)
-EDIT(qs_odd, a->q_stride = 4100)
-EDIT(ks_short, a->k_stride = 1000)
-EDIT(vs_odd, a->v_stride = 1028)
-EDIT(os_short, a->o_stride = 8)
-EDIT(win_neg, a->window = -1)
-EDIT(win_big, a->window = 2147483648LL)
-EDIT(causal2, a->causal = 2)
-EDIT(scale_nan, a->sm_scale = NAN)
-EDIT(scale_inf, a->sm_scale = INFINITY)
-EDIT(scale_neg, a->sm_scale = -0.5f)
-EDIT(cap_neg, a->logits_soft_cap = -1.0f)
-EDIT(cap_inf, a->logits_soft_cap = INFINITY)
-EDIT(grid_big, a->batch = 1 << 20; a->total_q = 1LL << 30; a->max_seqlen_q = 1 << 20; a->num_qo_heads = 1024; a->num_kv_heads = 1024)
-EDIT(o_over_q, a->o = P_Q + 4096 * 2 * 200)
-EDIT(o_over_v, a->o = P_V - 16)
-EDIT(o_over_lse, a->lse = P_O + 64)
-
-#define BR(N, E, F, V) {.name = "talon_prefill_attention rejects " N, .edit = E, .field = F, .value = V}
+#define P(f, k, v) SET(talon_prefill_attention_args, f, k, v)
+#define BAD(NAME, SETS, FIELD, VALUE)                                                          \
+    {.name = "talon_prefill_attention rejects " NAME, .kind = BAD_FIELDS, .set = SETS,          \
+     .field = FIELD, .value = VALUE}
 static const bad_row bad_rows[] = {
-    {.name = "talon_prefill_attention rejects ctx NULL", .null_ctx = 1, .field = "ctx", .value = "NULL"},
-    {.name = "talon_prefill_attention rejects args NULL", .null_args = 1, .field = "args", .value = "NULL"},
-    BR("o NULL", o_null, "args->o", "NULL"),
-    BR("o not 16-byte aligned", o_mis, "args->o", "0x10000008"),
-    BR("lse not 4-byte aligned", lse_mis, "args->lse", "0x20000002"),
-    BR("q NULL", q_null, "args->q", "NULL"),
-    BR("q not 16-byte aligned", q_mis, "args->q", "0x30000002"),
-    BR("k NULL", k_null, "args->k", "NULL"),
-    BR("k not 16-byte aligned", k_mis, "args->k", "0x40000004"),
-    BR("v NULL", v_null, "args->v", "NULL"),
-    BR("v not 16-byte aligned", v_mis, "args->v", "0x50000008"),
-    BR("cu_seqlens_q NULL", cuq_null, "args->cu_seqlens_q", "NULL"),
-    BR("cu_seqlens_q not 4-byte aligned", cuq_mis, "args->cu_seqlens_q", "0x60000002"),
-    BR("cu_seqlens_k NULL", cuk_null, "args->cu_seqlens_k", "NULL"),
-    BR("cu_seqlens_k not 4-byte aligned", cuk_mis, "args->cu_seqlens_k", "0x70000001"),
-    BR("dtype F32", dtype_f32, "args->dtype", "2"),
-    BR("dtype FP8 (not yet)", dtype_fp8, "args->dtype", "4"),
-    BR("batch 0", batch0, "args->batch", "0"),
-    BR("batch 2^20+1", batch_big, "args->batch", "1048577"),
-    BR("total_q 0", tq0, "args->total_q", "0"),
-    BR("total_q 2^31", tq_big, "args->total_q", "2147483648"),
-    BR("total_kv 0", tk0, "args->total_kv", "0"),
-    BR("total_kv 2^31", tk_big, "args->total_kv", "2147483648"),
-    BR("max_seqlen_q 0", msq0, "args->max_seqlen_q", "0"),
-    BR("max_seqlen_q past total_q", msq_big, "args->max_seqlen_q", "1501"),
-    BR("num_qo_heads 0", hq0, "args->num_qo_heads", "0"),
-    BR("num_qo_heads 1025", hq_big, "args->num_qo_heads", "1025"),
-    BR("num_kv_heads 0", hk0, "args->num_kv_heads", "0"),
-    BR("num_qo_heads 12 with 8 kv heads", hq_mult, "args->num_qo_heads", "12"),
-    BR("head_dim 96", d96, "args->head_dim", "96"),
-    BR("head_dim 512", d512, "args->head_dim", "512"),
-    BR("q_stride shorter than a token", qs_short, "args->q_stride", "4088"),
-    BR("q_stride not a multiple of 8", qs_odd, "args->q_stride", "4100"),
-    BR("k_stride shorter than a token", ks_short, "args->k_stride", "1000"),
-    BR("v_stride not a multiple of 8", vs_odd, "args->v_stride", "1028"),
-    BR("o_stride shorter than a token", os_short, "args->o_stride", "8"),
-    BR("window -1", win_neg, "args->window", "-1"),
-    BR("window 2^31", win_big, "args->window", "2147483648"),
-    BR("causal 2", causal2, "args->causal", "2"),
-    BR("sm_scale NaN", scale_nan, "args->sm_scale", "nan"),
-    BR("sm_scale inf", scale_inf, "args->sm_scale", "inf"),
-    BR("sm_scale -0.5", scale_neg, "args->sm_scale", "-0.5"),
-    BR("logits_soft_cap -1", cap_neg, "args->logits_soft_cap", "-1"),
-    BR("logits_soft_cap inf", cap_inf, "args->logits_soft_cap", "inf"),
-    BR("a grid over 2^31-1 CTAs", grid_big, "args->max_seqlen_q", "1048576"),
-    BR("o overlapping q", o_over_q, "args->o", "0x30190000"),
-    BR("o overlapping v", o_over_v, "args->o", "0x4ffffff0"),
-    BR("lse overlapping o", o_over_lse, "args->o", "0x10000000"),
+    {.name = "talon_prefill_attention rejects ctx NULL", .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
+    {.name = "talon_prefill_attention rejects args NULL", .kind = BAD_ARGS, .field = "args", .value = "NULL"},
+    BAD("o NULL", ONE(P(o, PTR, 0)), "args->o", "NULL"),
+    BAD("o not 16-byte aligned", ONE(P(o, PTR, P_O + 8)), "args->o", "0x10000008"),
+    BAD("lse not 4-byte aligned", ONE(P(lse, PTR, P_LSE + 2)), "args->lse", "0x20000002"),
+    BAD("q NULL", ONE(P(q, PTR, 0)), "args->q", "NULL"),
+    BAD("q not 16-byte aligned", ONE(P(q, PTR, P_Q + 2)), "args->q", "0x30000002"),
+    BAD("k NULL", ONE(P(k, PTR, 0)), "args->k", "NULL"),
+    BAD("k not 16-byte aligned", ONE(P(k, PTR, P_K + 4)), "args->k", "0x40000004"),
+    BAD("v NULL", ONE(P(v, PTR, 0)), "args->v", "NULL"),
+    BAD("v not 16-byte aligned", ONE(P(v, PTR, P_V + 8)), "args->v", "0x50000008"),
+    BAD("cu_seqlens_q NULL", ONE(P(cu_seqlens_q, PTR, 0)), "args->cu_seqlens_q", "NULL"),
+    BAD("cu_seqlens_q not 4-byte aligned", ONE(P(cu_seqlens_q, PTR, P_CUQ + 2)), "args->cu_seqlens_q", "0x60000002"),
+    BAD("cu_seqlens_k NULL", ONE(P(cu_seqlens_k, PTR, 0)), "args->cu_seqlens_k", "NULL"),
+    BAD("cu_seqlens_k not 4-byte aligned", ONE(P(cu_seqlens_k, PTR, P_CUK + 1)), "args->cu_seqlens_k", "0x70000001"),
+    BAD("dtype F32", ONE(P(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
+    BAD("dtype FP8 (not yet)", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BAD("batch 0", ONE(P(batch, I64, 0)), "args->batch", "0"),
+    BAD("batch 2^20+1", ONE(P(batch, I64, (1 << 20) + 1)), "args->batch", "1048577"),
+    BAD("total_q 0", ONE(P(total_q, I64, 0)), "args->total_q", "0"),
+    BAD("total_q 2^31", ONE(P(total_q, I64, 2147483648LL)), "args->total_q", "2147483648"),
+    BAD("total_kv 0", ONE(P(total_kv, I64, 0)), "args->total_kv", "0"),
+    BAD("total_kv 2^31", ONE(P(total_kv, I64, 2147483648LL)), "args->total_kv", "2147483648"),
+    BAD("max_seqlen_q 0", ONE(P(max_seqlen_q, I64, 0)), "args->max_seqlen_q", "0"),
+    BAD("max_seqlen_q past total_q", ONE(P(max_seqlen_q, I64, 1501)), "args->max_seqlen_q", "1501"),
+    BAD("num_qo_heads 0", ONE(P(num_qo_heads, I64, 0)), "args->num_qo_heads", "0"),
+    BAD("num_qo_heads 1025", ONE(P(num_qo_heads, I64, 1025)), "args->num_qo_heads", "1025"),
+    BAD("num_kv_heads 0", ONE(P(num_kv_heads, I64, 0)), "args->num_kv_heads", "0"),
+    BAD("num_qo_heads 12 with 8 kv heads", ONE(P(num_qo_heads, I64, 12)), "args->num_qo_heads", "12"),
+    BAD("head_dim 96", ONE(P(head_dim, I64, 96)), "args->head_dim", "96"),
+    BAD("head_dim 512", ONE(P(head_dim, I64, 512)), "args->head_dim", "512"),
+    BAD("q_stride shorter than a token", ONE(P(q_stride, I64, 4088)), "args->q_stride", "4088"),
+    BAD("q_stride not a multiple of 8", ONE(P(q_stride, I64, 4100)), "args->q_stride", "4100"),
+    BAD("k_stride shorter than a token", ONE(P(k_stride, I64, 1000)), "args->k_stride", "1000"),
+    BAD("v_stride not a multiple of 8", ONE(P(v_stride, I64, 1028)), "args->v_stride", "1028"),
+    BAD("o_stride shorter than a token", ONE(P(o_stride, I64, 8)), "args->o_stride", "8"),
+    BAD("window -1", ONE(P(window, I64, -1)), "args->window", "-1"),
+    BAD("window 2^31", ONE(P(window, I64, 2147483648LL)), "args->window", "2147483648"),
+    BAD("causal 2", ONE(P(causal, INT, 2)), "args->causal", "2"),
+    BAD("sm_scale NaN", ONE(P(sm_scale, F32, NAN)), "args->sm_scale", "nan"),
+    BAD("sm_scale inf", ONE(P(sm_scale, F32, INFINITY)), "args->sm_scale", "inf"),
+    BAD("sm_scale -0.5", ONE(P(sm_scale, F32, -0.5f)), "args->sm_scale", "-0.5"),
+    BAD("logits_soft_cap -1", ONE(P(logits_soft_cap, F32, -1.0f)), "args->logits_soft_cap", "-1"),
+    BAD("logits_soft_cap inf", ONE(P(logits_soft_cap, F32, INFINITY)), "args->logits_soft_cap", "inf"),
+    BAD("a grid over 2^31-1 CTAs", ONE(P(batch, I64, 1 << 20), P(total_q, I64, 1LL << 30),
+        P(max_seqlen_q, I64, 1 << 20), P(num_qo_heads, I64, 1024), P(num_kv_heads, I64, 1024)),
+        "args->max_seqlen_q", "1048576"),
+    BAD("o overlapping q", ONE(P(o, PTR, P_Q + 4096 * 2 * 200)), "args->o", "0x30190000"),
+    BAD("o overlapping v", ONE(P(o, PTR, P_V - 16)), "args->o", "0x4ffffff0"),
+    BAD("lse overlapping o", ONE(P(lse, PTR, P_O + 64)), "args->o", "0x10000000"),
 };
 
 static void test_invalid_argument(void **state) {
     const bad_row *row = (const bad_row *)*state;
     talon_prefill_attention_args a = valid();
-    if (row->edit) row->edit(&a);
-    assert_rejected(talon_prefill_attention(row->null_ctx ? NULL : g_ctx, STREAM,
-                                            row->null_args ? NULL : &a),
+    apply_sets(&a, row->set, MAX_SETS);
+    assert_rejected(talon_prefill_attention(row->kind == BAD_CTX ? NULL : g_ctx, STREAM,
+                                            row->kind == BAD_ARGS ? NULL : &a),
                     "talon_prefill_attention", row->field, row->value);
     assert_int_equal(fake.encodes, 0);
 }
 
 /* ================================================================ exact launches */
-typedef struct launch_row {
-    const char *name;
-    void (*edit)(talon_prefill_attention_args *a);
-    const char *symbol;
-} launch_row;
-
-EDIT(l_none, (void)a)
-EDIT(l_d64_f16, a->head_dim = 64; a->dtype = TALON_DTYPE_F16; a->causal = 0; a->lse = 0)
-EDIT(l_d256_window_cap, a->head_dim = 256; a->window = 100; a->logits_soft_cap = 30.0f; a->sm_scale = 0.25f)
-EDIT(l_strides_mqa, a->num_kv_heads = 1; a->q_stride = 4096 + 64; a->k_stride = 256; a->v_stride = 136; a->o_stride = 8192; a->max_seqlen_q = 129)
-EDIT(l_few_tiles, a->batch = 1; a->num_qo_heads = 4; a->num_kv_heads = 4; a->max_seqlen_q = 300)
-
 static const launch_row launch_rows[] = {
-    {"prefill bf16 d128 GQA 4 causal -> _bf16_d128", l_none, "talon_prefill_attention_bf16_d128"},
-    {"prefill f16 d64 full, no lse -> _f16_d64", l_d64_f16, "talon_prefill_attention_f16_d64"},
-    {"prefill bf16 d256 window, soft-cap, sm_scale -> _bf16_d256", l_d256_window_cap, "talon_prefill_attention_bf16_d256"},
-    {"prefill MQA with padded strides -> _bf16_d128", l_strides_mqa, "talon_prefill_attention_bf16_d128"},
-    {"prefill 12 tiles: 12 CTAs -> _bf16_d128", l_few_tiles, "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill bf16 d128 GQA 4 causal -> _bf16_d128", .set = NONE, .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill f16 d64 full, no lse -> _f16_d64", .set = ONE(P(head_dim, I64, 64), P(dtype, ENUM, TALON_DTYPE_F16), P(causal, INT, 0), P(lse, PTR, 0)), .symbol = "talon_prefill_attention_f16_d64"},
+    {.name = "prefill bf16 d256 window, soft-cap, sm_scale -> _bf16_d256", .set = ONE(P(head_dim, I64, 256), P(window, I64, 100), P(logits_soft_cap, F32, 30.0f), P(sm_scale, F32, 0.25f)), .symbol = "talon_prefill_attention_bf16_d256"},
+    {.name = "prefill MQA with padded strides -> _bf16_d128", .set = ONE(P(num_kv_heads, I64, 1), P(q_stride, I64, 4096 + 64), P(k_stride, I64, 256), P(v_stride, I64, 136), P(o_stride, I64, 8192), P(max_seqlen_q, I64, 129)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill 12 tiles: 12 CTAs -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(num_qo_heads, I64, 4), P(num_kv_heads, I64, 4), P(max_seqlen_q, I64, 300)), .symbol = "talon_prefill_attention_bf16_d128"},
 };
 
 /* A map {head_dim, heads, rows} with token stride `stride` elements, box {64, 1, box_rows},
@@ -182,7 +121,7 @@ static void test_launch(void **state) {
     talon__prefill_params got, want;
     int64_t m_blocks, tiles, qs, ks, vs, os;
     float sm;
-    row->edit(&a);
+    apply_sets(&a, row->set, MAX_SETS);
     if (talon_prefill_attention(g_ctx, STREAM, &a) != TALON_SUCCESS) fail_msg("%s", talon_last_error());
     m_blocks = (a.max_seqlen_q + 127) / 128;
     qs = a.q_stride ? a.q_stride : a.num_qo_heads * a.head_dim;

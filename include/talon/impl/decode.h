@@ -15,17 +15,7 @@ static talon_status talon__decode_plan_make(const char *op, const talon_decode_a
                            "TALON_DTYPE_FP8_E4M3 (%d)",
                            op, (int)a->kv_dtype, (int)a->dtype, (int)TALON_DTYPE_FP8_E4M3);
     TALON__TRY(talon__check_range(op, "batch", a->batch, 1, 1 << 24));
-    TALON__TRY(talon__check_range(op, "num_qo_heads", a->num_qo_heads, 1, 1024));
-    TALON__TRY(talon__check_range(op, "num_kv_heads", a->num_kv_heads, 1, 1024));
-    if (a->num_qo_heads % a->num_kv_heads)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->num_qo_heads = %lld is not a multiple of args->num_kv_heads "
-                           "= %lld",
-                           op, (long long)a->num_qo_heads, (long long)a->num_kv_heads);
-    if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->head_dim = %lld is not supported (64, 128, 256)", op,
-                           (long long)a->head_dim);
+    TALON__TRY(talon__check_attention_heads(op, a->num_qo_heads, a->num_kv_heads, a->head_dim));
     if (a->page_size < 1 || a->page_size > 256 || (a->page_size & (a->page_size - 1)))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                            "%s: args->page_size = %lld is not a power of two in [1, 256]", op,

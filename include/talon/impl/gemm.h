@@ -74,7 +74,7 @@ static talon_status talon__gemm_check_types(const char *op, const talon_gemm_arg
 static void talon__gemm_span(CUdeviceptr base, int64_t rows, int64_t cols, int64_t ld,
                              int esize, CUdeviceptr span[2]) {
     span[0] = base;
-    span[1] = base + (CUdeviceptr)(((rows - 1) * ld + cols) * esize);
+    span[1] = base + (CUdeviceptr)talon__rows_bytes(rows, cols, ld, esize);
 }
 
 static talon_status talon__gemm_check_disjoint(const char *op, const CUdeviceptr d[2],

@@ -109,9 +109,9 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__check_stride(op, "residual_stride", a->residual_stride, a->cols,
                                        &p.residual_stride));
     if (a->rows > 0 && a->cols > 0) { /* the outputs (out, token scales) meet no input */
-        const int64_t out_b = (a->rows - 1) * p.out_stride + a->cols;
-        const int64_t in_b = 2 * ((a->rows - 1) * p.in_stride + a->cols);
-        const int64_t res_b = 2 * ((a->rows - 1) * p.residual_stride + a->cols);
+        const int64_t out_b = talon__rows_bytes(a->rows, a->cols, p.out_stride, 1);
+        const int64_t in_b = talon__rows_bytes(a->rows, a->cols, p.in_stride, 2);
+        const int64_t res_b = talon__rows_bytes(a->rows, a->cols, p.residual_stride, 2);
         const int token = a->mode == TALON_QUANT_TOKEN; /* scales written, else one read */
         const int64_t sc_b = 4 * (token ? a->rows : 1);
         if (talon__overlap(a->out, out_b, a->in, in_b) ||

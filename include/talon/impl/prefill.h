@@ -38,11 +38,6 @@ static talon_status talon__prefill_map(const talon_ctx *ctx, const char *op, con
     return talon__tensor_map(ctx, op, name, map, base, &t);
 }
 
-/* Bytes from the start of a token-major tensor to the end of its last row. */
-static int64_t talon__prefill_bytes(int64_t rows, int64_t stride, int64_t row) {
-    return ((rows - 1) * stride + row) * 2;
-}
-
 talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                                      const talon_prefill_attention_args *a) {
     static const char op[] = "talon_prefill_attention";
@@ -63,15 +58,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
     TALON__TRY(talon__check_size(op, "total_q", a->total_q, TALON__GRID_MAX));
     TALON__TRY(talon__check_size(op, "total_kv", a->total_kv, TALON__GRID_MAX));
     TALON__TRY(talon__check_size(op, "max_seqlen_q", a->max_seqlen_q, a->total_q));
-    TALON__TRY(talon__check_size(op, "num_qo_heads", a->num_qo_heads, 1024));
-    TALON__TRY(talon__check_size(op, "num_kv_heads", a->num_kv_heads, 1024));
-    if (a->num_qo_heads % a->num_kv_heads)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->num_qo_heads = %lld is not "
-                           "a multiple of args->num_kv_heads = %lld", op,
-                           (long long)a->num_qo_heads, (long long)a->num_kv_heads);
-    if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->head_dim = %lld is not "
-                           "supported (64, 128, 256)", op, (long long)a->head_dim);
+    TALON__TRY(talon__check_attention_heads(op, a->num_qo_heads, a->num_kv_heads, a->head_dim));
     q_row = a->num_qo_heads * a->head_dim;
     kv_row = a->num_kv_heads * a->head_dim;
     TALON__TRY(talon__prefill_check_stride(op, "q_stride", a->q_stride, q_row, &qs));
@@ -88,10 +75,10 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                            "batch %lld and %lld heads needs more than 2^31-1 CTAs", op,
                            (long long)a->max_seqlen_q, (long long)a->batch,
                            (long long)a->num_qo_heads);
-    o_bytes = talon__prefill_bytes(a->total_q, os, q_row);
-    if (talon__overlap(a->o, o_bytes, a->q, talon__prefill_bytes(a->total_q, qs, q_row)) ||
-        talon__overlap(a->o, o_bytes, a->k, talon__prefill_bytes(a->total_kv, ks, kv_row)) ||
-        talon__overlap(a->o, o_bytes, a->v, talon__prefill_bytes(a->total_kv, vs, kv_row)) ||
+    o_bytes = talon__rows_bytes(a->total_q, q_row, os, 2);
+    if (talon__overlap(a->o, o_bytes, a->q, talon__rows_bytes(a->total_q, q_row, qs, 2)) ||
+        talon__overlap(a->o, o_bytes, a->k, talon__rows_bytes(a->total_kv, kv_row, ks, 2)) ||
+        talon__overlap(a->o, o_bytes, a->v, talon__rows_bytes(a->total_kv, kv_row, vs, 2)) ||
         talon__overlap(a->o, o_bytes, a->lse, a->total_q * a->num_qo_heads * 4))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps q, k, "
                            "v or lse (outputs must not overlap inputs)", op,

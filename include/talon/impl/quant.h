@@ -61,8 +61,8 @@ talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_
         scale_bytes = 4 * ((a->rows - 1) * p.scale_row_stride +
                            (groups - 1) * p.scale_group_stride + 1);
     }
-    out_bytes = (a->rows - 1) * p.out_stride + a->cols;
-    in_bytes = 2 * ((a->rows - 1) * p.in_stride + a->cols);
+    out_bytes = talon__rows_bytes(a->rows, a->cols, p.out_stride, 1);
+    in_bytes = talon__rows_bytes(a->rows, a->cols, p.in_stride, 2);
     if (talon__overlap(a->out, out_bytes, a->in, in_bytes))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out = 0x%llx overlaps in",
                            op, (unsigned long long)a->out);

@@ -98,6 +98,12 @@ static talon_status talon__check_float(const char *op, const char *name, float v
     return TALON_SUCCESS;
 }
 
+/* Bytes from the first element of a row-major rows x cols matrix with a row stride of ld
+   elements of esize bytes to the end of its last row (the span an overlap check compares). */
+static int64_t talon__rows_bytes(int64_t rows, int64_t cols, int64_t ld, int esize) {
+    return ((rows - 1) * ld + cols) * esize;
+}
+
 /* Whether byte ranges [a, a + a_bytes) and [b, b + b_bytes) meet (0 when either is NULL). */
 static int talon__overlap(CUdeviceptr a, int64_t a_bytes, CUdeviceptr b, int64_t b_bytes) {
     return a && b && a < b + (CUdeviceptr)b_bytes && b < a + (CUdeviceptr)a_bytes;
@@ -108,5 +114,21 @@ static int talon__overlap(CUdeviceptr a, int64_t a_bytes, CUdeviceptr b, int64_t
         talon_status talon__s = (expr);                                                        \
         if (talon__s != TALON_SUCCESS) return talon__s;                                        \
     } while (0)
+
+/* Attention heads (decode, prefill): num_qo_heads and num_kv_heads in [1, 1024], the first a
+   multiple of the second (MHA, GQA, MQA); head_dim 64, 128 or 256. */
+static talon_status talon__check_attention_heads(const char *op, int64_t hq, int64_t hk,
+                                                 int64_t head_dim) {
+    TALON__TRY(talon__check_range(op, "num_qo_heads", hq, 1, 1024));
+    TALON__TRY(talon__check_range(op, "num_kv_heads", hk, 1, 1024));
+    if (hq % hk)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->num_qo_heads = %lld is not "
+                           "a multiple of args->num_kv_heads = %lld", op, (long long)hq,
+                           (long long)hk);
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->head_dim = %lld is not "
+                           "supported (64, 128, 256)", op, (long long)head_dim);
+    return TALON_SUCCESS;
+}
 
 #endif
