@@ -14,6 +14,13 @@ Targets (issue 22, 16k tokens per call: B=2 x L=8192, Hq=Hk=16 at hd128, 32 head
 >= 1.0x cuDNN; hd64 >= 1.05x cuDNN; hd256 >= 1.0x cuDNN; L=1024 causal hd128 (B=16) >=
 1.15x cuDNN; varlen: 32 requests of random lengths 200..8000 within 8% of the throughput of
 32 equal requests of about the same total (the dense row after it).
+
+talon_prefill_attention_paged (chunked prefill over a cached prefix): new tokens of each request
+at the end of its keys, k/v in a paged cache (pages shuffled), against the same attention on
+contiguous k/v: talon_prefill_attention ("talon_contiguous": the cost of paging), FlashInfer's
+FA3 single prefill (batch of 1; causal aligned bottom-right) and SDPA with a lower-right causal
+bias. Check: an fp32 reference of the first and last query heads. Target (issue 22): 2048 new
+tokens over a 30000-token prefix, page 16, GQA 32/8 hd128 >= 560 TFLOP/s.
 """
 import math
 
@@ -35,6 +42,18 @@ def flashinfer_fa3():
         return None, f"{type(exc).__name__}: {exc}"[:200]
 
 
+def ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s):
+    """q, k, v N(0, 1) bf16 [tokens, heads, d], o and lse, and the cu_seqlens."""
+    dt = torch.bfloat16
+    return {"q": torch.randn(total_q, hq, d, device="cuda", dtype=dt),
+            "k": torch.randn(total_kv, hk, d, device="cuda", dtype=dt),
+            "v": torch.randn(total_kv, hk, d, device="cuda", dtype=dt),
+            "o": torch.empty(total_q, hq, d, device="cuda", dtype=dt),
+            "lse": torch.empty(total_q, hq, device="cuda", dtype=torch.float32),
+            "cu_q": torch.tensor(q0s, device="cuda", dtype=torch.int32),
+            "cu_k": torch.tensor(k0s, device="cuda", dtype=torch.int32)}
+
+
 def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None):
     Args = h.struct("talon_prefill_attention_args")
     kv_lens = kv_lens or lens
@@ -48,14 +67,7 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None):
     fa3, fa3_skip = flashinfer_fa3()
 
     def make():
-        dt = torch.bfloat16
-        s = {"q": torch.randn(total_q, hq, d, device="cuda", dtype=dt),
-             "k": torch.randn(total_kv, hk, d, device="cuda", dtype=dt),
-             "v": torch.randn(total_kv, hk, d, device="cuda", dtype=dt),
-             "o": torch.empty(total_q, hq, d, device="cuda", dtype=dt),
-             "lse": torch.empty(total_q, hq, device="cuda", dtype=torch.float32),
-             "cu_q": torch.tensor(q0s, device="cuda", dtype=torch.int32),
-             "cu_k": torch.tensor(k0s, device="cuda", dtype=torch.int32)}
+        s = ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s)
         s["args"] = Args(o=ptr(s["o"]), lse=ptr(s["lse"]), q=ptr(s["q"]), k=ptr(s["k"]),
                          v=ptr(s["v"]), cu_seqlens_q=ptr(s["cu_q"]), cu_seqlens_k=ptr(s["cu_k"]),
                          batch=B, total_q=total_q, total_kv=total_kv, max_seqlen_q=max(lens),
@@ -121,6 +133,108 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None):
                 targets=targets, meta=meta)
 
 
+def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=()):
+    """B = len(new) requests, request b: new[b] queries over prefix[b] + new[b] keys (causal)."""
+    Args = h.struct("talon_prefill_attention_paged_args")
+    Contig = h.struct("talon_prefill_attention_args")
+    B = len(new)
+    kv = [p + n for p, n in zip(prefix, new)]
+    total_q, total_kv = sum(new), sum(kv)
+    q0s = [sum(new[:b]) for b in range(B + 1)]
+    k0s = [sum(kv[:b]) for b in range(B + 1)]
+    pages = [(L + page - 1) // page for L in kv]
+    num_pages, stride = sum(pages) + 8, max(pages)
+    flops = 4 * hq * d * sum(n * p + n * (n + 1) // 2 for n, p in zip(new, prefix))
+    fa3, fa3_skip = flashinfer_fa3()
+    nhd = layout == 0
+
+    def make():
+        dt = torch.bfloat16
+        s = ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s)
+        s["o2"] = torch.empty_like(s["o"])
+        s["lens"] = torch.tensor(kv, device="cuda", dtype=torch.int32)
+        shape = (num_pages, page, hk, d) if nhd else (num_pages, hk, page, d)
+        perm = torch.randperm(num_pages, device="cuda").to(torch.int32)
+        table = torch.full((B, stride), -1, device="cuda", dtype=torch.int32)
+        for name in ("k", "v"):
+            s[name + "_cache"] = torch.zeros(shape, device="cuda", dtype=dt)
+        used = 0
+        for b in range(B):
+            ids = perm[used:used + pages[b]]
+            used += pages[b]
+            table[b, :pages[b]] = ids
+            for name in ("k", "v"):
+                src = torch.zeros(pages[b] * page, hk, d, device="cuda", dtype=dt)
+                src[:kv[b]] = s[name][k0s[b]:k0s[b + 1]]
+                src = src.view(pages[b], page, hk, d)
+                s[name + "_cache"][ids.long()] = src if nhd else src.transpose(1, 2)
+        s["table"] = table
+        s["args"] = Args(o=ptr(s["o"]), lse=ptr(s["lse"]), q=ptr(s["q"]),
+                         k_cache=ptr(s["k_cache"]), v_cache=ptr(s["v_cache"]),
+                         page_table=ptr(table), kv_lens=ptr(s["lens"]), cu_seqlens_q=ptr(s["cu_q"]),
+                         batch=B, total_q=total_q, max_seqlen_q=max(new), max_kv_len=max(kv),
+                         num_pages=num_pages, page_size=page, page_table_stride=stride,
+                         num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=1, dtype=BF16,
+                         layout=layout)
+        s["contig"] = Contig(o=ptr(s["o2"]), lse=ptr(s["lse"]), q=ptr(s["q"]), k=ptr(s["k"]),
+                             v=ptr(s["v"]), cu_seqlens_q=ptr(s["cu_q"]), cu_seqlens_k=ptr(s["cu_k"]),
+                             batch=B, total_q=total_q, total_kv=total_kv, max_seqlen_q=max(new),
+                             num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=1, dtype=BF16)
+        return s
+
+    def talon(s, stream):
+        h.call("talon_prefill_attention_paged", s["args"], stream)
+
+    def contiguous(s):
+        h.call("talon_prefill_attention", s["contig"], torch.cuda.current_stream().cuda_stream)
+
+    def sdpa_lower_right(s):
+        from torch.nn.attention.bias import causal_lower_right
+        out = None
+        for b in range(B):
+            q = s["q"][q0s[b]:q0s[b + 1]].transpose(0, 1).unsqueeze(0)
+            k = s["k"][k0s[b]:k0s[b + 1]].transpose(0, 1).unsqueeze(0)
+            v = s["v"][k0s[b]:k0s[b + 1]].transpose(0, 1).unsqueeze(0)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(new[b], kv[b]),
+                                                 enable_gqa=hq != hk)
+        return out
+
+    def fa3_run(s):
+        return fa3(s["q"], s["k"], s["v"], causal=True, backend="fa3")
+
+    peers = {"talon_contiguous": contiguous}
+    meta = {"dtype": "bf16", "batch": B, "hq": hq, "hk": hk, "head_dim": d, "causal": True,
+            "page_size": page, "layout": "NHD" if nhd else "HND", "total_q": total_q,
+            "total_kv": total_kv}
+    if B == 1:
+        peers["sdpa_lower_right"] = sdpa_lower_right
+        if fa3 is not None and d == 128:
+            peers["flashinfer_fa3"] = fa3_run
+        elif fa3 is None:
+            meta["skipped_peers"] = {"flashinfer_fa3": fa3_skip}
+
+    def check(s):
+        torch.cuda.synchronize()
+        scale = 1.0 / math.sqrt(d)
+        worst, tol = 0.0, 0.0
+        for b in range(B):
+            for hh in (0, hq - 1):
+                g = hh // (hq // hk)
+                q = s["q"][q0s[b]:q0s[b + 1], hh].float()
+                k = s["k"][k0s[b]:k0s[b + 1], g].float()
+                v = s["v"][k0s[b]:k0s[b + 1], g].float()
+                sc = (q @ k.T) * scale
+                i = torch.arange(new[b], device="cuda").unsqueeze(1) + prefix[b]
+                j = torch.arange(kv[b], device="cuda").unsqueeze(0)
+                ref = torch.softmax(sc.masked_fill(j > i, float("-inf")), dim=-1) @ v
+                worst = max(worst, (s["o"][q0s[b]:q0s[b + 1], hh].float() - ref).abs().max().item())
+                tol = max(tol, 2.0 ** -7 * ref.abs().max().item() + 4e-3)
+        assert math.isfinite(worst) and worst <= tol, f"talon o differs from the reference by {worst} (tol {tol})"
+
+    return Case("prefill_attention_paged", label, make, talon, peers, check=check, flops=flops,
+                targets=targets, meta=meta)
+
+
 def cases(h):
     out = []
     L, B = 8192, 2
@@ -145,4 +259,13 @@ def cases(h):
                             f"varlen 32 requests 200..8000 ({sum(lens)} tokens) hd128 causal"))
     out.append(prefill_case(h, [eq] * 32, 16, 16, 128, True,
                             f"B=32 L={eq} (dense, same total) hd128 causal"))
+    out.append(paged_case(h, [2048], [30000], 32, 8, 128, 16, 0,
+                          "2048 new over 30000 cached, page 16 NHD, GQA 32/8 hd128",
+                          targets=[("tflops", ">=", 560, ">= 560 TFLOP/s")]))
+    out.append(paged_case(h, [2048], [30000], 32, 8, 128, 16, 1,
+                          "2048 new over 30000 cached, page 16 HND, GQA 32/8 hd128"))
+    out.append(paged_case(h, [2048], [30000], 32, 8, 128, 1, 0,
+                          "2048 new over 30000 cached, page 1 NHD, GQA 32/8 hd128"))
+    out.append(paged_case(h, [512] * 8, [4096] * 8, 32, 8, 128, 16, 0,
+                          "chunked: 8 x 512 new over 4096 cached, page 16 NHD, GQA 32/8 hd128"))
     return out

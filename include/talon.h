@@ -670,6 +670,62 @@ typedef struct talon_prefill_attention_args {
 talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                                      const talon_prefill_attention_args *args);
 
+/* talon_prefill_attention_paged: the same attention with k and v read from the paged KV cache
+   as talon_decode_attention takes it (chunked prefill, prefix caching: the new tokens were
+   appended with talon_kv_append and the prompt's earlier tokens are already there).
+   Request b has L = kv_lens[b] keys, its tokens t = 0..L-1 in page
+   page_table[b * page_table_stride + t / page_size] at offset t % page_size; its queries are
+   [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q and o and sit at the last positions of the L
+   (pos = i + L - n, as above: causal, window, soft-cap, lse and the no-key rule are those of
+   talon_prefill_attention).
+   Shapes: q, o, lse, cu_seqlens_q, strides as talon_prefill_attention; k_cache, v_cache
+   [num_pages, page_size, num_kv_heads, head_dim] (TALON_KV_NHD) or [num_pages, num_kv_heads,
+   page_size, head_dim] (TALON_KV_HND), contiguous, dtype; page_table int32 [batch,
+   page_table_stride]; kv_lens int32 [batch]. page_size a power of two in [1, 256].
+   Caller guarantees: talon_prefill_attention's for cu_seqlens_q and max_seqlen_q, plus
+   0 <= kv_lens[b] <= max_kv_len and valid page ids in the first ceil(kv_lens[b] / page_size)
+   entries of each page-table row (later entries are never read). Violations give wrong
+   results but no access outside the buffers: kv_lens is clamped to [0, max_kv_len], and a
+   page id outside [0, num_pages) reads zeros.
+   Kernel: talon_prefill_attention's, with each block of keys gathered row by row through the
+   page table (the producer warps' 16-byte copies), so any page size costs the same; rows past
+   a request's keys are zero-filled (the cache's unwritten slots are never used). No
+   workspace. */
+typedef struct talon_prefill_attention_paged_args {
+    CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */
+    CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */
+    CUdeviceptr q;              /* [total_q, num_qo_heads, head_dim], dtype */
+    CUdeviceptr k_cache, v_cache; /* [num_pages, page_size, Hk, head_dim] (layout), dtype */
+    CUdeviceptr page_table;     /* int32 [batch, page_table_stride] */
+    CUdeviceptr kv_lens;        /* int32 [batch]: keys of each request, its new tokens included */
+    CUdeviceptr cu_seqlens_q;   /* int32 [batch + 1] */
+    int64_t batch;              /* [1, 2^20] */
+    int64_t total_q;            /* rows of q / o: [1, 2^31 - 1] */
+    int64_t max_seqlen_q;       /* [1, total_q]: bound on every request's query count */
+    int64_t max_kv_len;         /* [1, 2^30]: bound on every kv_lens[b] */
+    int64_t num_pages;          /* pages in each cache: [1, 2^31 - 1] */
+    int64_t page_size;          /* power of two in [1, 256] */
+    int64_t page_table_stride;  /* int32 elements between rows; 0: ceil(max_kv_len / page_size) */
+    int64_t num_qo_heads, num_kv_heads; /* [1, 1024]; num_qo_heads % num_kv_heads == 0 */
+    int64_t head_dim;           /* 64, 128, 256 */
+    int64_t q_stride, o_stride; /* elements between tokens; 0: dense */
+    int64_t window;             /* sliding window in key positions; 0: none */
+    int causal;                 /* 0 or 1 */
+    float sm_scale;             /* 0: 1 / sqrt(head_dim); else > 0 and finite */
+    float logits_soft_cap;      /* 0: off; else > 0 and finite */
+    talon_dtype dtype;          /* q, o and the caches: bf16 or f16 */
+    talon_kv_layout layout;     /* the caches' layout; 0: NHD */
+} talon_prefill_attention_paged_args;
+
+/* Errors (INVALID_ARGUMENT, nothing launched): talon_prefill_attention's for q, o, lse,
+   cu_seqlens_q and the shapes, plus NULL or misaligned caches (16 bytes), page_table or kv_lens
+   (4 bytes), page_size not a power of two in [1, 256], max_kv_len or num_pages out of range,
+   page_table_stride < ceil(max_kv_len / page_size), an unknown layout, o overlapping q, a
+   cache or lse. Legal inside stream capture (after
+   preload). Thread-safe. */
+talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
+                                           const talon_prefill_attention_paged_args *args);
+
 /* ---------------------------------------------------------------- dense GEMM */
 /* D = epilogue(alpha * A . B^T): the linear layer y = x W^T (+ bias, activation, residual),
    or its gated form (the MLP's up-projection, SwiGLU / GeGLU) without an intermediate; bf16,

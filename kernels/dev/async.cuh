@@ -9,6 +9,20 @@ namespace talon::dev {
 __device__ __forceinline__ void cp_async_16(uint32_t smem, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(src) : "memory");
 }
+// The same copy, or 16 zero bytes when !valid (src is then not read; it must still be a
+// global address).
+__device__ __forceinline__ void cp_async_16_zfill(uint32_t smem, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+// Arrives on the mbarrier at bar (shared address) once every cp.async this thread issued before
+// has landed, without adding an expected arrival (.noinc): a barrier fed this way counts one
+// arrival per producing thread in its init count. The consumer reads the data after its wait;
+// the tensor cores (wgmma) read it only after a fence.proxy.async in the consumer.
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N> __device__ __forceinline__ void cp_async_wait() {

@@ -1,6 +1,7 @@
 // A ring of STAGES shared-memory stages between one producer thread (TMA issue) and consumer
 // threads, on two mbarriers per stage:
-//   full[s]:  1 arrival (the producer's arrive_expect_tx) + the stage's TMA bytes.
+//   full[s]:  1 arrival (the producer's arrive_expect_tx) + the stage's TMA bytes; or, filled
+//             by cp.async, one arrival per producing thread (cp_async_mbar_arrive_noinc).
 //   empty[s]: `consumers` arrivals (e.g. 256 = every thread of two consumer warpgroups, each
 //             arriving after its wgmmas on the stage have been waited on).
 // Both sides walk the ring with a PipeState (stage index, phase parity). The producer's first
@@ -26,11 +27,13 @@ template <int STAGES> struct Pipeline {
     uint64_t full[STAGES];
     uint64_t empty[STAGES];
 
-    // One thread; then __syncthreads() (cluster_sync() if other CTAs arrive here).
-    __device__ __forceinline__ void init(uint32_t consumers) {
+    // One thread; then __syncthreads() (cluster_sync() if other CTAs arrive here). producers:
+    // arrivals that fill a stage (1: the TMA producer's arrive_expect_tx; n: n threads'
+    // cp_async_mbar_arrive_noinc).
+    __device__ __forceinline__ void init(uint32_t consumers, uint32_t producers = 1) {
 #pragma unroll
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(&full[s], 1);
+            mbar_init(&full[s], producers);
             mbar_init(&empty[s], consumers);
         }
         mbar_fence_init();

@@ -23,6 +23,12 @@
 //                turns at issuing (ping-pong), so one's softmax overlaps the other's products.
 // Blocks are walked from the last one down, so the causal diagonal and the ragged tail (the
 // blocks that need a mask) come first.
+// Paged k/v (PAGED): the same kernel, but the producer warpgroup's 128 threads gather each
+// block's key rows by 16-byte cp.async through the page table (one TMA box per page costs 40-60
+// ns of TMA issue each: 16 boxes a block at pages of 16 keys, 128 at pages of 1, more than the
+// block's math; docs/notes/prefill.md), zero-filling rows past the request's keys, whose slots
+// may hold anything (NaN included, which a zero softmax weight would not cancel in P v).
+#include "dev/async.cuh"
 #include "dev/kernel.cuh"
 #include "dev/math.cuh"
 #include "dev/pipeline.cuh"
@@ -59,7 +65,7 @@ struct Tile {
     int b, h, m0, q0, q_len, k0, kv_len, off, nb_lo, nb_hi;
 };
 
-template <int BN>
+template <int BN, bool PAGED>
 __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, Tile &tl) {
     // t = ((b, kv head), query block from the last, query head of the group)
     const int per_pair = p.m_blocks * p.group, hk_count = p.num_qo_heads / p.group;
@@ -72,8 +78,13 @@ __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, T
     tl.q0 = __ldg(cu_q + tl.b);
     tl.q_len = __ldg(cu_q + tl.b + 1) - tl.q0;
     if (tl.m0 >= tl.q_len) return false; // nothing of this request here
-    tl.k0 = __ldg(cu_k + tl.b);
-    tl.kv_len = max(__ldg(cu_k + tl.b + 1) - tl.k0, 0);
+    if constexpr (PAGED) {
+        tl.k0 = 0;
+        tl.kv_len = min(max(__ldg(reinterpret_cast<const int *>(p.kv_lens) + tl.b), 0), p.max_kv_len);
+    } else {
+        tl.k0 = __ldg(cu_k + tl.b);
+        tl.kv_len = max(__ldg(cu_k + tl.b + 1) - tl.k0, 0);
+    }
     // query row i attends keys j in [pos - window + 1, pos] (causal) of [0, kv_len), pos = i + off
     tl.off = tl.kv_len - tl.q_len;
     int hi = tl.kv_len, lo = 0;
@@ -84,7 +95,7 @@ __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, T
     return true;
 }
 
-template <int DT, int D>
+template <int DT, int D, int PAGED>
 __device__ void prefill_tile(const talon__prefill_params &p) {
     using T = elem<DT>;
     constexpr int BN = TALON__PREFILL_BN(D), STAGES = TALON__PREFILL_STAGES(D);
@@ -105,30 +116,44 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
         mbar_init(q_empty, 8); // one arrival per consumer warp
-        kpipe->init(8);
-        vpipe->init(8);
+        // k/v stages: filled by one TMA thread, or paged by the 128 producer threads' cp.async
+        kpipe->init(8, PAGED ? 128 : 1);
+        vpipe->init(8, PAGED ? 128 : 1);
         tma_prefetch_desc(&p.q_map);
-        tma_prefetch_desc(&p.k_map);
-        tma_prefetch_desc(&p.v_map);
+        if (!PAGED) {
+            tma_prefetch_desc(&p.k_map);
+            tma_prefetch_desc(&p.v_map);
+        }
     }
     __syncthreads();
 
     if (warpgroup_index() == 0) {
-        setmaxnreg_dec<24>();
-        if (warp_in_warpgroup() == 0 && elect_one()) {
-            PipeState<STAGES> st;
-            uint32_t q_phase = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                Tile tl;
-                if (!tile_of<BN>(p, t, tl)) continue;
+        // The CTA holds 384 x 168 registers (the launch bound's share, rounded to 8): 2 x 128 x
+        // 240 + 128 x 24. Paged, the producer's address arithmetic spills at 24: 40 here and
+        // 232 for the consumers.
+        setmaxnreg_dec<PAGED ? 40 : 24>();
+        if constexpr (!PAGED) {
+            if (warp_in_warpgroup() != 0 || !elect_one()) return;
+        }
+        const bool lead = !PAGED || threadIdx.x == 0; // loads q
+        const int hk_count = p.num_qo_heads / p.group;
+        PipeState<STAGES> st;
+        uint32_t q_phase = 0;
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            Tile tl;
+            if (!tile_of<BN, PAGED>(p, t, tl)) continue;
+            if (lead) {
                 mbar_wait(q_empty, q_phase ^ 1); // the previous tile's q k^T are done
-                q_phase ^= 1;
                 mbar_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
                 for (int c = 0; c < CH; c++)
                     tma_load_3d(sq + c * Q_CHUNK, &p.q_map, q_full, c * 64, tl.h, tl.q0 + tl.m0);
-                const int hk = tl.h / p.group;
-                for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
+            }
+            q_phase ^= 1;
+            const int hk = tl.h / p.group;
+            for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
+                if constexpr (!PAGED) {
+                    // keys [n BN, n BN + BN) of the request: one box per 64 columns
                     uint64_t *kf = kpipe->producer_acquire(st);
                     kpipe->producer_commit(st, KV_BYTES);
 #pragma unroll
@@ -139,14 +164,49 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 #pragma unroll
                     for (int c = 0; c < CH; c++)
                         tma_load_3d(sv + st.stage * BN * D + c * KV_CHUNK, &p.v_map, vf, c * 64, hk, tl.k0 + n * BN);
-                    st.advance();
+                } else {
+                    // 16-byte cp.async into the 128-byte swizzle (piece x of row r at x ^ r % 8),
+                    // 4 rows of 128 bytes per warp instruction (coalesced): warp w copies rows
+                    // 16 i + 4 w + lane / 8, piece lane % 8 of each 64-column chunk. Lane o
+                    // first finds the cache row of row 16 (o / 4) + 4 w + o % 4 (its element
+                    // offset, or -1: past the request's keys or a page id outside the cache,
+                    // zero-filled, so no NaN of an unwritten slot reaches P v).
+                    const int w = warp_in_warpgroup(), lane = lane_index();
+                    int64_t mine = -1;
+                    if (lane < BN / 4) {
+                        const int j = n * BN + 16 * (lane / 4) + 4 * w + lane % 4;
+                        const int *pt = reinterpret_cast<const int *>(p.page_table) + tl.b * p.page_table_stride;
+                        const int page = j < tl.kv_len ? __ldg(pt + (j >> p.page_shift)) : -1;
+                        const int64_t slot = j & ((1 << p.page_shift) - 1), ps = int64_t(1) << p.page_shift;
+                        if (unsigned(page) < unsigned(p.num_pages))
+                            mine = (p.layout == 0 ? (page * ps + slot) * hk_count + hk
+                                                  : (int64_t(page) * hk_count + hk) * ps + slot) * D;
+                    }
+                    const uint32_t dst = uint32_t((4 * w + lane / 8) * 128 + (((lane % 8) ^ ((4 * w + lane / 8) % 8)) << 4));
+                    auto copy = [&](Pipeline<STAGES> *pipe, T *ring, CUdeviceptr cache) {
+                        pipe->producer_acquire(st);
+                        const T *src = reinterpret_cast<const T *>(cache) + (lane % 8) * 8;
+                        const uint32_t base = smem_addr(ring + st.stage * BN * D) + dst;
+#pragma unroll 1
+                        for (int i = 0; i < BN / 16; i++) {
+                            const int64_t at = __shfl_sync(~0u, mine, 4 * i + lane / 8);
+#pragma unroll
+                            for (int c = 0; c < CH; c++)
+                                cp_async_16_zfill(base + i * 2048 + c * (KV_CHUNK * 2),
+                                                  src + (at < 0 ? 0 : at) + c * 64, at >= 0);
+                        }
+                        cp_async_mbar_arrive_noinc(smem_addr(&pipe->full[st.stage]));
+                    };
+                    copy(kpipe, sk, p.k_cache);
+                    copy(vpipe, sv, p.v_cache);
                 }
+                st.advance();
             }
         }
         return;
     }
 
-    setmaxnreg_inc<240>();
+    setmaxnreg_inc<PAGED ? 232 : 240>();
     const int band = warpgroup_index() - 1, lane = lane_index();
     const int r0 = band * 64 + 16 * warp_in_warpgroup() + lane / 4; // tile row of h = 0; h = 1: + 8
     const uint64_t dq = make_desc_kmajor<Swizzle::B128>(sq + band * 64 * 64);
@@ -161,6 +221,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // row r0 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (lane % 4) + i % 2 of the block)
     auto issue_qk = [&](float (&s)[BN / 2]) {
         kpipe->consumer_wait(kst);
+        if (PAGED) fence_proxy_async();
         wgmma_fence(); // s and the previous block's P were touched since the last wgmma
         const uint64_t dk = make_desc_kmajor<Swizzle::B128>(sk + kst.stage * BN * D);
 #pragma unroll
@@ -172,6 +233,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // O += P v of the next v stage, issued (P from registers, v MN-major)
     auto issue_pv = [&](const uint32_t (&pf)[BN / 16][4]) {
         vpipe->consumer_wait(vst);
+        if (PAGED) fence_proxy_async(); // written by cp.async, read by the tensor cores
         wgmma_fence();
         const uint64_t dv = make_desc_mn_major_b128(sv + vst.stage * BN * D, KV_CHUNK * 2);
 #pragma unroll
@@ -228,7 +290,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     auto release_q = [&] { if (lane == 0) mbar_arrive(q_empty); };
 
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        if (!tile_of<BN>(p, t, tl)) continue;
+        if (!tile_of<BN, PAGED>(p, t, tl)) continue;
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
         m_run[0] = m_run[1] = NEG_INF;

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cstdint>
+#include "dev/async.cuh"
 #include "dev/mbarrier.cuh"
 #include "dev/pipeline.cuh"
 #include "dev/scheduler.cuh"
@@ -106,6 +107,33 @@ dev_bulk_copy(const uint8_t *src, uint8_t *dst, uint32_t chunk) {
         bulk_commit_group();
         bulk_wait_group<0>();
         mbar_inval(&bar);
+    }
+}
+
+// ------------------------------------------------------------------ (2c) cp.async into an mbarrier
+// 128 threads copy 16-byte piece i = t * pieces + e of src into shared piece i, or zeros where
+// valid[i] is 0 (cp_async_16_zfill), and arrive on a barrier counting 128 arrivals
+// (cp_async_mbar_arrive_noinc); after the wait each thread writes out pieces that other
+// threads copied (out[i] = shared piece (i + 37 pieces) mod total).
+extern "C" __global__ void __launch_bounds__(128)
+dev_cp_async_mbar(const uint4 *src, const uint32_t *valid, uint4 *out, int pieces) {
+    __shared__ uint64_t bar;
+    uint4 *buf = reinterpret_cast<uint4 *>(smem_1024());
+    const int total = 128 * pieces;
+    if (threadIdx.x == 0) {
+        mbar_init(&bar, 128);
+        mbar_fence_init();
+    }
+    __syncthreads();
+    for (int e = 0; e < pieces; e++) {
+        const int i = int(threadIdx.x) * pieces + e;
+        cp_async_16_zfill(smem_addr(buf + i), src + i, valid[i] != 0);
+    }
+    cp_async_mbar_arrive_noinc(smem_addr(&bar));
+    mbar_wait(&bar, 0);
+    for (int e = 0; e < pieces; e++) {
+        const int i = int(threadIdx.x) * pieces + e;
+        out[i] = buf[(i + 37 * pieces) % total];
     }
 }
 

@@ -457,6 +457,49 @@ static void test_bulk_copy(void **state) {
     check_end(&c);
 }
 
+/* cp.async with zero fill, completion counted on an mbarrier (kernels/dev/async.cuh): every
+   piece read back by another thread is the source or, where invalid, zeros. */
+static void test_cp_async_mbar(void **state) {
+    int pieces = 9;
+    const size_t total = 128 * (size_t)pieces;
+    uint32_t *src = malloc(total * 16), *valid = malloc(total * 4), *out;
+    CUdeviceptr dsrc, dvalid, dout;
+    check c;
+    size_t i, w;
+    void *params[4] = {&dsrc, &dvalid, &dout, &pieces};
+    (void)state;
+    if (!selected("cp.async zero-fill into an mbarrier")) {
+        free(src);
+        free(valid);
+        return;
+    }
+    assert_non_null(src);
+    assert_non_null(valid);
+    for (i = 0; i < total * 4; i++) src[i] = rnd() | 1u; /* never 0, so zeros mean the fill */
+    for (i = 0; i < total; i++) valid[i] = rnd() % 3 != 0;
+    dsrc = dev_buf(src, total * 16);
+    dvalid = dev_buf(valid, total * 4);
+    dout = dev_buf(NULL, total * 16);
+    launch("dev_cp_async_mbar", 1, 1, 1, 128, (unsigned)(total * 16) + 1024, params);
+    out = host_from(dout, total * 16);
+    check_begin(&c, "cp.async zero-fill into an mbarrier");
+    for (i = 0; i < total; i++) {
+        const size_t from = (i + 37 * (size_t)pieces) % total;
+        for (w = 0; w < 4; w++) {
+            const uint32_t want = valid[from] ? src[from * 4 + w] : 0u;
+            check_one(&c, out[i * 4 + w] == want, "piece %zu word %zu: got 0x%08x want 0x%08x",
+                      i, w, out[i * 4 + w], want);
+        }
+    }
+    cu.cuMemFree(dsrc);
+    cu.cuMemFree(dvalid);
+    cu.cuMemFree(dout);
+    free(src);
+    free(valid);
+    free(out);
+    check_end(&c);
+}
+
 /* ---------------------------------------------------------------- (3) multicast */
 static void test_tma_multicast(void **state) {
     int rows = 150, cols = 100, pitch = 104, half_rows = 16, box_cols = 32;
@@ -792,6 +835,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scheduler),     cmocka_unit_test(test_tma_load),
         cmocka_unit_test(test_tma_store),     cmocka_unit_test(test_bulk_copy),
+        cmocka_unit_test(test_cp_async_mbar),
         cmocka_unit_test(test_tma_multicast), cmocka_unit_test(test_wgmma_tile),
         cmocka_unit_test(test_gemm_ws),
     };

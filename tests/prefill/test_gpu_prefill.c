@@ -1,4 +1,5 @@
-/* GPU tests (H100/H200) of talon_prefill_attention against the fp64 reference of
+/* GPU tests (H100/H200) of talon_prefill_attention and talon_prefill_attention_paged against
+   the fp64 reference of
    tests/decode/ref_attn.h (one query row against its attended keys), every output element
    (o and lse) written and checked after poisoning o and lse with 0xFF bytes (NaN).
 
@@ -14,6 +15,10 @@
           the weights enter P v rounded to the input type (half a unit: 2^-9 / 2^-12 of each
           weight), twice that bound;
      lse: |dev - ref| <= 2^-16 (1 + |ref| + max_j |s_j|); -inf exactly where the ref is -inf.
+   Paged cases hold the same k and v in a cache of shuffled pages (a few more than needed, NHD
+   or HND), every slot that holds no key of a request filled with NaN: the kernel must neither
+   read unused pages nor let the NaN of a last page's empty slots reach o. Page-table entries
+   past a request's pages are -1 (never read).
    TALON_TEST_QUICK=1 (compute-sanitizer) keeps every path with short requests. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -50,6 +55,8 @@ typedef struct pcase {
     float cap, sm_scale, qamp;
     int64_t pad;   /* extra elements in every token stride (q, k, v, o) */
     int sample;    /* compare every sample-th query row (0 or 1: all) */
+    int page_size; /* 0: contiguous k/v (talon_prefill_attention); else the paged op */
+    talon_kv_layout layout;
     uint64_t seed;
 } pcase;
 
@@ -61,6 +68,8 @@ static void describe(const pcase *c, char *buf, size_t n) {
     for (i = 0; i < c->batch && k > 0 && (size_t)k < n; i++)
         k += snprintf(buf + k, n - (size_t)k, "%s%d/%d", i ? "," : "", c->qlens[i], c->klens[i]);
     if (k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, "}");
+    if (c->page_size && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, "} paged %s page %d", c->layout == TALON_KV_HND ? "HND" : "NHD", c->page_size);
 }
 
 static int g_err;
@@ -91,6 +100,10 @@ typedef struct job {
     int32_t cu_q[MAXB + 1], cu_k[MAXB + 1];
     uint16_t *qb, *kb, *vb, *ob;   /* device images */
     float *qv, *kv, *vv;           /* element values */
+    /* paged: the caches' images, the page table and kv_lens */
+    uint16_t *kc, *vc;
+    int32_t *pt, kv_lens[MAXB];
+    int64_t num_pages, pt_stride, max_kv_len;
     float *lse;
     double sm_scale;
     /* results of the check */
@@ -108,6 +121,51 @@ static void draw(const pcase *c, uint16_t *bits, float *val, int64_t n, float am
         bits[i] = ref_from_f32(c->dtype, amp * (2.0f * ref_unit01(&s) - 1.0f));
         val[i] = ref_to_f32(c->dtype, bits[i]);
     }
+}
+
+/* The paged form of k and v: request b's pages at random ids, 3 spare pages, NaN in every
+   slot that holds no key. */
+static void job_make_pages(job *j) {
+    const pcase *c = j->c;
+    const int64_t ps = c->page_size, d = c->d, hk = c->hk, page_elems = ps * hk * d;
+    int64_t *perm, used = 0, i, n, t, h;
+    uint64_t s = ref_mix64(c->seed * 7 + 5);
+    int b;
+    for (b = 0; b < c->batch; b++) {
+        j->kv_lens[b] = c->klens[b];
+        if (c->klens[b] > j->max_kv_len) j->max_kv_len = c->klens[b];
+        n = (c->klens[b] + ps - 1) / ps;
+        if (n > j->pt_stride) j->pt_stride = n;
+        used += n;
+    }
+    if (!j->max_kv_len) j->max_kv_len = 1;
+    j->pt_stride += 1; /* a longer row than needed */
+    j->num_pages = used + 3;
+    perm = malloc(sizeof(int64_t) * (size_t)j->num_pages);
+    for (i = 0; i < j->num_pages; i++) perm[i] = i;
+    for (i = j->num_pages - 1; i > 0; i--) { /* Fisher-Yates */
+        const int64_t r = (int64_t)(ref_unit01(&s) * (double)(i + 1)) % (i + 1), x = perm[i];
+        perm[i] = perm[r]; perm[r] = x;
+    }
+    j->kc = malloc(2 * (size_t)(j->num_pages * page_elems));
+    j->vc = malloc(2 * (size_t)(j->num_pages * page_elems));
+    memset(j->kc, 0xFF, 2 * (size_t)(j->num_pages * page_elems));
+    memset(j->vc, 0xFF, 2 * (size_t)(j->num_pages * page_elems));
+    j->pt = malloc(sizeof(int32_t) * (size_t)(c->batch * j->pt_stride));
+    for (i = 0; i < c->batch * j->pt_stride; i++) j->pt[i] = -1;
+    used = 0;
+    for (b = 0; b < c->batch; b++)
+        for (t = 0; t < c->klens[b]; t++) {
+            const int64_t page = t % ps ? j->pt[b * j->pt_stride + t / ps] : perm[used++];
+            j->pt[b * j->pt_stride + t / ps] = (int32_t)page;
+            for (h = 0; h < hk; h++) {
+                const int64_t at = c->layout == TALON_KV_HND ? ((page * hk + h) * ps + t % ps) * d
+                                                             : ((page * ps + t % ps) * hk + h) * d;
+                memcpy(j->kc + at, j->kb + (j->cu_k[b] + t) * j->ks + h * d, 2 * (size_t)d);
+                memcpy(j->vc + at, j->vb + (j->cu_k[b] + t) * j->ks + h * d, 2 * (size_t)d);
+            }
+        }
+    free(perm);
 }
 
 static void job_make(job *j, const pcase *c) {
@@ -135,12 +193,13 @@ static void job_make(job *j, const pcase *c) {
     draw(c, j->kb, j->kv, j->total_kv * j->ks, 1.0f, c->seed * 3 + 2);
     draw(c, j->vb, j->vv, j->total_kv * j->ks, 1.0f, c->seed * 3 + 3);
     j->sm_scale = c->sm_scale != 0.0f ? c->sm_scale : 1.0 / sqrt((double)c->d);
+    if (c->page_size) job_make_pages(j);
     pthread_mutex_init(&j->lock, NULL);
 }
 
 static void job_free(job *j) {
     free(j->qb); free(j->qv); free(j->kb); free(j->kv); free(j->vb); free(j->vv);
-    free(j->ob); free(j->lse);
+    free(j->ob); free(j->lse); free(j->kc); free(j->vc); free(j->pt);
     pthread_mutex_destroy(&j->lock);
 }
 
@@ -234,7 +293,7 @@ static void *check_worker(void *arg) {
 }
 
 typedef struct dev {
-    CUdeviceptr q, k, v, o, lse, cu_q, cu_k;
+    CUdeviceptr q, k, v, o, lse, cu_q, cu_k, pt, lens;
 } dev;
 
 static void fill_args(const job *j, const dev *dv, talon_prefill_attention_args *a) {
@@ -254,6 +313,31 @@ static void fill_args(const job *j, const dev *dv, talon_prefill_attention_args 
     a->sm_scale = c->sm_scale;
     a->logits_soft_cap = c->cap;
     a->dtype = c->dtype;
+}
+
+static void fill_paged_args(const job *j, const dev *dv, talon_prefill_attention_paged_args *a) {
+    const pcase *c = j->c;
+    memset(a, 0, sizeof *a);
+    a->o = dv->o; a->lse = c->no_lse ? 0 : dv->lse; a->q = dv->q;
+    a->k_cache = dv->k; a->v_cache = dv->v; a->page_table = dv->pt; a->kv_lens = dv->lens;
+    a->cu_seqlens_q = dv->cu_q;
+    a->batch = c->batch;
+    a->total_q = j->total_q;
+    for (int b = 0; b < c->batch; b++)
+        if (c->qlens[b] > a->max_seqlen_q) a->max_seqlen_q = c->qlens[b];
+    if (!a->max_seqlen_q) a->max_seqlen_q = 1;
+    a->max_kv_len = j->max_kv_len;
+    a->num_pages = j->num_pages;
+    a->page_size = c->page_size;
+    a->page_table_stride = j->pt_stride;
+    a->num_qo_heads = c->hq; a->num_kv_heads = c->hk; a->head_dim = c->d;
+    if (c->pad) { a->q_stride = j->qs; a->o_stride = j->os; }
+    a->window = c->window;
+    a->causal = c->causal;
+    a->sm_scale = c->sm_scale;
+    a->logits_soft_cap = c->cap;
+    a->dtype = c->dtype;
+    a->layout = c->layout;
 }
 
 static void poison(const job *j, const dev *dv) {
@@ -277,28 +361,41 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     job j;
     dev dv;
     talon_prefill_attention_args a;
+    talon_prefill_attention_paged_args pa;
     talon_status st = TALON_SUCCESS;
     char what[512];
     int r, failed = 0;
     CUgraph g = NULL;
     CUgraphExec ge = NULL;
     job_make(&j, c);
+    const size_t kv_bytes = c->page_size ? 2 * (size_t)(j.num_pages * c->page_size * c->hk * c->d)
+                                         : 2 * (size_t)(j.total_kv * j.ks);
+    memset(&dv, 0, sizeof dv);
     dv.q = dalloc(2 * (size_t)(j.total_q * j.qs));
-    dv.k = dalloc(2 * (size_t)(j.total_kv * j.ks));
-    dv.v = dalloc(2 * (size_t)(j.total_kv * j.ks));
+    dv.k = dalloc(kv_bytes);
+    dv.v = dalloc(kv_bytes);
     dv.o = dalloc(2 * (size_t)(j.total_q * j.os));
     dv.lse = dalloc(4 * (size_t)(j.total_q * c->hq));
     dv.cu_q = dalloc(4 * (MAXB + 1));
     dv.cu_k = dalloc(4 * (MAXB + 1));
     CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
-    CK(cu.cuMemcpyHtoD(dv.k, j.kb, 2 * (size_t)(j.total_kv * j.ks)));
-    CK(cu.cuMemcpyHtoD(dv.v, j.vb, 2 * (size_t)(j.total_kv * j.ks)));
+    CK(cu.cuMemcpyHtoD(dv.k, c->page_size ? j.kc : j.kb, kv_bytes));
+    CK(cu.cuMemcpyHtoD(dv.v, c->page_size ? j.vc : j.vb, kv_bytes));
     CK(cu.cuMemcpyHtoD(dv.cu_q, j.cu_q, 4 * (MAXB + 1)));
     CK(cu.cuMemcpyHtoD(dv.cu_k, j.cu_k, 4 * (MAXB + 1)));
+    if (c->page_size) {
+        dv.pt = dalloc(4 * (size_t)(c->batch * j.pt_stride));
+        dv.lens = dalloc(4 * MAXB);
+        CK(cu.cuMemcpyHtoD(dv.pt, j.pt, 4 * (size_t)(c->batch * j.pt_stride)));
+        CK(cu.cuMemcpyHtoD(dv.lens, j.kv_lens, 4 * MAXB));
+    }
     fill_args(&j, &dv, &a);
+    if (c->page_size) fill_paged_args(&j, &dv, &pa);
+#define LAUNCH() (c->page_size ? talon_prefill_attention_paged(g_ctx, g_stream, &pa)           \
+                               : talon_prefill_attention(g_ctx, g_stream, &a))
     if (graph) {
         CK(cu.cuStreamBeginCapture(g_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-        st = talon_prefill_attention(g_ctx, g_stream, &a);
+        st = LAUNCH();
         CK(cu.cuStreamEndCapture(g_stream, &g));
         if (g) CK(cu.cuGraphInstantiateWithFlags(&ge, g, 0));
     }
@@ -309,7 +406,7 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
         }
         poison(&j, &dv);
         if (graph) CK(cu.cuGraphLaunch(ge, g_stream));
-        else st = talon_prefill_attention(g_ctx, g_stream, &a);
+        else st = LAUNCH();
         CK(cu.cuStreamSynchronize(g_stream));
         if (st != TALON_SUCCESS || g_err) break;
         failed |= check(&j, &dv);
@@ -329,7 +426,10 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     if (g) cu.cuGraphDestroy(g);
     cu.cuMemFree(dv.q); cu.cuMemFree(dv.k); cu.cuMemFree(dv.v); cu.cuMemFree(dv.o);
     cu.cuMemFree(dv.lse); cu.cuMemFree(dv.cu_q); cu.cuMemFree(dv.cu_k);
+    if (dv.pt) cu.cuMemFree(dv.pt);
+    if (dv.lens) cu.cuMemFree(dv.lens);
     job_free(&j);
+#undef LAUNCH
 }
 
 static void tally_start(tally *t, const char *name) {
@@ -468,11 +568,66 @@ static void test_graph(void **state) {
     tally_end(&t);
 }
 
+/* The paged op: page sizes 1..256 in both layouts at every head_dim, over a cached prefix
+   (fewer queries than keys) and without one, lengths 1 to 4097, both types. */
+static void test_paged(void **state) {
+    static const struct { int d, page, layout; } pages[] = {
+        {64, 1, TALON_KV_NHD},    {64, 16, TALON_KV_HND},   {128, 2, TALON_KV_HND},
+        {128, 16, TALON_KV_NHD},  {128, 64, TALON_KV_HND},  {128, 256, TALON_KV_NHD},
+        {256, 8, TALON_KV_NHD},   {256, 128, TALON_KV_HND}, {256, 256, TALON_KV_HND},
+    };
+    static const int ql[] = {1, 17, 128, 300, 1000}, kl[] = {1, 40, 2000, 300, 4097};
+    static const int qlq[] = {1, 17, 128, 70}, klq[] = {1, 40, 300, 70};
+    tally t;
+    int pi, causal;
+    (void)state;
+    tally_start(&t, "paged");
+    for (pi = 0; pi < COUNT(pages); pi++)
+        for (causal = 0; causal < 2; causal++) {
+            pcase c = base(pi % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, pages[pi].d, 4, 2, causal,
+                           g_quick ? qlq : ql, g_quick ? klq : kl, g_quick ? 4 : 5, 601 + pi * 2 + causal);
+            c.page_size = pages[pi].page;
+            c.layout = (talon_kv_layout)pages[pi].layout;
+            c.sample = g_quick ? 1 : 5;
+            run_case(&t, &c, 0, 1);
+        }
+    tally_end(&t);
+}
+
+/* The paged op with GQA 7 and MQA, a window, a soft-cap, q/o strides and no lse; and captured
+   once, replayed on fresh q. */
+static void test_paged_options(void **state) {
+    static const int ql[] = {300, 129, 5}, kl[] = {300, 700, 64};
+    tally t;
+    int i;
+    (void)state;
+    tally_start(&t, "paged options and graph");
+    for (i = 0; i < 4; i++) {
+        pcase c = base(i % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, i == 3 ? 256 : 128,
+                       i % 2 ? 7 : 6, 1 + (i == 2), i != 1, ql, kl, 3, 701 + i);
+        c.page_size = i == 0 ? 16 : i == 1 ? 4 : i == 2 ? 32 : 64;
+        c.layout = i % 2 ? TALON_KV_HND : TALON_KV_NHD;
+        c.window = i == 1 ? 100 : i == 3 ? 37 : 0;
+        c.cap = i >= 2 ? 20.0f : 0.0f;
+        c.qamp = i >= 2 ? 6.0f : 1.0f;
+        c.pad = i == 2 ? 24 : 0;
+        c.no_lse = i == 2;
+        run_case(&t, &c, 0, 1);
+    }
+    {
+        pcase c = base(TALON_DTYPE_BF16, 128, 8, 2, 1, ql, kl, 3, 711);
+        c.page_size = 16;
+        run_case(&t, &c, 1, 3);
+    }
+    tally_end(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_lengths), cmocka_unit_test(test_prefix_and_empty),
         cmocka_unit_test(test_group_ratios),  cmocka_unit_test(test_window_softcap),
         cmocka_unit_test(test_strides),       cmocka_unit_test(test_graph),
+        cmocka_unit_test(test_paged),         cmocka_unit_test(test_paged_options),
     };
     gpu_test t;
     int failed;

@@ -1,13 +1,16 @@
-/* Dispatcher tests (fake driver, no GPU) for talon_prefill_attention: one validation test per
-   rule, and the exact launches (kernel, grid, block, shared memory, parameters and the three
-   tensor maps) for every head_dim and both types. */
+/* Dispatcher tests (fake driver, no GPU) for talon_prefill_attention and
+   talon_prefill_attention_paged: one validation test per rule, and the exact launches (kernel,
+   grid, block, shared memory, parameters and the three tensor maps) for every head_dim, both
+   types and both cache layouts. */
 #include "fake_driver.h"
 #include "table_rows.h"
 #include <math.h>
 
 #define STREAM ((CUstream)(uintptr_t)0x5157)
 enum { P_O = 0x10000000, P_LSE = 0x20000000, P_Q = 0x30000000, P_K = 0x40000000,
-       P_V = 0x50000000, P_CUQ = 0x60000000, P_CUK = 0x70000000 };
+       P_V = 0x50000000, P_CUQ = 0x60000000, P_CUK = 0x70000000, P_PT = 0x71000000,
+       P_LENS = 0x72000000 };
+enum { OP_CONTIGUOUS, OP_PAGED }; /* the op a row is for */
 
 /* Two requests of up to 1000 tokens, Llama-3-8B heads: Hq=32, Hk=8, D=128, causal. */
 static talon_prefill_attention_args valid(void) {
@@ -20,11 +23,28 @@ static talon_prefill_attention_args valid(void) {
     return a;
 }
 
+/* The paged form: two requests of up to 1000 new tokens over up to 32768 keys in a cache of
+   4096 pages of 16 (NHD), Llama-3-8B heads, causal. Each cache spans 128 MiB. */
+static talon_prefill_attention_paged_args valid_paged(void) {
+    talon_prefill_attention_paged_args a;
+    memset(&a, 0, sizeof a);
+    a.o = P_O; a.lse = P_LSE; a.q = P_Q; a.k_cache = P_K; a.v_cache = P_V;
+    a.page_table = P_PT; a.kv_lens = P_LENS; a.cu_seqlens_q = P_CUQ;
+    a.batch = 2; a.total_q = 1500; a.max_seqlen_q = 1000; a.max_kv_len = 32768;
+    a.num_pages = 4096; a.page_size = 16;
+    a.num_qo_heads = 32; a.num_kv_heads = 8; a.head_dim = 128; a.causal = 1;
+    return a;
+}
+
 /* ================================================================ validation */
 #define P(f, k, v) SET(talon_prefill_attention_args, f, k, v)
+#define G(f, k, v) SET(talon_prefill_attention_paged_args, f, k, v)
 #define BAD(NAME, SETS, FIELD, VALUE)                                                          \
     {.name = "talon_prefill_attention rejects " NAME, .kind = BAD_FIELDS, .set = SETS,          \
      .field = FIELD, .value = VALUE}
+#define BADP(NAME, SETS, FIELD, VALUE)                                                         \
+    {.name = "talon_prefill_attention_paged rejects " NAME, .op = OP_PAGED,                    \
+     .kind = BAD_FIELDS, .set = SETS, .field = FIELD, .value = VALUE}
 static const bad_row bad_rows[] = {
     {.name = "talon_prefill_attention rejects ctx NULL", .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
     {.name = "talon_prefill_attention rejects args NULL", .kind = BAD_ARGS, .field = "args", .value = "NULL"},
@@ -76,15 +96,54 @@ static const bad_row bad_rows[] = {
     BAD("o overlapping q", ONE(P(o, PTR, P_Q + 4096 * 2 * 200)), "args->o", "0x30190000"),
     BAD("o overlapping v", ONE(P(o, PTR, P_V - 16)), "args->o", "0x4ffffff0"),
     BAD("lse overlapping o", ONE(P(lse, PTR, P_O + 64)), "args->o", "0x10000000"),
+    /* the paged form: its own fields, and the shared ones through the same code */
+    {.name = "talon_prefill_attention_paged rejects ctx NULL", .op = OP_PAGED, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
+    {.name = "talon_prefill_attention_paged rejects args NULL", .op = OP_PAGED, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
+    BADP("o NULL", ONE(G(o, PTR, 0)), "args->o", "NULL"),
+    BADP("q not 16-byte aligned", ONE(G(q, PTR, P_Q + 2)), "args->q", "0x30000002"),
+    BADP("cu_seqlens_q NULL", ONE(G(cu_seqlens_q, PTR, 0)), "args->cu_seqlens_q", "NULL"),
+    BADP("k_cache NULL", ONE(G(k_cache, PTR, 0)), "args->k_cache", "NULL"),
+    BADP("k_cache not 16-byte aligned", ONE(G(k_cache, PTR, P_K + 8)), "args->k_cache", "0x40000008"),
+    BADP("v_cache NULL", ONE(G(v_cache, PTR, 0)), "args->v_cache", "NULL"),
+    BADP("v_cache not 16-byte aligned", ONE(G(v_cache, PTR, P_V + 4)), "args->v_cache", "0x50000004"),
+    BADP("page_table NULL", ONE(G(page_table, PTR, 0)), "args->page_table", "NULL"),
+    BADP("page_table not 4-byte aligned", ONE(G(page_table, PTR, P_PT + 2)), "args->page_table", "0x71000002"),
+    BADP("kv_lens NULL", ONE(G(kv_lens, PTR, 0)), "args->kv_lens", "NULL"),
+    BADP("kv_lens not 4-byte aligned", ONE(G(kv_lens, PTR, P_LENS + 1)), "args->kv_lens", "0x72000001"),
+    BADP("dtype FP8 (not yet)", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BADP("max_seqlen_q past total_q", ONE(G(max_seqlen_q, I64, 1501)), "args->max_seqlen_q", "1501"),
+    BADP("head_dim 96", ONE(G(head_dim, I64, 96)), "args->head_dim", "96"),
+    BADP("q_stride not a multiple of 8", ONE(G(q_stride, I64, 4100)), "args->q_stride", "4100"),
+    BADP("window -1", ONE(G(window, I64, -1)), "args->window", "-1"),
+    BADP("page_size 0", ONE(G(page_size, I64, 0)), "args->page_size", "0"),
+    BADP("page_size 24", ONE(G(page_size, I64, 24)), "args->page_size", "24"),
+    BADP("page_size 512", ONE(G(page_size, I64, 512)), "args->page_size", "512"),
+    BADP("max_kv_len 0", ONE(G(max_kv_len, I64, 0)), "args->max_kv_len", "0"),
+    BADP("max_kv_len 2^30+1", ONE(G(max_kv_len, I64, (1 << 30) + 1)), "args->max_kv_len", "1073741825"),
+    BADP("page_table_stride short of max_kv_len", ONE(G(page_table_stride, I64, 2047)), "args->page_table_stride", "2047"),
+    BADP("num_pages 0", ONE(G(num_pages, I64, 0)), "args->num_pages", "0"),
+    BADP("num_pages 2^31", ONE(G(num_pages, I64, 2147483648LL)), "args->num_pages", "2147483648"),
+    BADP("layout 2", ONE(G(layout, ENUM, 2)), "args->layout", "2"),
+    BADP("o overlapping q", ONE(G(o, PTR, P_Q + 4096 * 2 * 200)), "args->o", "0x30190000"),
+    BADP("o overlapping k_cache", ONE(G(o, PTR, P_K + 0x7FFFFF0)), "args->o", "0x47fffff0"),
+    BADP("o overlapping v_cache", ONE(G(o, PTR, P_V - 16)), "args->o", "0x4ffffff0"),
+    BADP("lse overlapping o", ONE(G(lse, PTR, P_O + 64)), "args->o", "0x10000000"),
 };
 
 static void test_invalid_argument(void **state) {
     const bad_row *row = (const bad_row *)*state;
-    talon_prefill_attention_args a = valid();
-    apply_sets(&a, row->set, MAX_SETS);
-    assert_rejected(talon_prefill_attention(row->kind == BAD_CTX ? NULL : g_ctx, STREAM,
-                                            row->kind == BAD_ARGS ? NULL : &a),
-                    "talon_prefill_attention", row->field, row->value);
+    talon_ctx *ctx = row->kind == BAD_CTX ? NULL : g_ctx;
+    if (row->op == OP_PAGED) {
+        talon_prefill_attention_paged_args a = valid_paged();
+        apply_sets(&a, row->set, MAX_SETS);
+        assert_rejected(talon_prefill_attention_paged(ctx, STREAM, row->kind == BAD_ARGS ? NULL : &a),
+                        "talon_prefill_attention_paged", row->field, row->value);
+    } else {
+        talon_prefill_attention_args a = valid();
+        apply_sets(&a, row->set, MAX_SETS);
+        assert_rejected(talon_prefill_attention(ctx, STREAM, row->kind == BAD_ARGS ? NULL : &a),
+                        "talon_prefill_attention", row->field, row->value);
+    }
     assert_int_equal(fake.encodes, 0);
 }
 
@@ -95,6 +154,10 @@ static const launch_row launch_rows[] = {
     {.name = "prefill bf16 d256 window, soft-cap, sm_scale -> _bf16_d256", .set = ONE(P(head_dim, I64, 256), P(window, I64, 100), P(logits_soft_cap, F32, 30.0f), P(sm_scale, F32, 0.25f)), .symbol = "talon_prefill_attention_bf16_d256"},
     {.name = "prefill MQA with padded strides -> _bf16_d128", .set = ONE(P(num_kv_heads, I64, 1), P(q_stride, I64, 4096 + 64), P(k_stride, I64, 256), P(v_stride, I64, 136), P(o_stride, I64, 8192), P(max_seqlen_q, I64, 129)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill 12 tiles: 12 CTAs -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(num_qo_heads, I64, 4), P(num_kv_heads, I64, 4), P(max_seqlen_q, I64, 300)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "paged NHD page 16 bf16 d128 -> _paged_bf16_d128", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_paged_bf16_d128"},
+    {.name = "paged HND page 256 f16 d256, table stride 300 -> _paged_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16), G(page_table_stride, I64, 300)), .symbol = "talon_prefill_attention_paged_f16_d256"},
+    {.name = "paged NHD page 1 d64, window, no lse -> _paged_bf16_d64", .op = OP_PAGED, .set = ONE(G(page_size, I64, 1), G(num_pages, I64, 65536), G(head_dim, I64, 64), G(window, I64, 4096), G(lse, PTR, 0), G(causal, INT, 0)), .symbol = "talon_prefill_attention_paged_bf16_d64"},
+    {.name = "paged HND page 64 d128 MQA, q/o strides -> _paged_bf16_d128", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 64), G(num_pages, I64, 1024), G(num_kv_heads, I64, 1), G(q_stride, I64, 4096 + 8), G(o_stride, I64, 8192)), .symbol = "talon_prefill_attention_paged_bf16_d128"},
 };
 
 /* A map {head_dim, heads, rows} with token stride `stride` elements, box {64, 1, box_rows},
@@ -115,43 +178,81 @@ static void check_map(const struct fake_enc *e, CUdeviceptr base, int64_t rows, 
     assert_int_equal(e->swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
+/* The fields both ops fill alike (the three maps copied from got: checked separately). */
+static void want_common(talon__prefill_params *want, const talon__prefill_params *got,
+                        CUdeviceptr o, CUdeviceptr lse, CUdeviceptr cu_q, int64_t o_stride,
+                        int64_t total_q, int64_t batch, int64_t hq, int64_t hk, int64_t d,
+                        int64_t max_seqlen_q, int causal, int64_t window, float sm_scale, float cap) {
+    float sm = sm_scale != 0 ? sm_scale : (float)(1.0 / sqrt((double)d));
+    memset(want, 0, sizeof *want);
+    want->q_map = got->q_map; want->k_map = got->k_map; want->v_map = got->v_map;
+    want->o = o; want->lse = lse; want->cu_seqlens_q = cu_q;
+    want->o_stride = o_stride ? o_stride : hq * d;
+    want->total_q = total_q;
+    want->batch = (int)batch;
+    want->num_qo_heads = (int)hq;
+    want->group = (int)(hq / hk);
+    want->m_blocks = (int)((max_seqlen_q + 127) / 128);
+    want->causal = causal;
+    want->window = (int)window;
+    /* scores in log2 units: sm_scale log2(e), or sm_scale / cap inside cap log2(e) tanh(.) */
+    want->scale = cap > 0 ? sm / cap : sm * 1.4426950408889634f;
+    want->cap = cap * 1.4426950408889634f;
+}
+
+static void test_launch_paged(const launch_row *row) {
+    talon_prefill_attention_paged_args a = valid_paged();
+    talon__prefill_params got, want;
+    int64_t qs, tiles;
+    apply_sets(&a, row->set, MAX_SETS);
+    if (talon_prefill_attention_paged(g_ctx, STREAM, &a) != TALON_SUCCESS) fail_msg("%s", talon_last_error());
+    qs = a.q_stride ? a.q_stride : a.num_qo_heads * a.head_dim;
+    assert_int_equal(fake.encodes, 1); /* q's map; k and v are gathered through the page table */
+    check_map(&fake.enc_log[0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
+    memcpy(&got, fake.last.params, sizeof got);
+    want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride, a.total_q, a.batch,
+                a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, a.causal, a.window,
+                a.sm_scale, a.logits_soft_cap);
+    want.page_table = a.page_table;
+    want.kv_lens = a.kv_lens;
+    want.k_cache = a.k_cache;
+    want.v_cache = a.v_cache;
+    want.page_table_stride = a.page_table_stride ? a.page_table_stride : (a.max_kv_len + a.page_size - 1) / a.page_size;
+    want.num_pages = (int)a.num_pages;
+    want.page_shift = a.page_size == 1 ? 0 : a.page_size == 16 ? 4 : a.page_size == 64 ? 6 : 8;
+    want.layout = (int)a.layout;
+    want.max_kv_len = (int)a.max_kv_len;
+    tiles = want.m_blocks * a.batch * a.num_qo_heads;
+    assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
+    assert_int_equal(fake.last.block[0], 384);
+}
+
 static void test_launch(void **state) {
     const launch_row *row = (const launch_row *)*state;
     talon_prefill_attention_args a = valid();
     talon__prefill_params got, want;
-    int64_t m_blocks, tiles, qs, ks, vs, os;
-    float sm;
+    int64_t tiles, qs, ks, vs;
+    if (row->op == OP_PAGED) {
+        test_launch_paged(row);
+        return;
+    }
     apply_sets(&a, row->set, MAX_SETS);
     if (talon_prefill_attention(g_ctx, STREAM, &a) != TALON_SUCCESS) fail_msg("%s", talon_last_error());
-    m_blocks = (a.max_seqlen_q + 127) / 128;
     qs = a.q_stride ? a.q_stride : a.num_qo_heads * a.head_dim;
     ks = a.k_stride ? a.k_stride : a.num_kv_heads * a.head_dim;
     vs = a.v_stride ? a.v_stride : a.num_kv_heads * a.head_dim;
-    os = a.o_stride ? a.o_stride : a.num_qo_heads * a.head_dim;
     assert_int_equal(fake.encodes, 3);
-    check_map(&fake.enc_log[0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
-    check_map(&fake.enc_log[1], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, a.head_dim == 256 ? 64 : 128, a.dtype);
-    check_map(&fake.enc_log[2], a.v, a.total_kv, a.num_kv_heads, a.head_dim, vs, a.head_dim == 256 ? 64 : 128, a.dtype);
+    check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, a.head_dim == 256 ? 64 : 128, a.dtype);
+    check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, a.head_dim, vs, a.head_dim == 256 ? 64 : 128, a.dtype);
+    check_map(&fake.enc_log[2], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
     /* every field but the maps (checked above through the encoder's arguments) */
     memcpy(&got, fake.last.params, sizeof got);
-    memset(&want, 0, sizeof want);
-    want.q_map = got.q_map; want.k_map = got.k_map; want.v_map = got.v_map;
-    want.o = a.o; want.lse = a.lse;
-    want.cu_seqlens_q = a.cu_seqlens_q; want.cu_seqlens_k = a.cu_seqlens_k;
-    want.o_stride = os;
-    want.total_q = a.total_q;
-    want.batch = (int)a.batch;
-    want.num_qo_heads = (int)a.num_qo_heads;
-    want.group = (int)(a.num_qo_heads / a.num_kv_heads);
-    want.m_blocks = (int)m_blocks;
-    want.causal = a.causal;
-    want.window = (int)a.window;
-    /* scores in log2 units: sm_scale log2(e), or sm_scale / cap inside cap log2(e) tanh(.) */
-    sm = a.sm_scale != 0 ? a.sm_scale : (float)(1.0 / sqrt((double)a.head_dim));
-    want.scale = a.logits_soft_cap > 0 ? sm / a.logits_soft_cap : sm * 1.4426950408889634f;
-    want.cap = a.logits_soft_cap * 1.4426950408889634f;
+    want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride, a.total_q, a.batch,
+                a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, a.causal, a.window,
+                a.sm_scale, a.logits_soft_cap);
+    want.cu_seqlens_k = a.cu_seqlens_k;
     /* persistent: one CTA per SM (132 here), fewer for fewer tiles */
-    tiles = m_blocks * a.batch * a.num_qo_heads;
+    tiles = want.m_blocks * a.batch * a.num_qo_heads;
     assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
     assert_int_equal(fake.last.block[0], 384);
 }

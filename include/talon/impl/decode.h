@@ -7,7 +7,7 @@
    workspace-size function, so both agree. */
 static talon_status talon__decode_plan_make(const char *op, const talon_decode_attention_args *a,
                                             int sms, talon__decode_plan *pl) {
-    int64_t group, pages, ctas, splits;
+    int64_t group, ctas, splits;
     TALON__TRY(talon__check_dtype(op, a->dtype));
     if (a->kv_dtype != a->dtype && a->kv_dtype != TALON_DTYPE_FP8_E4M3)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
@@ -16,21 +16,10 @@ static talon_status talon__decode_plan_make(const char *op, const talon_decode_a
                            op, (int)a->kv_dtype, (int)a->dtype, (int)TALON_DTYPE_FP8_E4M3);
     TALON__TRY(talon__check_range(op, "batch", a->batch, 1, 1 << 24));
     TALON__TRY(talon__check_attention_heads(op, a->num_qo_heads, a->num_kv_heads, a->head_dim));
-    if (a->page_size < 1 || a->page_size > 256 || (a->page_size & (a->page_size - 1)))
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->page_size = %lld is not a power of two in [1, 256]", op,
-                           (long long)a->page_size);
-    TALON__TRY(talon__check_range(op, "max_kv_len", a->max_kv_len, 1, 1 << 30));
+    TALON__TRY(talon__check_pages(op, a->page_size, a->max_kv_len, a->page_table_stride,
+                                  &pl->pt_stride));
     TALON__TRY(talon__check_range(op, "window", a->window, 0, INT32_MAX));
     TALON__TRY(talon__check_range(op, "num_splits", a->num_splits, 0, 256));
-    pages = (a->max_kv_len + a->page_size - 1) / a->page_size;
-    if (a->page_table_stride && a->page_table_stride < pages)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
-                           "%s: args->page_table_stride = %lld is shorter than the %lld pages "
-                           "of max_kv_len = %lld",
-                           op, (long long)a->page_table_stride, (long long)pages,
-                           (long long)a->max_kv_len);
-    pl->pt_stride = a->page_table_stride ? a->page_table_stride : pages;
     group = a->num_qo_heads / a->num_kv_heads;
     pl->head_chunks = (int)((group + TALON__DECODE_HEADS - 1) / TALON__DECODE_HEADS);
     pl->heads_per_cta = (int)((group + pl->head_chunks - 1) / pl->head_chunks);

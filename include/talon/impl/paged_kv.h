@@ -1,4 +1,4 @@
-/* talon/impl/paged_kv.h - the paged KV cache geometry shared by kv_append, decode and (later) prefill. Part of talon.h's implementation (TALON_IMPLEMENTATION); not a
+/* talon/impl/paged_kv.h - the paged KV cache geometry shared by kv_append, decode and prefill. Part of talon.h's implementation (TALON_IMPLEMENTATION); not a
    public header. */
 #ifndef TALON_IMPL_PAGED_KV_H
 #define TALON_IMPL_PAGED_KV_H
@@ -23,6 +23,28 @@ static talon_status talon__kv_strides(const char *op, talon_kv_layout layout, in
                        "%s: args->layout = %d is not supported (TALON_KV_NHD = %d, "
                        "TALON_KV_HND = %d)", op, (int)layout, (int)TALON_KV_NHD,
                        (int)TALON_KV_HND);
+}
+
+/* page_size a power of two in [1, 256], max_kv_len in [1, 2^30] and a page-table row long
+   enough for max_kv_len (decode, prefill); *pt_stride = the row stride (0: the pages of
+   max_kv_len). */
+static talon_status talon__check_pages(const char *op, int64_t page_size, int64_t max_kv_len,
+                                       int64_t page_table_stride, int64_t *pt_stride) {
+    int64_t pages;
+    if (page_size < 1 || page_size > 256 || (page_size & (page_size - 1)))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->page_size = %lld is not a power of two in [1, 256]", op,
+                           (long long)page_size);
+    TALON__TRY(talon__check_range(op, "max_kv_len", max_kv_len, 1, 1 << 30));
+    pages = (max_kv_len + page_size - 1) / page_size;
+    if (page_table_stride && page_table_stride < pages)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->page_table_stride = %lld is shorter than the %lld pages "
+                           "of max_kv_len = %lld",
+                           op, (long long)page_table_stride, (long long)pages,
+                           (long long)max_kv_len);
+    *pt_stride = page_table_stride ? page_table_stride : pages;
+    return TALON_SUCCESS;
 }
 
 #endif

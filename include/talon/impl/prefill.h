@@ -38,32 +38,34 @@ static talon_status talon__prefill_map(const talon_ctx *ctx, const char *op, con
     return talon__tensor_map(ctx, op, name, map, base, &t);
 }
 
-talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
-                                     const talon_prefill_attention_args *a) {
-    static const char op[] = "talon_prefill_attention";
-    talon__prefill_params p;
-    int64_t qs, ks, vs, os, q_row, kv_row, m_blocks, o_bytes;
+/* The fields both ops share (q, o, lse, cu_seqlens_q, shapes, scalars). */
+typedef struct talon__prefill_common {
+    CUdeviceptr o, lse, q, cu_seqlens_q;
+    int64_t batch, total_q, max_seqlen_q, num_qo_heads, num_kv_heads, head_dim;
+    int64_t q_stride, o_stride, window;
+    int causal;
+    float sm_scale, logits_soft_cap;
+    talon_dtype dtype;
+} talon__prefill_common;
+
+/* Validates the shared fields and fills their params but q's map (no driver call: the caller
+   encodes the maps after its own checks); *qs is q's token stride, *o_bytes o's span. */
+static talon_status talon__prefill_common_params(const char *op, const talon__prefill_common *a,
+                                                 talon__prefill_params *p, int64_t *qs,
+                                                 int64_t *o_bytes) {
+    int64_t os, q_row, m_blocks;
     float sm_scale;
-    int k;
-    TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_ptr_align(op, "o", a->o, 0, 16));
     TALON__TRY(talon__check_ptr_align(op, "lse", a->lse, 1, 4));
     TALON__TRY(talon__check_ptr_align(op, "q", a->q, 0, 16));
-    TALON__TRY(talon__check_ptr_align(op, "k", a->k, 0, 16));
-    TALON__TRY(talon__check_ptr_align(op, "v", a->v, 0, 16));
     TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_q", a->cu_seqlens_q, 0, 4));
-    TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_k", a->cu_seqlens_k, 0, 4));
     TALON__TRY(talon__check_dtype(op, a->dtype));
     TALON__TRY(talon__check_size(op, "batch", a->batch, 1 << 20));
     TALON__TRY(talon__check_size(op, "total_q", a->total_q, TALON__GRID_MAX));
-    TALON__TRY(talon__check_size(op, "total_kv", a->total_kv, TALON__GRID_MAX));
     TALON__TRY(talon__check_size(op, "max_seqlen_q", a->max_seqlen_q, a->total_q));
     TALON__TRY(talon__check_attention_heads(op, a->num_qo_heads, a->num_kv_heads, a->head_dim));
     q_row = a->num_qo_heads * a->head_dim;
-    kv_row = a->num_kv_heads * a->head_dim;
-    TALON__TRY(talon__prefill_check_stride(op, "q_stride", a->q_stride, q_row, &qs));
-    TALON__TRY(talon__prefill_check_stride(op, "k_stride", a->k_stride, kv_row, &ks));
-    TALON__TRY(talon__prefill_check_stride(op, "v_stride", a->v_stride, kv_row, &vs));
+    TALON__TRY(talon__prefill_check_stride(op, "q_stride", a->q_stride, q_row, qs));
     TALON__TRY(talon__prefill_check_stride(op, "o_stride", a->o_stride, q_row, &os));
     TALON__TRY(talon__check_range(op, "window", a->window, 0, INT32_MAX));
     TALON__TRY(talon__check_range(op, "causal", a->causal, 0, 1));
@@ -75,40 +77,112 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                            "batch %lld and %lld heads needs more than 2^31-1 CTAs", op,
                            (long long)a->max_seqlen_q, (long long)a->batch,
                            (long long)a->num_qo_heads);
-    o_bytes = talon__rows_bytes(a->total_q, q_row, os, 2);
-    if (talon__overlap(a->o, o_bytes, a->q, talon__rows_bytes(a->total_q, q_row, qs, 2)) ||
-        talon__overlap(a->o, o_bytes, a->k, talon__rows_bytes(a->total_kv, kv_row, ks, 2)) ||
-        talon__overlap(a->o, o_bytes, a->v, talon__rows_bytes(a->total_kv, kv_row, vs, 2)) ||
-        talon__overlap(a->o, o_bytes, a->lse, a->total_q * a->num_qo_heads * 4))
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps q, k, "
-                           "v or lse (outputs must not overlap inputs)", op,
-                           (unsigned long long)a->o);
-
-    memset(&p, 0, sizeof p);
-    TALON__TRY(talon__prefill_map(ctx, op, "q", &p.q_map, a->q, a->total_q, a->num_qo_heads,
-                                  a->head_dim, qs, TALON__PREFILL_BM, a->dtype));
-    TALON__TRY(talon__prefill_map(ctx, op, "k", &p.k_map, a->k, a->total_kv, a->num_kv_heads,
-                                  a->head_dim, ks, TALON__PREFILL_BN(a->head_dim), a->dtype));
-    TALON__TRY(talon__prefill_map(ctx, op, "v", &p.v_map, a->v, a->total_kv, a->num_kv_heads,
-                                  a->head_dim, vs, TALON__PREFILL_BN(a->head_dim), a->dtype));
+    *o_bytes = talon__rows_bytes(a->total_q, q_row, os, 2);
+    if (talon__overlap(a->o, *o_bytes, a->q, talon__rows_bytes(a->total_q, q_row, *qs, 2)) ||
+        talon__overlap(a->o, *o_bytes, a->lse, a->total_q * a->num_qo_heads * 4))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps q or "
+                           "lse (outputs must not overlap inputs)", op, (unsigned long long)a->o);
+    memset(p, 0, sizeof *p);
     sm_scale = a->sm_scale != 0.0f ? a->sm_scale
                : a->head_dim == 64 ? 0.125f : a->head_dim == 128 ? 0.08838834764831845f : 0.0625f;
-    p.o = a->o; p.lse = a->lse;
-    p.cu_seqlens_q = a->cu_seqlens_q; p.cu_seqlens_k = a->cu_seqlens_k;
-    p.o_stride = os;
-    p.total_q = a->total_q;
-    p.batch = (int)a->batch;
-    p.num_qo_heads = (int)a->num_qo_heads;
-    p.group = (int)(a->num_qo_heads / a->num_kv_heads);
-    p.m_blocks = (int)m_blocks;
-    p.causal = a->causal;
-    p.window = (int)a->window;
-    p.scale = a->logits_soft_cap > 0.0f ? sm_scale / a->logits_soft_cap
-                                        : sm_scale * 1.4426950408889634f;
-    p.cap = a->logits_soft_cap * 1.4426950408889634f;
-    TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 2, (int)a->dtype, (int)a->head_dim));
+    p->o = a->o; p->lse = a->lse;
+    p->cu_seqlens_q = a->cu_seqlens_q;
+    p->o_stride = os;
+    p->total_q = a->total_q;
+    p->batch = (int)a->batch;
+    p->num_qo_heads = (int)a->num_qo_heads;
+    p->group = (int)(a->num_qo_heads / a->num_kv_heads);
+    p->m_blocks = (int)m_blocks;
+    p->causal = a->causal;
+    p->window = (int)a->window;
+    p->scale = a->logits_soft_cap > 0.0f ? sm_scale / a->logits_soft_cap
+                                         : sm_scale * 1.4426950408889634f;
+    p->cap = a->logits_soft_cap * 1.4426950408889634f;
+    return TALON_SUCCESS;
+}
+
+/* Encodes q's map (the k and v maps are the caller's) and launches. */
+static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const char *op,
+                                          const talon__prefill_common *a, int64_t qs, int paged,
+                                          talon__prefill_params *p) {
+    int k;
+    TALON__TRY(talon__prefill_map(ctx, op, "q", &p->q_map, a->q, a->total_q, a->num_qo_heads,
+                                  a->head_dim, qs, TALON__PREFILL_BM, a->dtype));
+    TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 3, (int)a->dtype, (int)a->head_dim, paged));
     return talon__launch(ctx, stream, op, k,
-                         talon__prefill_grid(m_blocks * a->batch * a->num_qo_heads, ctx->sms), &p);
+                         talon__prefill_grid((int64_t)p->m_blocks * a->batch * a->num_qo_heads,
+                                             ctx->sms), p);
+}
+
+#define TALON__PREFILL_COMMON(a)                                                               \
+    {(a)->o, (a)->lse, (a)->q, (a)->cu_seqlens_q, (a)->batch, (a)->total_q,                    \
+     (a)->max_seqlen_q, (a)->num_qo_heads, (a)->num_kv_heads, (a)->head_dim, (a)->q_stride,    \
+     (a)->o_stride, (a)->window, (a)->causal, (a)->sm_scale, (a)->logits_soft_cap, (a)->dtype}
+
+talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
+                                     const talon_prefill_attention_args *a) {
+    static const char op[] = "talon_prefill_attention";
+    talon__prefill_params p;
+    int64_t qs, ks, vs, kv_row, o_bytes;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    {
+        const talon__prefill_common c = TALON__PREFILL_COMMON(a);
+        TALON__TRY(talon__check_ptr_align(op, "k", a->k, 0, 16));
+        TALON__TRY(talon__check_ptr_align(op, "v", a->v, 0, 16));
+        TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_k", a->cu_seqlens_k, 0, 4));
+        TALON__TRY(talon__check_size(op, "total_kv", a->total_kv, TALON__GRID_MAX));
+        TALON__TRY(talon__prefill_common_params(op, &c, &p, &qs, &o_bytes));
+        kv_row = a->num_kv_heads * a->head_dim;
+        TALON__TRY(talon__prefill_check_stride(op, "k_stride", a->k_stride, kv_row, &ks));
+        TALON__TRY(talon__prefill_check_stride(op, "v_stride", a->v_stride, kv_row, &vs));
+        if (talon__overlap(a->o, o_bytes, a->k, talon__rows_bytes(a->total_kv, kv_row, ks, 2)) ||
+            talon__overlap(a->o, o_bytes, a->v, talon__rows_bytes(a->total_kv, kv_row, vs, 2)))
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps k "
+                               "or v (outputs must not overlap inputs)", op,
+                               (unsigned long long)a->o);
+        TALON__TRY(talon__prefill_map(ctx, op, "k", &p.k_map, a->k, a->total_kv, a->num_kv_heads,
+                                      a->head_dim, ks, TALON__PREFILL_BN(a->head_dim), a->dtype));
+        TALON__TRY(talon__prefill_map(ctx, op, "v", &p.v_map, a->v, a->total_kv, a->num_kv_heads,
+                                      a->head_dim, vs, TALON__PREFILL_BN(a->head_dim), a->dtype));
+        p.cu_seqlens_k = a->cu_seqlens_k;
+        return talon__prefill_launch(ctx, stream, op, &c, qs, 0, &p);
+    }
+}
+
+talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
+                                           const talon_prefill_attention_paged_args *a) {
+    static const char op[] = "talon_prefill_attention_paged";
+    talon__prefill_params p;
+    int64_t strides[3], qs, pt_stride, o_bytes, cache_bytes;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    {
+        const talon__prefill_common c = TALON__PREFILL_COMMON(a);
+        TALON__TRY(talon__check_ptr_align(op, "k_cache", a->k_cache, 0, 16));
+        TALON__TRY(talon__check_ptr_align(op, "v_cache", a->v_cache, 0, 16));
+        TALON__TRY(talon__check_ptr_align(op, "page_table", a->page_table, 0, 4));
+        TALON__TRY(talon__check_ptr_align(op, "kv_lens", a->kv_lens, 0, 4));
+        TALON__TRY(talon__prefill_common_params(op, &c, &p, &qs, &o_bytes));
+        TALON__TRY(talon__check_pages(op, a->page_size, a->max_kv_len, a->page_table_stride,
+                                      &pt_stride));
+        TALON__TRY(talon__check_size(op, "num_pages", a->num_pages, TALON__GRID_MAX));
+        TALON__TRY(talon__kv_strides(op, a->layout, a->page_size, a->num_kv_heads, 1, strides));
+        cache_bytes = a->num_pages * a->page_size * a->num_kv_heads * a->head_dim * 2;
+        if (talon__overlap(a->o, o_bytes, a->k_cache, cache_bytes) ||
+            talon__overlap(a->o, o_bytes, a->v_cache, cache_bytes))
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps "
+                               "k_cache or v_cache (outputs must not overlap inputs)", op,
+                               (unsigned long long)a->o);
+        p.page_table = a->page_table;
+        p.kv_lens = a->kv_lens;
+        p.k_cache = a->k_cache;
+        p.v_cache = a->v_cache;
+        p.page_table_stride = pt_stride;
+        p.num_pages = (int)a->num_pages;
+        p.page_shift = (int)talon__ceil_log2((uint64_t)a->page_size);
+        p.layout = (int)a->layout;
+        p.max_kv_len = (int)a->max_kv_len;
+        return talon__prefill_launch(ctx, stream, op, &c, qs, 1, &p);
+    }
 }
 
 #endif
