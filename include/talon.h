@@ -687,10 +687,11 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    entries of each page-table row (later entries are never read). Violations give wrong
    results but no access outside the buffers: kv_lens is clamped to [0, max_kv_len], and a
    page id outside [0, num_pages) reads zeros.
-   Kernel: talon_prefill_attention's, with each block of keys gathered row by row through the
-   page table (the producer warps' 16-byte copies), so any page size costs the same; rows past
-   a request's keys are zero-filled (the cache's unwritten slots are never used). No
-   workspace. */
+   Kernel: talon_prefill_attention's with another loader. Pages of 16 keys and more: one TMA
+   copy per page and 64 columns of a block of keys (a block is 128 keys, 64 at head_dim 256);
+   smaller pages (where that would be up to 128 copies a block): the rows are gathered by the
+   producer warps' 16-byte copies. Either way a request's keys past kv_lens[b] are never used
+   (the cache's unwritten slots may hold anything, NaN included). No workspace. */
 typedef struct talon_prefill_attention_paged_args {
     CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */
     CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */

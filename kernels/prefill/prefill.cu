@@ -23,11 +23,15 @@
 //                turns at issuing (ping-pong), so one's softmax overlaps the other's products.
 // Blocks are walked from the last one down, so the causal diagonal and the ragged tail (the
 // blocks that need a mask) come first.
-// Paged k/v (PAGED): the same kernel, but the producer warpgroup's 128 threads gather each
-// block's key rows by 16-byte cp.async through the page table (one TMA box per page costs 40-60
-// ns of TMA issue each: 16 boxes a block at pages of 16 keys, 128 at pages of 1, more than the
-// block's math; docs/notes/prefill.md), zero-filling rows past the request's keys, whose slots
-// may hold anything (NaN included, which a zero softmax weight would not cancel in P v).
+// Paged k/v: the same kernel with another producer. KV_PAGES (pages of 16 keys and more): the
+// producer warp's lanes each load one page's rows of a block as TMA boxes (page id from the
+// page table; ids outside the cache and pages past the request's keys read zeros). The last
+// page's slots past the request's keys hold whatever the cache holds (NaN included), which a
+// zero softmax weight does not cancel in P v, so consumer warpgroup 1 zeroes those v rows in
+// the tile's first stage before its first P v (warpgroup 2's comes after it in the ping-pong
+// order). KV_GATHER (pages under 16 keys, where one box per page is too many: each costs
+// 40-60 ns of TMA issue, 128 a block at pages of 1): the producer warpgroup's 128 threads copy
+// the rows by 16-byte cp.async, zero-filling rows past the keys (docs/notes/prefill.md).
 #include "dev/async.cuh"
 #include "dev/kernel.cuh"
 #include "dev/math.cuh"
@@ -95,9 +99,10 @@ __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, T
     return true;
 }
 
-template <int DT, int D, int PAGED>
+template <int DT, int D, int KV>
 __device__ void prefill_tile(const talon__prefill_params &p) {
     using T = elem<DT>;
+    constexpr bool PAGED = KV != TALON__PREFILL_KV_CONTIGUOUS, GATHER = KV == TALON__PREFILL_KV_GATHER;
     constexpr int BN = TALON__PREFILL_BN(D), STAGES = TALON__PREFILL_STAGES(D);
     constexpr int CH = D / 64;                         // 128-byte column chunks of a row
     constexpr int Q_CHUNK = BM * 64, KV_CHUNK = BN * 64; // elements of one chunk's tile
@@ -116,11 +121,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
         mbar_init(q_empty, 8); // one arrival per consumer warp
-        // k/v stages: filled by one TMA thread, or paged by the 128 producer threads' cp.async
-        kpipe->init(8, PAGED ? 128 : 1);
-        vpipe->init(8, PAGED ? 128 : 1);
+        // k/v stages: filled by TMA (one arrive_expect_tx), or by the 128 producer threads'
+        // cp.async
+        kpipe->init(8, GATHER ? 128 : 1);
+        vpipe->init(8, GATHER ? 128 : 1);
         tma_prefetch_desc(&p.q_map);
-        if (!PAGED) {
+        if (!GATHER) {
             tma_prefetch_desc(&p.k_map);
             tma_prefetch_desc(&p.v_map);
         }
@@ -132,10 +138,13 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // 240 + 128 x 24. Paged, the producer's address arithmetic spills at 24: 40 here and
         // 232 for the consumers.
         setmaxnreg_dec<PAGED ? 40 : 24>();
+        // contiguous: one elected thread; pages: one warp (lane 0 leads); gather: 4 warps
         if constexpr (!PAGED) {
             if (warp_in_warpgroup() != 0 || !elect_one()) return;
+        } else if constexpr (!GATHER) {
+            if (warp_in_warpgroup() != 0) return;
         }
-        const bool lead = !PAGED || threadIdx.x == 0; // loads q
+        const bool lead = !PAGED || threadIdx.x == 0; // loads q, fills the TMA barriers
         const int hk_count = p.num_qo_heads / p.group;
         PipeState<STAGES> st;
         uint32_t q_phase = 0;
@@ -164,6 +173,33 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 #pragma unroll
                     for (int c = 0; c < CH; c++)
                         tma_load_3d(sv + st.stage * BN * D + c * KV_CHUNK, &p.v_map, vf, c * 64, hk, tl.k0 + n * BN);
+                } else if constexpr (!GATHER) {
+                    // lane i loads box i: page_rows keys of one page, 64 columns a box; a
+                    // coordinate below 0 puts the whole box outside the map (zeros)
+                    const int lane = lane_index(), rows = p.page_rows;
+                    if (lead) {
+                        kpipe->producer_acquire(st);
+                        kpipe->producer_commit(st, KV_BYTES);
+                        vpipe->producer_acquire(st);
+                        vpipe->producer_commit(st, KV_BYTES);
+                    }
+                    __syncwarp(); // the stage's bytes are expected before any box lands
+                    const int *pt = reinterpret_cast<const int *>(p.page_table) + tl.b * p.page_table_stride;
+                    for (int i = lane; i * rows < BN; i += 32) {
+                        const int j = n * BN + i * rows; // the box's first key
+                        const int page = j < tl.kv_len ? __ldg(pt + (j >> p.page_shift)) : -1;
+                        const int slot = j & ((1 << p.page_shift) - 1);
+                        const bool ok = unsigned(page) < unsigned(p.num_pages);
+                        const int c1 = p.layout == 0 ? hk : slot;
+                        const int c2 = p.layout == 0 ? (ok ? (page << p.page_shift) + slot : -rows)
+                                                     : (ok ? page * hk_count + hk : -1);
+                        const int at = st.stage * BN * D + i * rows * 64;
+#pragma unroll
+                        for (int c = 0; c < CH; c++) {
+                            tma_load_3d(sk + at + c * KV_CHUNK, &p.k_map, &kpipe->full[st.stage], c * 64, c1, c2);
+                            tma_load_3d(sv + at + c * KV_CHUNK, &p.v_map, &vpipe->full[st.stage], c * 64, c1, c2);
+                        }
+                    }
                 } else {
                     // 16-byte cp.async into the 128-byte swizzle (piece x of row r at x ^ r % 8),
                     // 4 rows of 128 bytes per warp instruction (coalesced): warp w copies rows
@@ -221,7 +257,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // row r0 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (lane % 4) + i % 2 of the block)
     auto issue_qk = [&](float (&s)[BN / 2]) {
         kpipe->consumer_wait(kst);
-        if (PAGED) fence_proxy_async();
+        if (GATHER) fence_proxy_async();
         wgmma_fence(); // s and the previous block's P were touched since the last wgmma
         const uint64_t dk = make_desc_kmajor<Swizzle::B128>(sk + kst.stage * BN * D);
 #pragma unroll
@@ -230,10 +266,26 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                            desc_add(dk, (kk / 4) * KV_CHUNK * 2 + (kk % 4) * 32), kk > 0);
         wgmma_commit();
     };
+    // KV_PAGES: v rows past the request's keys in the tile's first v stage (its last block)
+    // are zeroed by warpgroup 1 before its first P v; warpgroup 2 issues its first P v after
+    // that (ping-pong). Whole 128-byte rows: the swizzle permutes only within a row.
+    bool first_pv = false;
+    auto zero_v_tail = [&] {
+        const int valid = tl.kv_len - (tl.nb_hi - 1) * BN; // in (0, BN]
+        if (valid >= BN) return;
+        T *base = sv + vst.stage * BN * D;
+        const int per_chunk = (BN - valid) * 8; // 16-byte pieces
+        for (int e = int(threadIdx.x) - 128; e < CH * per_chunk; e += 128)
+            reinterpret_cast<uint4 *>(base + e / per_chunk * KV_CHUNK + valid * 64)[e % per_chunk] = make_uint4(0, 0, 0, 0);
+        fence_proxy_async(); // ordinary stores, read next by the tensor cores
+        named_bar_sync(3, 128);
+    };
     // O += P v of the next v stage, issued (P from registers, v MN-major)
     auto issue_pv = [&](const uint32_t (&pf)[BN / 16][4]) {
         vpipe->consumer_wait(vst);
-        if (PAGED) fence_proxy_async(); // written by cp.async, read by the tensor cores
+        if (PAGED && !GATHER && first_pv && band == 0) zero_v_tail();
+        first_pv = false;
+        if (GATHER) fence_proxy_async(); // written by cp.async, read by the tensor cores
         wgmma_fence();
         const uint64_t dv = make_desc_mn_major_b128(sv + vst.stage * BN * D, KV_CHUNK * 2);
 #pragma unroll
@@ -291,6 +343,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         if (!tile_of<BN, PAGED>(p, t, tl)) continue;
+        first_pv = true;
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
         m_run[0] = m_run[1] = NEG_INF;

@@ -154,10 +154,12 @@ static const launch_row launch_rows[] = {
     {.name = "prefill bf16 d256 window, soft-cap, sm_scale -> _bf16_d256", .set = ONE(P(head_dim, I64, 256), P(window, I64, 100), P(logits_soft_cap, F32, 30.0f), P(sm_scale, F32, 0.25f)), .symbol = "talon_prefill_attention_bf16_d256"},
     {.name = "prefill MQA with padded strides -> _bf16_d128", .set = ONE(P(num_kv_heads, I64, 1), P(q_stride, I64, 4096 + 64), P(k_stride, I64, 256), P(v_stride, I64, 136), P(o_stride, I64, 8192), P(max_seqlen_q, I64, 129)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill 12 tiles: 12 CTAs -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(num_qo_heads, I64, 4), P(num_kv_heads, I64, 4), P(max_seqlen_q, I64, 300)), .symbol = "talon_prefill_attention_bf16_d128"},
-    {.name = "paged NHD page 16 bf16 d128 -> _paged_bf16_d128", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_paged_bf16_d128"},
-    {.name = "paged HND page 256 f16 d256, table stride 300 -> _paged_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16), G(page_table_stride, I64, 300)), .symbol = "talon_prefill_attention_paged_f16_d256"},
-    {.name = "paged NHD page 1 d64, window, no lse -> _paged_bf16_d64", .op = OP_PAGED, .set = ONE(G(page_size, I64, 1), G(num_pages, I64, 65536), G(head_dim, I64, 64), G(window, I64, 4096), G(lse, PTR, 0), G(causal, INT, 0)), .symbol = "talon_prefill_attention_paged_bf16_d64"},
-    {.name = "paged HND page 64 d128 MQA, q/o strides -> _paged_bf16_d128", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 64), G(num_pages, I64, 1024), G(num_kv_heads, I64, 1), G(q_stride, I64, 4096 + 8), G(o_stride, I64, 8192)), .symbol = "talon_prefill_attention_paged_bf16_d128"},
+    {.name = "paged NHD page 16 bf16 d128 -> _pages_bf16_d128", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged HND page 256 f16 d256, table stride 300 -> _pages_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16), G(page_table_stride, I64, 300)), .symbol = "talon_prefill_attention_pages_f16_d256"},
+    {.name = "paged HND page 64 d128 MQA, q/o strides -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 64), G(num_pages, I64, 1024), G(num_kv_heads, I64, 1), G(q_stride, I64, 4096 + 8), G(o_stride, I64, 8192)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged NHD page 1 d64, window, no lse -> _gather_bf16_d64", .op = OP_PAGED, .set = ONE(G(page_size, I64, 1), G(num_pages, I64, 65536), G(head_dim, I64, 64), G(window, I64, 4096), G(lse, PTR, 0), G(causal, INT, 0)), .symbol = "talon_prefill_attention_gather_bf16_d64"},
+    {.name = "paged HND page 8 f16 d256 -> _gather_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 8), G(num_pages, I64, 8192), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_gather_f16_d256"},
+    {.name = "paged NHD page 16 with 2^31 cache rows -> _gather_bf16_d128", .op = OP_PAGED, .set = ONE(G(num_pages, I64, 1 << 27), G(k_cache, PTR, 0x100000000000LL), G(v_cache, PTR, 0x200000000000LL)), .symbol = "talon_prefill_attention_gather_bf16_d128"},
 };
 
 /* A map {head_dim, heads, rows} with token stride `stride` elements, box {64, 1, box_rows},
@@ -175,6 +177,25 @@ static void check_map(const struct fake_enc *e, CUdeviceptr base, int64_t rows, 
     assert_int_equal(e->box[0], 64);
     assert_int_equal(e->box[1], 1);
     assert_int_equal(e->box[2], box_rows);
+    assert_int_equal(e->swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+/* A paged cache's map (KV_PAGES): NHD {d, Hk, pages x page_size}, box {64, 1, rows}; HND
+   {d, page_size, pages x Hk}, box {64, rows, 1}; rows = min(page_size, BN). */
+static void check_cache_map(const struct fake_enc *e, CUdeviceptr base,
+                            const talon_prefill_attention_paged_args *a, int64_t rows) {
+    const int nhd = a->layout == TALON_KV_NHD;
+    assert_int_equal(e->type, a->dtype == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+    assert_int_equal(e->rank, 3);
+    assert_true((CUdeviceptr)(uintptr_t)e->addr == base);
+    assert_int_equal(e->dims[0], a->head_dim);
+    assert_int_equal(e->dims[1], nhd ? a->num_kv_heads : a->page_size);
+    assert_int_equal(e->dims[2], a->num_pages * (nhd ? a->page_size : a->num_kv_heads));
+    assert_int_equal(e->strides[0], a->head_dim * 2);
+    assert_int_equal(e->strides[1], (nhd ? a->num_kv_heads : a->page_size) * a->head_dim * 2);
+    assert_int_equal(e->box[0], 64);
+    assert_int_equal(e->box[1], nhd ? 1 : rows);
+    assert_int_equal(e->box[2], nhd ? rows : 1);
     assert_int_equal(e->swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
@@ -203,12 +224,21 @@ static void want_common(talon__prefill_params *want, const talon__prefill_params
 static void test_launch_paged(const launch_row *row) {
     talon_prefill_attention_paged_args a = valid_paged();
     talon__prefill_params got, want;
-    int64_t qs, tiles;
+    int64_t qs, tiles, bn, rows;
+    int pages;
     apply_sets(&a, row->set, MAX_SETS);
     if (talon_prefill_attention_paged(g_ctx, STREAM, &a) != TALON_SUCCESS) fail_msg("%s", talon_last_error());
     qs = a.q_stride ? a.q_stride : a.num_qo_heads * a.head_dim;
-    assert_int_equal(fake.encodes, 1); /* q's map; k and v are gathered through the page table */
-    check_map(&fake.enc_log[0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
+    bn = a.head_dim == 256 ? 64 : 128;
+    rows = a.page_size < bn ? a.page_size : bn;
+    /* a box per page: the caches' maps, then q's; gathered: q's only */
+    pages = strstr(row->symbol, "_pages_") != NULL;
+    assert_int_equal(fake.encodes, pages ? 3 : 1);
+    if (pages) {
+        check_cache_map(&fake.enc_log[0], a.k_cache, &a, rows);
+        check_cache_map(&fake.enc_log[1], a.v_cache, &a, rows);
+    }
+    check_map(&fake.enc_log[pages ? 2 : 0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
     memcpy(&got, fake.last.params, sizeof got);
     want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride, a.total_q, a.batch,
                 a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, a.causal, a.window,
@@ -219,12 +249,27 @@ static void test_launch_paged(const launch_row *row) {
     want.v_cache = a.v_cache;
     want.page_table_stride = a.page_table_stride ? a.page_table_stride : (a.max_kv_len + a.page_size - 1) / a.page_size;
     want.num_pages = (int)a.num_pages;
-    want.page_shift = a.page_size == 1 ? 0 : a.page_size == 16 ? 4 : a.page_size == 64 ? 6 : 8;
+    while ((1 << want.page_shift) < a.page_size) want.page_shift++;
     want.layout = (int)a.layout;
     want.max_kv_len = (int)a.max_kv_len;
+    want.page_rows = pages ? (int)rows : 0;
     tiles = want.m_blocks * a.batch * a.num_qo_heads;
     assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
     assert_int_equal(fake.last.block[0], 384);
+}
+
+/* The paged loader choice: a TMA box per page from 16 keys a page, else the gather; the gather
+   too where a map's rows pass 2^31 - 1 (NHD: pages x page_size, HND: pages x kv heads). */
+static void test_paged_source(void **state) {
+    (void)state;
+    assert_int_equal(talon__prefill_paged_source(1, 1000, 8, TALON_KV_NHD), TALON__PREFILL_KV_GATHER);
+    assert_int_equal(talon__prefill_paged_source(8, 1000, 8, TALON_KV_HND), TALON__PREFILL_KV_GATHER);
+    assert_int_equal(talon__prefill_paged_source(16, 1000, 8, TALON_KV_NHD), TALON__PREFILL_KV_PAGES);
+    assert_int_equal(talon__prefill_paged_source(256, 1000, 8, TALON_KV_HND), TALON__PREFILL_KV_PAGES);
+    assert_int_equal(talon__prefill_paged_source(16, 134217727, 8, TALON_KV_NHD), TALON__PREFILL_KV_PAGES);
+    assert_int_equal(talon__prefill_paged_source(16, 134217728, 8, TALON_KV_NHD), TALON__PREFILL_KV_GATHER);
+    assert_int_equal(talon__prefill_paged_source(16, 134217728, 8, TALON_KV_HND), TALON__PREFILL_KV_PAGES);
+    assert_int_equal(talon__prefill_paged_source(16, 268435456, 8, TALON_KV_HND), TALON__PREFILL_KV_GATHER);
 }
 
 static void test_launch(void **state) {
@@ -278,6 +323,7 @@ int main(void) {
     size_t i;
     ADD_ROWS(bad_rows, test_invalid_argument);
     ADD_ROWS(launch_rows, test_launch);
+    ADD(test_paged_source);
     ADD(test_capture_needs_preload);
     return test_run("test_prefill");
 }

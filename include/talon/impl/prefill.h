@@ -101,14 +101,15 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     return TALON_SUCCESS;
 }
 
-/* Encodes q's map (the k and v maps are the caller's) and launches. */
+/* Encodes q's map (the k and v maps are the caller's) and launches the kernel for the k/v
+   source kv (TALON__PREFILL_KV_*). */
 static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const char *op,
-                                          const talon__prefill_common *a, int64_t qs, int paged,
+                                          const talon__prefill_common *a, int64_t qs, int kv,
                                           talon__prefill_params *p) {
     int k;
     TALON__TRY(talon__prefill_map(ctx, op, "q", &p->q_map, a->q, a->total_q, a->num_qo_heads,
                                   a->head_dim, qs, TALON__PREFILL_BM, a->dtype));
-    TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 3, (int)a->dtype, (int)a->head_dim, paged));
+    TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 3, (int)a->dtype, (int)a->head_dim, kv));
     return talon__launch(ctx, stream, op, k,
                          talon__prefill_grid((int64_t)p->m_blocks * a->batch * a->num_qo_heads,
                                              ctx->sms), p);
@@ -145,8 +146,44 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__prefill_map(ctx, op, "v", &p.v_map, a->v, a->total_kv, a->num_kv_heads,
                                       a->head_dim, vs, TALON__PREFILL_BN(a->head_dim), a->dtype));
         p.cu_seqlens_k = a->cu_seqlens_k;
-        return talon__prefill_launch(ctx, stream, op, &c, qs, 0, &p);
+        return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS, &p);
     }
+}
+
+/* How the paged kernel reads the caches: one TMA box per page and 64 columns for pages of 16
+   keys and more (at most 16 boxes a block: measured faster than the gather, docs/notes/
+   prefill.md), else rows gathered by cp.async (a box per page of 1-8 keys costs more TMA issue
+   than the block's math). Gather also when a map's rows would pass the kernel's int32
+   coordinates. */
+static int talon__prefill_paged_source(int64_t page_size, int64_t num_pages, int64_t num_kv_heads,
+                                       talon_kv_layout layout) {
+    const int64_t map_rows = num_pages * (layout == TALON_KV_NHD ? page_size : num_kv_heads);
+    return page_size >= 16 && map_rows <= INT32_MAX ? TALON__PREFILL_KV_PAGES
+                                                    : TALON__PREFILL_KV_GATHER;
+}
+
+/* A paged cache as the map of KV_PAGES (prefill.def): NHD [pages, page_size, Hk, d] as {d, Hk,
+   pages * page_size}, box {64, 1, rows}; HND [pages, Hk, page_size, d] as {d, page_size,
+   pages * Hk}, box {64, rows, 1}. */
+static talon_status talon__prefill_cache_map(const talon_ctx *ctx, const char *op,
+                                             const char *name, CUtensorMap *map, CUdeviceptr base,
+                                             const talon_prefill_attention_paged_args *a,
+                                             int rows) {
+    talon__tensor_map_shape t;
+    const int nhd = a->layout == TALON_KV_NHD;
+    memset(&t, 0, sizeof t);
+    t.type = a->dtype == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    t.rank = 3;
+    t.dims[0] = (uint64_t)a->head_dim;
+    t.dims[1] = (uint64_t)(nhd ? a->num_kv_heads : a->page_size);
+    t.dims[2] = (uint64_t)(nhd ? a->num_pages * a->page_size : a->num_pages * a->num_kv_heads);
+    t.strides[0] = (uint64_t)(a->head_dim * 2);
+    t.strides[1] = (uint64_t)((nhd ? a->num_kv_heads : a->page_size) * a->head_dim * 2);
+    t.box[0] = 64;
+    t.box[1] = nhd ? 1u : (uint32_t)rows;
+    t.box[2] = nhd ? (uint32_t)rows : 1u;
+    t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    return talon__tensor_map(ctx, op, name, map, base, &t);
 }
 
 talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
@@ -154,6 +191,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
     static const char op[] = "talon_prefill_attention_paged";
     talon__prefill_params p;
     int64_t strides[3], qs, pt_stride, o_bytes, cache_bytes;
+    int kv;
     TALON__TRY(talon__check_common(op, ctx, a));
     {
         const talon__prefill_common c = TALON__PREFILL_COMMON(a);
@@ -181,7 +219,14 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         p.page_shift = (int)talon__ceil_log2((uint64_t)a->page_size);
         p.layout = (int)a->layout;
         p.max_kv_len = (int)a->max_kv_len;
-        return talon__prefill_launch(ctx, stream, op, &c, qs, 1, &p);
+        kv = talon__prefill_paged_source(a->page_size, a->num_pages, a->num_kv_heads, a->layout);
+        if (kv == TALON__PREFILL_KV_PAGES) {
+            p.page_rows = (int)(a->page_size < TALON__PREFILL_BN(a->head_dim)
+                                    ? a->page_size : TALON__PREFILL_BN(a->head_dim));
+            TALON__TRY(talon__prefill_cache_map(ctx, op, "k_cache", &p.k_map, a->k_cache, a, p.page_rows));
+            TALON__TRY(talon__prefill_cache_map(ctx, op, "v_cache", &p.v_map, a->v_cache, a, p.page_rows));
+        }
+        return talon__prefill_launch(ctx, stream, op, &c, qs, kv, &p);
     }
 }
 
