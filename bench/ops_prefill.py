@@ -51,7 +51,8 @@ def ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s):
             "o": torch.empty(total_q, hq, d, device="cuda", dtype=dt),
             "lse": torch.empty(total_q, hq, device="cuda", dtype=torch.float32),
             "cu_q": torch.tensor(q0s, device="cuda", dtype=torch.int32),
-            "cu_k": torch.tensor(k0s, device="cuda", dtype=torch.int32)}
+            "cu_k": torch.tensor(k0s, device="cuda", dtype=torch.int32),
+            "ws": torch.empty(16, device="cuda", dtype=torch.uint8)}
 
 
 def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None):
@@ -70,7 +71,8 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None):
         s = ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s)
         s["args"] = Args(o=ptr(s["o"]), lse=ptr(s["lse"]), q=ptr(s["q"]), k=ptr(s["k"]),
                          v=ptr(s["v"]), cu_seqlens_q=ptr(s["cu_q"]), cu_seqlens_k=ptr(s["cu_k"]),
-                         batch=B, total_q=total_q, total_kv=total_kv, max_seqlen_q=max(lens),
+                         workspace=ptr(s["ws"]), workspace_bytes=16, batch=B, total_q=total_q,
+                         total_kv=total_kv, max_seqlen_q=max(lens),
                          num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=int(causal),
                          dtype=BF16)
         return s
@@ -152,6 +154,7 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=()):
         dt = torch.bfloat16
         s = ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s)
         s["o2"] = torch.empty_like(s["o"])
+        s["ws2"] = torch.empty_like(s["ws"])
         s["lens"] = torch.tensor(kv, device="cuda", dtype=torch.int32)
         shape = (num_pages, page, hk, d) if nhd else (num_pages, hk, page, d)
         perm = torch.randperm(num_pages, device="cuda").to(torch.int32)
@@ -172,13 +175,15 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=()):
         s["args"] = Args(o=ptr(s["o"]), lse=ptr(s["lse"]), q=ptr(s["q"]),
                          k_cache=ptr(s["k_cache"]), v_cache=ptr(s["v_cache"]),
                          page_table=ptr(table), kv_lens=ptr(s["lens"]), cu_seqlens_q=ptr(s["cu_q"]),
-                         batch=B, total_q=total_q, max_seqlen_q=max(new), max_kv_len=max(kv),
+                         workspace=ptr(s["ws"]), workspace_bytes=16, batch=B, total_q=total_q,
+                         max_seqlen_q=max(new), max_kv_len=max(kv),
                          num_pages=num_pages, page_size=page, page_table_stride=stride,
                          num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=1, dtype=BF16,
                          layout=layout)
         s["contig"] = Contig(o=ptr(s["o2"]), lse=ptr(s["lse"]), q=ptr(s["q"]), k=ptr(s["k"]),
                              v=ptr(s["v"]), cu_seqlens_q=ptr(s["cu_q"]), cu_seqlens_k=ptr(s["cu_k"]),
-                             batch=B, total_q=total_q, total_kv=total_kv, max_seqlen_q=max(new),
+                             workspace=ptr(s["ws2"]), workspace_bytes=16, batch=B,
+                             total_q=total_q, total_kv=total_kv, max_seqlen_q=max(new),
                              num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=1, dtype=BF16)
         return s
 

@@ -638,10 +638,16 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    Precision: fp32 scores, online softmax in fp32 (exp2 with log2 e folded into the scale),
    the weights rounded to dtype (8 significant bits for bf16, 11 for f16) for P v on the
    tensor cores, fp32 accumulation, o rounded once.
-   Kernel: one launch of min(tiles, SMs) persistent CTAs over the tiles of 128 query rows of
-   one head of one request, in the order (request, kv head, query block from the last, query
-   head), CTA i taking tiles i, i + grid, ...: the tiles in flight share the k/v of a few
-   (request, kv head) pairs in L2. No workspace. */
+   Kernel: a 4-byte fill of the workspace (cuMemsetD32Async: a memset node when captured),
+   then one launch of min(tiles, SMs) persistent CTAs over the tiles of 128 query rows of one
+   head of one request, in the order (request, kv head, query block from the last, query
+   head): CTA i starts at tile i and takes the next untaken tile from a counter in the
+   workspace whenever it finishes one, so causal and ragged batches stay balanced, the
+   longest tiles of each (request, kv head) pair go first and the tiles in flight share the
+   k/v of a few pairs in L2. Which CTA runs a tile never changes the result (each tile's
+   output is computed alone).
+   Workspace: talon_prefill_attention_workspace_size's bytes (16), 16-byte aligned, contents
+   on entry irrelevant; one call at a time per workspace (see WORKSPACES). */
 typedef struct talon_prefill_attention_args {
     CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */
     CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */
@@ -649,6 +655,8 @@ typedef struct talon_prefill_attention_args {
     CUdeviceptr k, v;           /* [total_kv, num_kv_heads, head_dim], dtype */
     CUdeviceptr cu_seqlens_q;   /* int32 [batch + 1] */
     CUdeviceptr cu_seqlens_k;   /* int32 [batch + 1] */
+    CUdeviceptr workspace;      /* the tile counter: 16-byte aligned */
+    int64_t workspace_bytes;    /* bytes available at workspace */
     int64_t batch;              /* [1, 2^20] */
     int64_t total_q, total_kv;  /* rows of q / o and of k / v: [1, 2^31 - 1] */
     int64_t max_seqlen_q;       /* [1, total_q]: bound on every request's query count */
@@ -662,11 +670,17 @@ typedef struct talon_prefill_attention_args {
     talon_dtype dtype;          /* bf16 or f16 */
 } talon_prefill_attention_args;
 
+/* Workspace bytes talon_prefill_attention needs: 16 (a tile counter), whatever the args.
+   Errors: ctx, args or bytes NULL. Thread-safe. */
+talon_status talon_prefill_attention_workspace_size(talon_ctx *ctx,
+                                                    const talon_prefill_attention_args *args,
+                                                    int64_t *bytes);
+
 /* Errors (INVALID_ARGUMENT, nothing launched): NULL pointers (lse may be 0), pointers not
-   16-byte aligned (q, k, v, o) or 4-byte aligned (lse, cu_seqlens_*), shapes out of range,
-   num_qo_heads not a multiple of num_kv_heads, strides below a token's heads or not a
-   multiple of 8, o overlapping q, k, v or lse. Legal inside stream capture (after preload).
-   Thread-safe. */
+   16-byte aligned (q, k, v, o, workspace) or 4-byte aligned (lse, cu_seqlens_*), shapes out
+   of range, num_qo_heads not a multiple of num_kv_heads, strides below a token's heads or not
+   a multiple of 8, workspace_bytes under 16, o overlapping q, k, v or lse. Legal inside
+   stream capture (after preload). Thread-safe. */
 talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                                      const talon_prefill_attention_args *args);
 
@@ -681,7 +695,8 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    Shapes: q, o, lse, cu_seqlens_q, strides as talon_prefill_attention; k_cache, v_cache
    [num_pages, page_size, num_kv_heads, head_dim] (TALON_KV_NHD) or [num_pages, num_kv_heads,
    page_size, head_dim] (TALON_KV_HND), contiguous, dtype; page_table int32 [batch,
-   page_table_stride]; kv_lens int32 [batch]. page_size a power of two in [1, 256].
+   page_table_stride]; kv_lens int32 [batch]. page_size a power of two in [1, 256]; each
+   cache fewer than 2^32 rows of head_dim elements (num_pages x page_size x num_kv_heads).
    Caller guarantees: talon_prefill_attention's for cu_seqlens_q and max_seqlen_q, plus
    0 <= kv_lens[b] <= max_kv_len and valid page ids in the first ceil(kv_lens[b] / page_size)
    entries of each page-table row (later entries are never read). Violations give wrong
@@ -691,7 +706,8 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    copy per page and 64 columns of a block of keys (a block is 128 keys, 64 at head_dim 256);
    smaller pages (where that would be up to 128 copies a block): the rows are gathered by the
    producer warps' 16-byte copies. Either way a request's keys past kv_lens[b] are never used
-   (the cache's unwritten slots may hold anything, NaN included). No workspace. */
+   (the cache's unwritten slots may hold anything, NaN included). Workspace and scheduling as
+   talon_prefill_attention's. */
 typedef struct talon_prefill_attention_paged_args {
     CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */
     CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */
@@ -700,6 +716,8 @@ typedef struct talon_prefill_attention_paged_args {
     CUdeviceptr page_table;     /* int32 [batch, page_table_stride] */
     CUdeviceptr kv_lens;        /* int32 [batch]: keys of each request, its new tokens included */
     CUdeviceptr cu_seqlens_q;   /* int32 [batch + 1] */
+    CUdeviceptr workspace;      /* the tile counter: 16-byte aligned */
+    int64_t workspace_bytes;    /* bytes available at workspace */
     int64_t batch;              /* [1, 2^20] */
     int64_t total_q;            /* rows of q / o: [1, 2^31 - 1] */
     int64_t max_seqlen_q;       /* [1, total_q]: bound on every request's query count */
@@ -718,10 +736,14 @@ typedef struct talon_prefill_attention_paged_args {
     talon_kv_layout layout;     /* the caches' layout; 0: NHD */
 } talon_prefill_attention_paged_args;
 
+/* Workspace bytes talon_prefill_attention_paged needs: 16, as talon_prefill_attention's. */
+talon_status talon_prefill_attention_paged_workspace_size(
+    talon_ctx *ctx, const talon_prefill_attention_paged_args *args, int64_t *bytes);
+
 /* Errors (INVALID_ARGUMENT, nothing launched): talon_prefill_attention's for q, o, lse,
-   cu_seqlens_q and the shapes, plus NULL or misaligned caches (16 bytes), page_table or kv_lens
-   (4 bytes), page_size not a power of two in [1, 256], max_kv_len or num_pages out of range,
-   page_table_stride < ceil(max_kv_len / page_size), an unknown layout, o overlapping q, a
+   cu_seqlens_q, the workspace and the shapes, plus NULL or misaligned caches (16 bytes), page_table or kv_lens
+   (4 bytes), page_size not a power of two in [1, 256], max_kv_len or num_pages out of range
+   (caches of 2^32 rows or more included), page_table_stride < ceil(max_kv_len / page_size), an unknown layout, o overlapping q, a
    cache or lse. Legal inside stream capture (after
    preload). Thread-safe. */
 talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,

@@ -2,15 +2,17 @@
 // scores never leave the chip), bf16/f16, fp32 accumulation on wgmma, TMA loads.
 //
 // A tile is 128 query rows of one query head of one request. Persistent CTAs of 384 threads
-// (one per SM) walk the tiles in the order (request, kv head, query block from the last,
-// query head of the group), CTA i taking tiles i, i + grid, ... (a static schedule: no
-// workspace). The tiles running at once then share the k/v of a few (request, kv head)
+// (one per SM) take the tiles in the order (request, kv head, query block from the last,
+// query head of the group): CTA i starts with tile i, then takes the next untaken one from a
+// counter in the workspace (zeroed by the host before the launch), so a CTA that drew short
+// causal tiles takes more (a static stride left 1.3x the mean work on the busiest SM at
+// 16 x 1024 tokens). The tiles running at once share the k/v of a few (request, kv head)
 // pairs, which stay in L2: ordered by query block first, 132 tiles of 132 different pairs
 // read 132 separate k/v streams, more than HBM delivers (measured: 0.55x cuDNN at 16 x 1024
 // tokens, docs/notes/prefill.md). Within a pair the causal tiles with the most keys come
 // first.
-//   warpgroup 0  one elected thread loads each tile's q (once the previous tile's last
-//                q k^T is done), then k and v of each block of BN keys into a ring of STAGES
+//   warpgroup 0  thread 0 takes the tiles and loads each tile's q (once the previous tile's
+//                last q k^T is done), then k and v of each block of BN keys into a ring of STAGES
 //                stages (separate barriers for k and v, so that q k^T starts while v is still
 //                on its way); its registers go to the others.
 //   warpgroups 1, 2  64 query rows each: S = q k^T (wgmma, both operands in shared memory),
@@ -116,9 +118,14 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     uint64_t *q_empty = q_full + 1;
     auto *kpipe = reinterpret_cast<Pipeline<STAGES> *>(q_empty + 1);
     auto *vpipe = kpipe + 1;
+    // the tile handed from the producer's lead thread to the rest (two slots: tile k in slot
+    // k % 2), and the barrier the gathering producer threads wait on for it
+    int *tile_slot = reinterpret_cast<int *>(vpipe + 1);
+    uint64_t *tile_ready = reinterpret_cast<uint64_t *>(tile_slot + 2);
     const int tiles = p.m_blocks * p.batch * p.num_qo_heads;
 
     if (threadIdx.x == 0) {
+        mbar_init(tile_ready, 1);
         mbar_init(q_full, 1);
         mbar_init(q_empty, 8); // one arrival per consumer warp
         // k/v stages: filled by TMA (one arrive_expect_tx), or by the 128 producer threads'
@@ -135,30 +142,55 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 
     if (warpgroup_index() == 0) {
         // The CTA holds 384 x 168 registers (the launch bound's share, rounded to 8): 2 x 128 x
-        // 240 + 128 x 24. Paged, the producer's address arithmetic spills at 24: 40 here and
-        // 232 for the consumers.
-        setmaxnreg_dec<PAGED ? 40 : 24>();
-        // contiguous: one elected thread; pages: one warp (lane 0 leads); gather: 4 warps
+        // 232 + 128 x 40 (the tile hand-over and the paged address arithmetic spill at 24).
+        setmaxnreg_dec<40>();
+        // contiguous: thread 0 alone; pages: warp 0 (lane 0 leads); gather: 4 warps
         if constexpr (!PAGED) {
-            if (warp_in_warpgroup() != 0 || !elect_one()) return;
+            if (threadIdx.x != 0) return;
         } else if constexpr (!GATHER) {
             if (warp_in_warpgroup() != 0) return;
         }
-        const bool lead = !PAGED || threadIdx.x == 0; // loads q, fills the TMA barriers
+        const bool lead = !PAGED || threadIdx.x == 0; // takes the tiles, loads q, fills the TMA barriers
         const int hk_count = p.num_qo_heads / p.group;
+        unsigned *counter = reinterpret_cast<unsigned *>(p.tile_counter);
         PipeState<STAGES> st;
         uint32_t q_phase = 0;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int next = blockIdx.x; // the lead's next candidate tile
+        for (int k = 0;; k++) {
+            // The lead takes the next tile with work (tile_of false: a query block past the
+            // request's queries) once the previous tile's q k^T are done (so that the slot
+            // and tile_ready are at most one tile ahead of every reader), publishes it (-1:
+            // none left) and loads its q.
             Tile tl;
-            if (!tile_of<BN, PAGED>(p, t, tl)) continue;
+            int t = -1;
             if (lead) {
-                mbar_wait(q_empty, q_phase ^ 1); // the previous tile's q k^T are done
-                mbar_arrive_expect_tx(q_full, Q_BYTES);
+                while (next < tiles && !tile_of<BN, PAGED>(p, next, tl))
+                    next = gridDim.x + int(atomicAdd(counter, 1u));
+                t = next < tiles ? next : -1;
+                mbar_wait(q_empty, q_phase ^ 1);
+                tile_slot[k % 2] = t;
+                if (GATHER) mbar_arrive(tile_ready);
+                if (t < 0) {
+                    mbar_arrive(q_full); // no bytes: the consumers read -1 and stop
+                } else {
+                    mbar_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
-                for (int c = 0; c < CH; c++)
-                    tma_load_3d(sq + c * Q_CHUNK, &p.q_map, q_full, c * 64, tl.h, tl.q0 + tl.m0);
+                    for (int c = 0; c < CH; c++)
+                        tma_load_3d(sq + c * Q_CHUNK, &p.q_map, q_full, c * 64, tl.h, tl.q0 + tl.m0);
+                    next = gridDim.x + int(atomicAdd(counter, 1u));
+                }
             }
             q_phase ^= 1;
+            if constexpr (GATHER) {
+                if (!lead) {
+                    mbar_wait(tile_ready, k % 2);
+                    t = tile_slot[k % 2];
+                }
+            } else if constexpr (PAGED) {
+                t = __shfl_sync(~0u, t, 0);
+            }
+            if (t < 0) break;
+            if (!lead) tile_of<BN, PAGED>(p, t, tl);
             const int hk = tl.h / p.group;
             for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
                 if constexpr (!PAGED) {
@@ -204,19 +236,20 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     // 16-byte cp.async into the 128-byte swizzle (piece x of row r at x ^ r % 8),
                     // 4 rows of 128 bytes per warp instruction (coalesced): warp w copies rows
                     // 16 i + 4 w + lane / 8, piece lane % 8 of each 64-column chunk. Lane o
-                    // first finds the cache row of row 16 (o / 4) + 4 w + o % 4 (its element
-                    // offset, or -1: past the request's keys or a page id outside the cache,
-                    // zero-filled, so no NaN of an unwritten slot reaches P v).
+                    // first finds the cache row (of d elements; fewer than 2^32, checked on the
+                    // host) of row 16 (o / 4) + 4 w + o % 4, or ~0: past the request's keys or
+                    // a page id outside the cache, zero-filled, so no NaN of an unwritten slot
+                    // reaches P v.
                     const int w = warp_in_warpgroup(), lane = lane_index();
-                    int64_t mine = -1;
+                    unsigned mine = ~0u;
                     if (lane < BN / 4) {
                         const int j = n * BN + 16 * (lane / 4) + 4 * w + lane % 4;
                         const int *pt = reinterpret_cast<const int *>(p.page_table) + tl.b * p.page_table_stride;
                         const int page = j < tl.kv_len ? __ldg(pt + (j >> p.page_shift)) : -1;
-                        const int64_t slot = j & ((1 << p.page_shift) - 1), ps = int64_t(1) << p.page_shift;
+                        const unsigned slot = j & ((1 << p.page_shift) - 1);
                         if (unsigned(page) < unsigned(p.num_pages))
-                            mine = (p.layout == 0 ? (page * ps + slot) * hk_count + hk
-                                                  : (int64_t(page) * hk_count + hk) * ps + slot) * D;
+                            mine = p.layout == 0 ? ((unsigned(page) << p.page_shift) + slot) * hk_count + hk
+                                                 : ((unsigned(page) * hk_count + hk) << p.page_shift) + slot;
                     }
                     const uint32_t dst = uint32_t((4 * w + lane / 8) * 128 + (((lane % 8) ^ ((4 * w + lane / 8) % 8)) << 4));
                     auto copy = [&](Pipeline<STAGES> *pipe, T *ring, CUdeviceptr cache) {
@@ -225,11 +258,11 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         const uint32_t base = smem_addr(ring + st.stage * BN * D) + dst;
 #pragma unroll 1
                         for (int i = 0; i < BN / 16; i++) {
-                            const int64_t at = __shfl_sync(~0u, mine, 4 * i + lane / 8);
+                            const unsigned at = __shfl_sync(~0u, mine, 4 * i + lane / 8);
+                            const T *row = src + uint64_t(at == ~0u ? 0 : at) * D;
 #pragma unroll
                             for (int c = 0; c < CH; c++)
-                                cp_async_16_zfill(base + i * 2048 + c * (KV_CHUNK * 2),
-                                                  src + (at < 0 ? 0 : at) + c * 64, at >= 0);
+                                cp_async_16_zfill(base + i * 2048 + c * (KV_CHUNK * 2), row + c * 64, at != ~0u);
                         }
                         cp_async_mbar_arrive_noinc(smem_addr(&pipe->full[st.stage]));
                     };
@@ -242,7 +275,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         return;
     }
 
-    setmaxnreg_inc<PAGED ? 232 : 240>();
+    setmaxnreg_inc<232>();
     const int band = warpgroup_index() - 1, lane = lane_index();
     const int r0 = band * 64 + 16 * warp_in_warpgroup() + lane / 4; // tile row of h = 0; h = 1: + 8
     const uint64_t dq = make_desc_kmajor<Swizzle::B128>(sq + band * 64 * 64);
@@ -341,8 +374,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // Releases q once this warp's last q k^T of the tile is done.
     auto release_q = [&] { if (lane == 0) mbar_arrive(q_empty); };
 
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        if (!tile_of<BN, PAGED>(p, t, tl)) continue;
+    for (int k = 0;; k++) {
+        mbar_wait(q_full, q_phase); // the tile's q, or -1: no tiles left
+        q_phase ^= 1;
+        const int t = tile_slot[k % 2];
+        if (t < 0) break;
+        tile_of<BN, PAGED>(p, t, tl);
         first_pv = true;
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
@@ -360,8 +397,6 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         };
         if (band == 1 && phases > 1) named_bar_arrive(1, 256);
 
-        mbar_wait(q_full, q_phase);
-        q_phase ^= 1;
         if (tl.nb_hi > tl.nb_lo) {
             // Software pipeline: S of block n is computed while P v of block n + 1 (blocks
             // are walked downwards) still runs, and the softmax of block n overlaps that P v.

@@ -49,6 +49,8 @@ static struct fake {
     CUstreamCaptureStatus capture;
     CUresult encode_result;   /* cuTensorMapEncodeTiled fails with this */
     /* observations */
+    int memsets; /* cuMemsetD32Async calls, the last one's arguments in fill */
+    struct { CUdeviceptr dst; unsigned value; size_t n; CUstream stream; int before_launch; } fill;
     int encodes; /* cuTensorMapEncodeTiled calls, the last one's arguments in enc, the first
                     FAKE_ENC_LOG in enc_log */
     struct fake_enc {
@@ -312,6 +314,16 @@ static CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *stat
     pthread_mutex_lock(&fake.lock);
     fake.capturing_calls++;
     *status = fake.capture;
+    pthread_mutex_unlock(&fake.lock);
+    return CUDA_SUCCESS;
+}
+
+/* Records the last memset (and whether it came before any launch). */
+static CUresult fake_cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t n, CUstream s) {
+    pthread_mutex_lock(&fake.lock);
+    fake.memsets++;
+    fake.fill.dst = dst; fake.fill.value = value; fake.fill.n = n; fake.fill.stream = s;
+    fake.fill.before_launch = fake.launches == 0;
     pthread_mutex_unlock(&fake.lock);
     return CUDA_SUCCESS;
 }

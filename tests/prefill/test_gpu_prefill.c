@@ -293,7 +293,7 @@ static void *check_worker(void *arg) {
 }
 
 typedef struct dev {
-    CUdeviceptr q, k, v, o, lse, cu_q, cu_k, pt, lens;
+    CUdeviceptr q, k, v, o, lse, cu_q, cu_k, pt, lens, ws;
 } dev;
 
 static void fill_args(const job *j, const dev *dv, talon_prefill_attention_args *a) {
@@ -301,6 +301,7 @@ static void fill_args(const job *j, const dev *dv, talon_prefill_attention_args 
     memset(a, 0, sizeof *a);
     a->o = dv->o; a->lse = c->no_lse ? 0 : dv->lse; a->q = dv->q; a->k = dv->k; a->v = dv->v;
     a->cu_seqlens_q = dv->cu_q; a->cu_seqlens_k = dv->cu_k;
+    a->workspace = dv->ws; a->workspace_bytes = 16;
     a->batch = c->batch;
     a->total_q = j->total_q; a->total_kv = j->total_kv;
     for (int b = 0; b < c->batch; b++)
@@ -321,6 +322,7 @@ static void fill_paged_args(const job *j, const dev *dv, talon_prefill_attention
     a->o = dv->o; a->lse = c->no_lse ? 0 : dv->lse; a->q = dv->q;
     a->k_cache = dv->k; a->v_cache = dv->v; a->page_table = dv->pt; a->kv_lens = dv->lens;
     a->cu_seqlens_q = dv->cu_q;
+    a->workspace = dv->ws; a->workspace_bytes = 16;
     a->batch = c->batch;
     a->total_q = j->total_q;
     for (int b = 0; b < c->batch; b++)
@@ -341,6 +343,7 @@ static void fill_paged_args(const job *j, const dev *dv, talon_prefill_attention
 }
 
 static void poison(const job *j, const dev *dv) {
+    CK(cu.cuMemsetD8(dv->ws, 0xFF, 16)); /* the workspace's contents on entry are irrelevant */
     CK(cu.cuMemsetD8(dv->o, 0xFF, 2 * (size_t)(j->total_q * j->os)));
     CK(cu.cuMemsetD8(dv->lse, 0xFF, 4 * (size_t)(j->total_q * j->c->hq)));
 }
@@ -378,6 +381,7 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     dv.lse = dalloc(4 * (size_t)(j.total_q * c->hq));
     dv.cu_q = dalloc(4 * (MAXB + 1));
     dv.cu_k = dalloc(4 * (MAXB + 1));
+    dv.ws = dalloc(16);
     CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
     CK(cu.cuMemcpyHtoD(dv.k, c->page_size ? j.kc : j.kb, kv_bytes));
     CK(cu.cuMemcpyHtoD(dv.v, c->page_size ? j.vc : j.vb, kv_bytes));
@@ -426,6 +430,7 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     if (g) cu.cuGraphDestroy(g);
     cu.cuMemFree(dv.q); cu.cuMemFree(dv.k); cu.cuMemFree(dv.v); cu.cuMemFree(dv.o);
     cu.cuMemFree(dv.lse); cu.cuMemFree(dv.cu_q); cu.cuMemFree(dv.cu_k);
+    cu.cuMemFree(dv.ws);
     if (dv.pt) cu.cuMemFree(dv.pt);
     if (dv.lens) cu.cuMemFree(dv.lens);
     job_free(&j);

@@ -9,7 +9,7 @@
 #define STREAM ((CUstream)(uintptr_t)0x5157)
 enum { P_O = 0x10000000, P_LSE = 0x20000000, P_Q = 0x30000000, P_K = 0x40000000,
        P_V = 0x50000000, P_CUQ = 0x60000000, P_CUK = 0x70000000, P_PT = 0x71000000,
-       P_LENS = 0x72000000 };
+       P_LENS = 0x72000000, P_WS = 0x73000000 };
 enum { OP_CONTIGUOUS, OP_PAGED }; /* the op a row is for */
 
 /* Two requests of up to 1000 tokens, Llama-3-8B heads: Hq=32, Hk=8, D=128, causal. */
@@ -18,6 +18,7 @@ static talon_prefill_attention_args valid(void) {
     memset(&a, 0, sizeof a);
     a.o = P_O; a.lse = P_LSE; a.q = P_Q; a.k = P_K; a.v = P_V;
     a.cu_seqlens_q = P_CUQ; a.cu_seqlens_k = P_CUK;
+    a.workspace = P_WS; a.workspace_bytes = 16;
     a.batch = 2; a.total_q = 1500; a.total_kv = 1500; a.max_seqlen_q = 1000;
     a.num_qo_heads = 32; a.num_kv_heads = 8; a.head_dim = 128; a.causal = 1;
     return a;
@@ -30,6 +31,7 @@ static talon_prefill_attention_paged_args valid_paged(void) {
     memset(&a, 0, sizeof a);
     a.o = P_O; a.lse = P_LSE; a.q = P_Q; a.k_cache = P_K; a.v_cache = P_V;
     a.page_table = P_PT; a.kv_lens = P_LENS; a.cu_seqlens_q = P_CUQ;
+    a.workspace = P_WS; a.workspace_bytes = 16;
     a.batch = 2; a.total_q = 1500; a.max_seqlen_q = 1000; a.max_kv_len = 32768;
     a.num_pages = 4096; a.page_size = 16;
     a.num_qo_heads = 32; a.num_kv_heads = 8; a.head_dim = 128; a.causal = 1;
@@ -61,6 +63,10 @@ static const bad_row bad_rows[] = {
     BAD("cu_seqlens_q not 4-byte aligned", ONE(P(cu_seqlens_q, PTR, P_CUQ + 2)), "args->cu_seqlens_q", "0x60000002"),
     BAD("cu_seqlens_k NULL", ONE(P(cu_seqlens_k, PTR, 0)), "args->cu_seqlens_k", "NULL"),
     BAD("cu_seqlens_k not 4-byte aligned", ONE(P(cu_seqlens_k, PTR, P_CUK + 1)), "args->cu_seqlens_k", "0x70000001"),
+    BAD("workspace NULL", ONE(P(workspace, PTR, 0)), "args->workspace", "NULL"),
+    BAD("workspace not 16-byte aligned", ONE(P(workspace, PTR, P_WS + 8)), "args->workspace", "0x73000008"),
+    BAD("workspace_bytes 15", ONE(P(workspace_bytes, I64, 15)), "args->workspace_bytes", "15"),
+    BAD("o overlapping the workspace", ONE(P(workspace, PTR, P_O + 4096)), "args->o", "0x10000000"),
     BAD("dtype F32", ONE(P(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
     BAD("dtype FP8 (not yet)", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
     BAD("batch 0", ONE(P(batch, I64, 0)), "args->batch", "0"),
@@ -123,6 +129,9 @@ static const bad_row bad_rows[] = {
     BADP("page_table_stride short of max_kv_len", ONE(G(page_table_stride, I64, 2047)), "args->page_table_stride", "2047"),
     BADP("num_pages 0", ONE(G(num_pages, I64, 0)), "args->num_pages", "0"),
     BADP("num_pages 2^31", ONE(G(num_pages, I64, 2147483648LL)), "args->num_pages", "2147483648"),
+    BADP("caches of 2^32 rows", ONE(G(num_pages, I64, 1 << 25), G(page_size, I64, 16), G(k_cache, PTR, 0x100000000000LL), G(v_cache, PTR, 0x200000000000LL)), "args->num_pages", "33554432"),
+    BADP("workspace NULL", ONE(G(workspace, PTR, 0)), "args->workspace", "NULL"),
+    BADP("workspace_bytes 0", ONE(G(workspace_bytes, I64, 0)), "args->workspace_bytes", "0"),
     BADP("layout 2", ONE(G(layout, ENUM, 2)), "args->layout", "2"),
     BADP("o overlapping q", ONE(G(o, PTR, P_Q + 4096 * 2 * 200)), "args->o", "0x30190000"),
     BADP("o overlapping k_cache", ONE(G(o, PTR, P_K + 0x7FFFFF0)), "args->o", "0x47fffff0"),
@@ -145,6 +154,7 @@ static void test_invalid_argument(void **state) {
                         "talon_prefill_attention", row->field, row->value);
     }
     assert_int_equal(fake.encodes, 0);
+    assert_int_equal(fake.memsets, 0);
 }
 
 /* ================================================================ exact launches */
@@ -159,7 +169,7 @@ static const launch_row launch_rows[] = {
     {.name = "paged HND page 64 d128 MQA, q/o strides -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 64), G(num_pages, I64, 1024), G(num_kv_heads, I64, 1), G(q_stride, I64, 4096 + 8), G(o_stride, I64, 8192)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged NHD page 1 d64, window, no lse -> _gather_bf16_d64", .op = OP_PAGED, .set = ONE(G(page_size, I64, 1), G(num_pages, I64, 65536), G(head_dim, I64, 64), G(window, I64, 4096), G(lse, PTR, 0), G(causal, INT, 0)), .symbol = "talon_prefill_attention_gather_bf16_d64"},
     {.name = "paged HND page 8 f16 d256 -> _gather_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 8), G(num_pages, I64, 8192), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_gather_f16_d256"},
-    {.name = "paged NHD page 16 with 2^31 cache rows -> _gather_bf16_d128", .op = OP_PAGED, .set = ONE(G(num_pages, I64, 1 << 27), G(k_cache, PTR, 0x100000000000LL), G(v_cache, PTR, 0x200000000000LL)), .symbol = "talon_prefill_attention_gather_bf16_d128"},
+    {.name = "paged NHD page 16, MQA, 2^31 page rows -> _gather_bf16_d128", .op = OP_PAGED, .set = ONE(G(num_pages, I64, 1 << 27), G(num_kv_heads, I64, 1), G(k_cache, PTR, 0x100000000000LL), G(v_cache, PTR, 0x200000000000LL)), .symbol = "talon_prefill_attention_gather_bf16_d128"},
 };
 
 /* A map {head_dim, heads, rows} with token stride `stride` elements, box {64, 1, box_rows},
@@ -199,6 +209,16 @@ static void check_cache_map(const struct fake_enc *e, CUdeviceptr base,
     assert_int_equal(e->swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
+/* The tile counter (the workspace's first 4 bytes) zeroed on the stream before the launch. */
+static void assert_counter_zeroed(void) {
+    assert_int_equal(fake.memsets, 1);
+    assert_true(fake.fill.dst == P_WS);
+    assert_int_equal(fake.fill.value, 0);
+    assert_int_equal(fake.fill.n, 1);
+    assert_true(fake.fill.stream == STREAM);
+    assert_int_equal(fake.fill.before_launch, 1);
+}
+
 /* The fields both ops fill alike (the three maps copied from got: checked separately). */
 static void want_common(talon__prefill_params *want, const talon__prefill_params *got,
                         CUdeviceptr o, CUdeviceptr lse, CUdeviceptr cu_q, int64_t o_stride,
@@ -208,6 +228,7 @@ static void want_common(talon__prefill_params *want, const talon__prefill_params
     memset(want, 0, sizeof *want);
     want->q_map = got->q_map; want->k_map = got->k_map; want->v_map = got->v_map;
     want->o = o; want->lse = lse; want->cu_seqlens_q = cu_q;
+    want->tile_counter = P_WS;
     want->o_stride = o_stride ? o_stride : hq * d;
     want->total_q = total_q;
     want->batch = (int)batch;
@@ -255,6 +276,7 @@ static void test_launch_paged(const launch_row *row) {
     want.page_rows = pages ? (int)rows : 0;
     tiles = want.m_blocks * a.batch * a.num_qo_heads;
     assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
+    assert_counter_zeroed();
     assert_int_equal(fake.last.block[0], 384);
 }
 
@@ -270,6 +292,25 @@ static void test_paged_source(void **state) {
     assert_int_equal(talon__prefill_paged_source(16, 134217728, 8, TALON_KV_NHD), TALON__PREFILL_KV_GATHER);
     assert_int_equal(talon__prefill_paged_source(16, 134217728, 8, TALON_KV_HND), TALON__PREFILL_KV_PAGES);
     assert_int_equal(talon__prefill_paged_source(16, 268435456, 8, TALON_KV_HND), TALON__PREFILL_KV_GATHER);
+}
+
+/* 16 bytes for both ops whatever the args; NULL ctx, args or bytes refused. */
+static void test_workspace_size(void **state) {
+    talon_prefill_attention_args a = valid();
+    talon_prefill_attention_paged_args g = valid_paged();
+    int64_t bytes = -1;
+    (void)state;
+    assert_int_equal(talon_prefill_attention_workspace_size(g_ctx, &a, &bytes), TALON_SUCCESS);
+    assert_int_equal(bytes, 16);
+    bytes = -1;
+    assert_int_equal(talon_prefill_attention_paged_workspace_size(g_ctx, &g, &bytes), TALON_SUCCESS);
+    assert_int_equal(bytes, 16);
+    assert_rejected(talon_prefill_attention_workspace_size(g_ctx, &a, NULL),
+                    "talon_prefill_attention_workspace_size", "bytes", "NULL");
+    assert_rejected(talon_prefill_attention_paged_workspace_size(NULL, &g, &bytes),
+                    "talon_prefill_attention_paged_workspace_size", "ctx", "NULL");
+    assert_rejected(talon_prefill_attention_workspace_size(g_ctx, NULL, &bytes),
+                    "talon_prefill_attention_workspace_size", "args", "NULL");
 }
 
 static void test_launch(void **state) {
@@ -299,6 +340,7 @@ static void test_launch(void **state) {
     /* persistent: one CTA per SM (132 here), fewer for fewer tiles */
     tiles = want.m_blocks * a.batch * a.num_qo_heads;
     assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
+    assert_counter_zeroed();
     assert_int_equal(fake.last.block[0], 384);
 }
 
@@ -310,6 +352,7 @@ static void test_capture_needs_preload(void **state) {
     fake.capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
     assert_int_equal(talon_prefill_attention(g_ctx, STREAM, &a), TALON_ERROR_NOT_LOADED);
     assert_int_equal(fake.launches, 0);
+    assert_int_equal(fake.memsets, 0); /* nothing enqueued either */
     assert_int_equal(talon_ctx_preload(g_ctx), TALON_SUCCESS);
     assert_int_equal(talon_prefill_attention(g_ctx, STREAM, &a), TALON_SUCCESS);
     assert_int_equal(fake.launches, 1);
@@ -324,6 +367,7 @@ int main(void) {
     ADD_ROWS(bad_rows, test_invalid_argument);
     ADD_ROWS(launch_rows, test_launch);
     ADD(test_paged_source);
+    ADD(test_workspace_size);
     ADD(test_capture_needs_preload);
     return test_run("test_prefill");
 }

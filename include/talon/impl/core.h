@@ -50,6 +50,7 @@ extern "C" {
     X(cuLaunchKernelEx, 11060, (const CUlaunchConfig *config, CUfunction fn, void **params,   \
                                 void **extra))                                                 \
     X(cuStreamIsCapturing, 10000, (CUstream stream, CUstreamCaptureStatus * status))           \
+    X(cuMemsetD32Async, 3020, (CUdeviceptr dst, unsigned int value, size_t n, CUstream stream)) \
     X(cuGetErrorName, 6000, (CUresult error, const char **str))                                \
     X(cuGetErrorString, 6000, (CUresult error, const char **str))                              \
     X(cuTensorMapEncodeTiled, 12000,                                                           \
@@ -388,17 +389,13 @@ static talon_status talon__pick(const char *op, int *k, talon__body body, int n,
                        "report it)", op, talon__body_names[body], text);
 }
 
-/* Launches kernel k on a grid_x x grid_y grid with the table's block and shared memory; with
-   `dependent`, as a programmatic dependent of the stream's previous kernel
-   (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION), so its launch overlaps that kernel's
-   end; the kernel must wait for the previous one's results itself (griddepcontrol.wait). */
-static talon_status talon__launch_ex(talon_ctx *ctx, CUstream stream, const char *op, int k,
-                                     int64_t grid_x, int64_t grid_y, void *params, int dependent) {
+/* Kernel k's function, its module loaded first if needed (refused while capturing). */
+static talon_status talon__kernel_fn(talon_ctx *ctx, CUstream stream, const char *op, int k,
+                                     CUfunction *fn) {
     const talon__driver *d = ctx->drv;
     const talon__kernel *kd;
     CUfunction f;
     CUresult r;
-    void *argv[1];
     char what[96];
     if (k < 0 || k >= TALON__NUM_KERNELS)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
@@ -425,6 +422,19 @@ static talon_status talon__launch_ex(talon_ctx *ctx, CUstream stream, const char
         if (s != TALON_SUCCESS) return s;
         f = __atomic_load_n(&ctx->functions[k], __ATOMIC_ACQUIRE);
     }
+    *fn = f;
+    return TALON_SUCCESS;
+}
+
+/* Launches f, kernel k of the table (its block and shared memory), as talon__launch_ex. */
+static talon_status talon__launch_fn(talon_ctx *ctx, CUstream stream, const char *op, int k,
+                                     CUfunction f, int64_t grid_x, int64_t grid_y, void *params,
+                                     int dependent) {
+    const talon__driver *d = ctx->drv;
+    const talon__kernel *kd = &talon__kernels[k];
+    CUresult r;
+    void *argv[1];
+    char what[96];
     argv[0] = params;
     if (dependent) {
         CUlaunchAttribute attr;
@@ -450,6 +460,34 @@ static talon_status talon__launch_ex(talon_ctx *ctx, CUstream stream, const char
         return talon__fail_cu(d, TALON_ERROR_DRIVER, r, what);
     }
     return TALON_SUCCESS;
+}
+
+/* Launches kernel k on a grid_x x grid_y grid with the table's block and shared memory; with
+   `dependent`, as a programmatic dependent of the stream's previous kernel
+   (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION), so its launch overlaps that kernel's
+   end; the kernel must wait for the previous one's results itself (griddepcontrol.wait). */
+static talon_status talon__launch_ex(talon_ctx *ctx, CUstream stream, const char *op, int k,
+                                     int64_t grid_x, int64_t grid_y, void *params, int dependent) {
+    CUfunction f;
+    const talon_status s = talon__kernel_fn(ctx, stream, op, k, &f);
+    if (s != TALON_SUCCESS) return s;
+    return talon__launch_fn(ctx, stream, op, k, f, grid_x, grid_y, params, dependent);
+}
+
+/* Kernel k on `blocks` CTAs after zeroing the uint32 at counter (a memset node when
+   captured): for kernels that take work from a counter. */
+static talon_status talon__launch_counted(talon_ctx *ctx, CUstream stream, const char *op, int k,
+                                          int64_t blocks, void *params, CUdeviceptr counter) {
+    CUfunction f;
+    CUresult r;
+    char what[96];
+    const talon_status s = talon__kernel_fn(ctx, stream, op, k, &f);
+    if (s != TALON_SUCCESS) return s;
+    if ((r = ctx->drv->cuMemsetD32Async(counter, 0, 1, stream)) != CUDA_SUCCESS) {
+        snprintf(what, sizeof what, "%s: cuMemsetD32Async(workspace)", op);
+        return talon__fail_cu(ctx->drv, TALON_ERROR_DRIVER, r, what);
+    }
+    return talon__launch_fn(ctx, stream, op, k, f, blocks, 1, params, 0);
 }
 
 static talon_status talon__launch2d(talon_ctx *ctx, CUstream stream, const char *op, int k,

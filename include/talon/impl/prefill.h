@@ -15,7 +15,8 @@ static talon_status talon__prefill_check_stride(const char *op, const char *name
 }
 
 /* Persistent CTAs: one per SM (a CTA takes the whole register file), fewer when there are
-   fewer tiles. */
+   fewer tiles. The workspace holds the counter of the tiles taken after the first grid. */
+#define TALON__PREFILL_WORKSPACE 16
 static int64_t talon__prefill_grid(int64_t tiles, int sms) {
     return tiles < sms ? tiles : sms;
 }
@@ -40,7 +41,8 @@ static talon_status talon__prefill_map(const talon_ctx *ctx, const char *op, con
 
 /* The fields both ops share (q, o, lse, cu_seqlens_q, shapes, scalars). */
 typedef struct talon__prefill_common {
-    CUdeviceptr o, lse, q, cu_seqlens_q;
+    CUdeviceptr o, lse, q, cu_seqlens_q, workspace;
+    int64_t workspace_bytes;
     int64_t batch, total_q, max_seqlen_q, num_qo_heads, num_kv_heads, head_dim;
     int64_t q_stride, o_stride, window;
     int causal;
@@ -59,6 +61,11 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     TALON__TRY(talon__check_ptr_align(op, "lse", a->lse, 1, 4));
     TALON__TRY(talon__check_ptr_align(op, "q", a->q, 0, 16));
     TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_q", a->cu_seqlens_q, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "workspace", a->workspace, 0, 16));
+    if (a->workspace_bytes < TALON__PREFILL_WORKSPACE)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->workspace_bytes = %lld is "
+                           "smaller than the %d bytes the workspace size function asks for", op,
+                           (long long)a->workspace_bytes, TALON__PREFILL_WORKSPACE);
     TALON__TRY(talon__check_dtype(op, a->dtype));
     TALON__TRY(talon__check_size(op, "batch", a->batch, 1 << 20));
     TALON__TRY(talon__check_size(op, "total_q", a->total_q, TALON__GRID_MAX));
@@ -79,14 +86,17 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
                            (long long)a->num_qo_heads);
     *o_bytes = talon__rows_bytes(a->total_q, q_row, os, 2);
     if (talon__overlap(a->o, *o_bytes, a->q, talon__rows_bytes(a->total_q, q_row, *qs, 2)) ||
-        talon__overlap(a->o, *o_bytes, a->lse, a->total_q * a->num_qo_heads * 4))
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps q or "
-                           "lse (outputs must not overlap inputs)", op, (unsigned long long)a->o);
+        talon__overlap(a->o, *o_bytes, a->lse, a->total_q * a->num_qo_heads * 4) ||
+        talon__overlap(a->o, *o_bytes, a->workspace, TALON__PREFILL_WORKSPACE))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps q, lse "
+                           "or the workspace (outputs must not overlap inputs)", op,
+                           (unsigned long long)a->o);
     memset(p, 0, sizeof *p);
     sm_scale = a->sm_scale != 0.0f ? a->sm_scale
                : a->head_dim == 64 ? 0.125f : a->head_dim == 128 ? 0.08838834764831845f : 0.0625f;
     p->o = a->o; p->lse = a->lse;
     p->cu_seqlens_q = a->cu_seqlens_q;
+    p->tile_counter = a->workspace;
     p->o_stride = os;
     p->total_q = a->total_q;
     p->batch = (int)a->batch;
@@ -101,8 +111,8 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     return TALON_SUCCESS;
 }
 
-/* Encodes q's map (the k and v maps are the caller's) and launches the kernel for the k/v
-   source kv (TALON__PREFILL_KV_*). */
+/* Encodes q's map (the k and v maps are the caller's), zeroes the tile counter and launches
+   the kernel for the k/v source kv (TALON__PREFILL_KV_*). */
 static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const char *op,
                                           const talon__prefill_common *a, int64_t qs, int kv,
                                           talon__prefill_params *p) {
@@ -110,15 +120,36 @@ static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const
     TALON__TRY(talon__prefill_map(ctx, op, "q", &p->q_map, a->q, a->total_q, a->num_qo_heads,
                                   a->head_dim, qs, TALON__PREFILL_BM, a->dtype));
     TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 3, (int)a->dtype, (int)a->head_dim, kv));
-    return talon__launch(ctx, stream, op, k,
-                         talon__prefill_grid((int64_t)p->m_blocks * a->batch * a->num_qo_heads,
-                                             ctx->sms), p);
+    return talon__launch_counted(ctx, stream, op, k,
+                                 talon__prefill_grid((int64_t)p->m_blocks * a->batch * a->num_qo_heads,
+                                                     ctx->sms), p, a->workspace);
 }
 
 #define TALON__PREFILL_COMMON(a)                                                               \
-    {(a)->o, (a)->lse, (a)->q, (a)->cu_seqlens_q, (a)->batch, (a)->total_q,                    \
+    {(a)->o, (a)->lse, (a)->q, (a)->cu_seqlens_q, (a)->workspace, (a)->workspace_bytes, (a)->batch, (a)->total_q,                    \
      (a)->max_seqlen_q, (a)->num_qo_heads, (a)->num_kv_heads, (a)->head_dim, (a)->q_stride,    \
      (a)->o_stride, (a)->window, (a)->causal, (a)->sm_scale, (a)->logits_soft_cap, (a)->dtype}
+
+/* 16 bytes whatever the args (one counter). */
+static talon_status talon__prefill_workspace_size(talon_ctx *ctx, const char *op,
+                                                  const void *args, int64_t *bytes) {
+    TALON__TRY(talon__check_common(op, ctx, args));
+    if (!bytes) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", op);
+    *bytes = TALON__PREFILL_WORKSPACE;
+    return TALON_SUCCESS;
+}
+
+talon_status talon_prefill_attention_workspace_size(talon_ctx *ctx,
+                                                    const talon_prefill_attention_args *a,
+                                                    int64_t *bytes) {
+    return talon__prefill_workspace_size(ctx, "talon_prefill_attention_workspace_size", a, bytes);
+}
+
+talon_status talon_prefill_attention_paged_workspace_size(
+    talon_ctx *ctx, const talon_prefill_attention_paged_args *a, int64_t *bytes) {
+    return talon__prefill_workspace_size(ctx, "talon_prefill_attention_paged_workspace_size", a,
+                                         bytes);
+}
 
 talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                                      const talon_prefill_attention_args *a) {
@@ -204,6 +235,11 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
                                       &pt_stride));
         TALON__TRY(talon__check_size(op, "num_pages", a->num_pages, TALON__GRID_MAX));
         TALON__TRY(talon__kv_strides(op, a->layout, a->page_size, a->num_kv_heads, 1, strides));
+        if (a->num_pages * a->page_size * a->num_kv_heads >= (1LL << 32))
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->num_pages = %lld makes "
+                               "%lld rows of head_dim elements a cache (num_pages x page_size x "
+                               "num_kv_heads), 2^32 or more", op, (long long)a->num_pages,
+                               (long long)(a->num_pages * a->page_size * a->num_kv_heads));
         cache_bytes = a->num_pages * a->page_size * a->num_kv_heads * a->head_dim * 2;
         if (talon__overlap(a->o, o_bytes, a->k_cache, cache_bytes) ||
             talon__overlap(a->o, o_bytes, a->v_cache, cache_bytes))
