@@ -155,7 +155,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         unsigned *counter = reinterpret_cast<unsigned *>(p.tile_counter);
         PipeState<STAGES> st;
         uint32_t q_phase = 0;
-        int next = blockIdx.x; // the lead's next candidate tile
+        // the lead's next candidate tile (unsigned: grid + tickets may pass 2^31 - 1 when
+        // tiles come near it)
+        unsigned next = blockIdx.x;
         for (int k = 0;; k++) {
             // The lead takes the next tile with work (tile_of false: a query block past the
             // request's queries) once the previous tile's q k^T are done (so that the slot
@@ -164,9 +166,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             Tile tl;
             int t = -1;
             if (lead) {
-                while (next < tiles && !tile_of<BN, PAGED>(p, next, tl))
-                    next = gridDim.x + int(atomicAdd(counter, 1u));
-                t = next < tiles ? next : -1;
+                while (next < unsigned(tiles) && !tile_of<BN, PAGED>(p, int(next), tl))
+                    next = gridDim.x + atomicAdd(counter, 1u);
+                t = next < unsigned(tiles) ? int(next) : -1;
                 mbar_wait(q_empty, q_phase ^ 1);
                 tile_slot[k % 2] = t;
                 if (GATHER) mbar_arrive(tile_ready);
@@ -177,7 +179,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 #pragma unroll
                     for (int c = 0; c < CH; c++)
                         tma_load_3d(sq + c * Q_CHUNK, &p.q_map, q_full, c * 64, tl.h, tl.q0 + tl.m0);
-                    next = gridDim.x + int(atomicAdd(counter, 1u));
+                    next = gridDim.x + atomicAdd(counter, 1u);
                 }
             }
             q_phase ^= 1;
