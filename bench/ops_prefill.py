@@ -42,20 +42,21 @@ def flashinfer_fa3():
         return None, f"{type(exc).__name__}: {exc}"[:200]
 
 
-def ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s):
-    """q, k, v N(0, 1) bf16 [tokens, heads, d], o and lse, and the cu_seqlens."""
+def ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s, dv=None):
+    """q, k, v N(0, 1) bf16 [tokens, heads, d] (v and o: dv), o and lse, and the cu_seqlens."""
     dt = torch.bfloat16
+    dv = dv or d
     return {"q": torch.randn(total_q, hq, d, device="cuda", dtype=dt),
             "k": torch.randn(total_kv, hk, d, device="cuda", dtype=dt),
-            "v": torch.randn(total_kv, hk, d, device="cuda", dtype=dt),
-            "o": torch.empty(total_q, hq, d, device="cuda", dtype=dt),
+            "v": torch.randn(total_kv, hk, dv, device="cuda", dtype=dt),
+            "o": torch.empty(total_q, hq, dv, device="cuda", dtype=dt),
             "lse": torch.empty(total_q, hq, device="cuda", dtype=torch.float32),
             "cu_q": torch.tensor(q0s, device="cuda", dtype=torch.int32),
             "cu_k": torch.tensor(k0s, device="cuda", dtype=torch.int32),
             "ws": torch.empty(16, device="cuda", dtype=torch.uint8)}
 
 
-def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None):
+def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv=None):
     Args = h.struct("talon_prefill_attention_args")
     kv_lens = kv_lens or lens
     B = len(lens)
@@ -63,25 +64,26 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None):
     q0s = [sum(lens[:b]) for b in range(B + 1)]
     k0s = [sum(kv_lens[:b]) for b in range(B + 1)]
     pairs = sum(q * k for q, k in zip(lens, kv_lens))
-    flops = 4 * pairs * hq * d // (2 if causal else 1)
+    dv = dv or d
+    flops = 2 * pairs * hq * (d + dv) // (2 if causal else 1)
     equal = len(set(lens)) == 1 and lens == kv_lens
     fa3, fa3_skip = flashinfer_fa3()
 
     def make():
-        s = ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s)
+        s = ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s, dv)
         s["args"] = Args(o=ptr(s["o"]), lse=ptr(s["lse"]), q=ptr(s["q"]), k=ptr(s["k"]),
                          v=ptr(s["v"]), cu_seqlens_q=ptr(s["cu_q"]), cu_seqlens_k=ptr(s["cu_k"]),
                          workspace=ptr(s["ws"]), workspace_bytes=16, batch=B, total_q=total_q,
                          total_kv=total_kv, max_seqlen_q=max(lens),
-                         num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=int(causal),
-                         dtype=BF16)
+                         num_qo_heads=hq, num_kv_heads=hk, head_dim=d, v_head_dim=dv,
+                         causal=int(causal), dtype=BF16)
         return s
 
     def talon(s, stream):
         h.call("talon_prefill_attention", s["args"], stream)
 
     def bhld(s, name, heads, L):
-        return s[name].view(B, L, heads, d).transpose(1, 2)
+        return s[name].view(B, L, heads, s[name].shape[-1]).transpose(1, 2)
 
     def sdpa(backend):
         def run(s):
@@ -100,7 +102,7 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None):
         return out
 
     peers, meta = {}, {"dtype": "bf16", "batch": B, "hq": hq, "hk": hk, "head_dim": d,
-                       "causal": causal, "total_q": total_q}
+                       "v_head_dim": dv, "causal": causal, "total_q": total_q}
     if equal:
         peers["sdpa_cudnn"] = sdpa(SDPBackend.CUDNN_ATTENTION)
         peers["sdpa_flash"] = sdpa(SDPBackend.FLASH_ATTENTION)
@@ -115,12 +117,12 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None):
         for name in ("sdpa_flash", "sdpa_cudnn"):
             if name in peers:
                 try:
-                    ref = peers[name](s).transpose(1, 2).reshape(total_q, hq, d).float()
+                    ref = peers[name](s).transpose(1, 2).reshape(total_q, hq, dv).float()
                     break
                 except RuntimeError:
                     continue
         if ref is None:  # ragged: request by request, fp32 SDPA
-            ref = torch.empty(total_q, hq, d, device="cuda")
+            ref = torch.empty(total_q, hq, dv, device="cuda")
             for b in range(B):
                 q = s["q"][q0s[b]:q0s[b + 1]].float().transpose(0, 1)
                 k = s["k"][k0s[b]:k0s[b + 1]].float().transpose(0, 1)
@@ -252,6 +254,10 @@ def cases(h):
             out.append(prefill_case(h, [L] * B, heads, heads, d, causal,
                                     f"B={B} L={L} H={heads} hd{d} {'causal' if causal else 'full'}",
                                     targets=t))
+    for causal in (True, False):
+        out.append(prefill_case(h, [L] * B, 16, 16, 192, causal,
+                                f"B={B} L={L} H=16 q/k 192 v 128 {'causal' if causal else 'full'}",
+                                dv=128))
     out.append(prefill_case(h, [1024] * 16, 16, 16, 128, True, "B=16 L=1024 H=16 hd128 causal",
                             targets=[("sdpa_cudnn_over_talon", ">=", 1.15, ">= 1.15x cuDNN SDPA")]))
     out.append(prefill_case(h, [L] * B, 32, 8, 128, True, f"B={B} L={L} GQA 32/8 hd128 causal"))

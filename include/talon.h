@@ -625,11 +625,14 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    lse[t, h] = ln(sum_j exp(score(t, h, j))) over the attended keys (NATURAL log, fp32, as
    talon_decode_attention and talon_merge_attention_states use it); a query with no key
    (L = 0, or pos < 0 when causal) gets o = 0 and lse = -inf.
-   Shapes: q [total_q, num_qo_heads, head_dim], o the same (dtype); k, v [total_kv,
-   num_kv_heads, head_dim] (dtype); token strides q_stride, k_stride, v_stride, o_stride in
-   elements (0: heads * head_dim; a multiple of 8, the heads of a token contiguous); lse fp32
-   [total_q, num_qo_heads] contiguous; cu_seqlens_q, cu_seqlens_k int32 [batch + 1] on the
-   device. num_qo_heads a multiple of num_kv_heads (MHA, GQA, MQA); head_dim 64, 128 or 256.
+   Shapes: q [total_q, num_qo_heads, head_dim], o [total_q, num_qo_heads, v_head_dim] (dtype);
+   k [total_kv, num_kv_heads, head_dim], v [total_kv, num_kv_heads, v_head_dim] (dtype);
+   token strides q_stride, k_stride, v_stride, o_stride in elements (0: heads x the tensor's
+   head_dim; a multiple of 8, the heads of a token contiguous); lse fp32 [total_q,
+   num_qo_heads] contiguous; cu_seqlens_q, cu_seqlens_k int32 [batch + 1] on the device.
+   num_qo_heads a multiple of num_kv_heads (MHA, GQA, MQA); head_dim 64, 128 or 256 with
+   v_head_dim the same (0 says so), or head_dim 192 with v_head_dim 128 (DeepSeek-style
+   attention without weight absorption; sm_scale's default stays 1 / sqrt(head_dim)).
    Caller guarantees (device data is never read on the host, so a captured graph stays valid
    for any lengths within the bounds): cu_seqlens non-decreasing from 0, every query count
    <= max_seqlen_q, cu_seqlens_q[batch] <= total_q and cu_seqlens_k[batch] <= total_kv.
@@ -661,7 +664,8 @@ typedef struct talon_prefill_attention_args {
     int64_t total_q, total_kv;  /* rows of q / o and of k / v: [1, 2^31 - 1] */
     int64_t max_seqlen_q;       /* [1, total_q]: bound on every request's query count */
     int64_t num_qo_heads, num_kv_heads; /* [1, 1024]; num_qo_heads % num_kv_heads == 0 */
-    int64_t head_dim;           /* 64, 128, 256 */
+    int64_t head_dim;           /* q's and k's: 64, 128, 256, or 192 (with v_head_dim 128) */
+    int64_t v_head_dim;         /* v's and o's: 0 or head_dim, or 128 with head_dim 192 */
     int64_t q_stride, k_stride, v_stride, o_stride; /* elements between tokens; 0: dense */
     int64_t window;             /* sliding window in key positions; 0: none */
     int causal;                 /* 0 or 1 */

@@ -106,15 +106,17 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     using T = elem<DT>;
     constexpr bool PAGED = KV != TALON__PREFILL_KV_CONTIGUOUS, GATHER = KV == TALON__PREFILL_KV_GATHER;
     constexpr int BN = TALON__PREFILL_BN(D), STAGES = TALON__PREFILL_STAGES(D);
-    constexpr int CH = D / 64;                         // 128-byte column chunks of a row
+    constexpr int DV = TALON__PREFILL_DV(D); // v's and o's head_dim
+    static_assert(!PAGED || DV == D, "the paged caches have one head_dim");
+    constexpr int CH = D / 64, CHV = DV / 64;         // 128-byte column chunks of a row
     constexpr int Q_CHUNK = BM * 64, KV_CHUNK = BN * 64; // elements of one chunk's tile
-    constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
+    constexpr uint32_t Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
     extern __shared__ uint8_t smem_raw[];
     // 128-byte swizzled tiles: 1024-aligned
     T *sq = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     T *sk = sq + BM * D;
     T *sv = sk + STAGES * BN * D;
-    uint64_t *q_full = reinterpret_cast<uint64_t *>(sv + STAGES * BN * D);
+    uint64_t *q_full = reinterpret_cast<uint64_t *>(sv + STAGES * BN * DV);
     uint64_t *q_empty = q_full + 1;
     auto *kpipe = reinterpret_cast<Pipeline<STAGES> *>(q_empty + 1);
     auto *vpipe = kpipe + 1;
@@ -198,24 +200,24 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 if constexpr (!PAGED) {
                     // keys [n BN, n BN + BN) of the request: one box per 64 columns
                     uint64_t *kf = kpipe->producer_acquire(st);
-                    kpipe->producer_commit(st, KV_BYTES);
+                    kpipe->producer_commit(st, K_BYTES);
 #pragma unroll
                     for (int c = 0; c < CH; c++)
                         tma_load_3d(sk + st.stage * BN * D + c * KV_CHUNK, &p.k_map, kf, c * 64, hk, tl.k0 + n * BN);
                     uint64_t *vf = vpipe->producer_acquire(st);
-                    vpipe->producer_commit(st, KV_BYTES);
+                    vpipe->producer_commit(st, V_BYTES);
 #pragma unroll
-                    for (int c = 0; c < CH; c++)
-                        tma_load_3d(sv + st.stage * BN * D + c * KV_CHUNK, &p.v_map, vf, c * 64, hk, tl.k0 + n * BN);
+                    for (int c = 0; c < CHV; c++)
+                        tma_load_3d(sv + st.stage * BN * DV + c * KV_CHUNK, &p.v_map, vf, c * 64, hk, tl.k0 + n * BN);
                 } else if constexpr (!GATHER) {
                     // lane i loads box i: page_rows keys of one page, 64 columns a box; a
                     // coordinate below 0 puts the whole box outside the map (zeros)
                     const int lane = lane_index(), rows = p.page_rows;
                     if (lead) {
                         kpipe->producer_acquire(st);
-                        kpipe->producer_commit(st, KV_BYTES);
+                        kpipe->producer_commit(st, K_BYTES);
                         vpipe->producer_acquire(st);
-                        vpipe->producer_commit(st, KV_BYTES);
+                        vpipe->producer_commit(st, V_BYTES);
                     }
                     __syncwarp(); // the stage's bytes are expected before any box lands
                     const int *pt = reinterpret_cast<const int *>(p.page_table) + tl.b * p.page_table_stride;
@@ -285,7 +287,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     const float sc = p.cap != 0.f ? 1.f : p.scale;
     PipeState<STAGES> kst, vst; // v is consumed one block behind k
     uint32_t q_phase = 0;
-    float o[D / 2], m_run[2], l_run[2];
+    float o[DV / 2], m_run[2], l_run[2];
     Tile tl{};
 
     // S = q k^T of the next k stage, issued (accumulator layout: wgmma.cuh; register i holds
@@ -308,9 +310,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     auto zero_v_tail = [&] {
         const int valid = tl.kv_len - (tl.nb_hi - 1) * BN; // in (0, BN]
         if (valid >= BN) return;
-        T *base = sv + vst.stage * BN * D;
+        T *base = sv + vst.stage * BN * DV;
         const int per_chunk = (BN - valid) * 8; // 16-byte pieces
-        for (int e = int(threadIdx.x) - 128; e < CH * per_chunk; e += 128)
+        for (int e = int(threadIdx.x) - 128; e < CHV * per_chunk; e += 128)
             reinterpret_cast<uint4 *>(base + e / per_chunk * KV_CHUNK + valid * 64)[e % per_chunk] = make_uint4(0, 0, 0, 0);
         fence_proxy_async(); // ordinary stores, read next by the tensor cores
         named_bar_sync(3, 128);
@@ -322,9 +324,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         first_pv = false;
         if (GATHER) fence_proxy_async(); // written by cp.async, read by the tensor cores
         wgmma_fence();
-        const uint64_t dv = make_desc_mn_major_b128(sv + vst.stage * BN * D, KV_CHUNK * 2);
+        const uint64_t dv = make_desc_mn_major_b128(sv + vst.stage * BN * DV, KV_CHUNK * 2);
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) mma_rs_mn<DT, D>(o, pf[kk], desc_add(dv, kk * 16 * 128));
+        for (int kk = 0; kk < BN / 16; kk++) mma_rs_mn<DT, DV>(o, pf[kk], desc_add(dv, kk * 16 * 128));
         wgmma_commit();
     };
     // Scores of block n, masked, into p = exp2(s sc - max) in place (log2 units: sc folds
@@ -384,7 +386,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         tile_of<BN, PAGED>(p, t, tl);
         first_pv = true;
 #pragma unroll
-        for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+        for (int i = 0; i < DV / 2; i++) o[i] = 0.f;
         m_run[0] = m_run[1] = NEG_INF;
         l_run[0] = l_run[1] = 0.f;
         // Ping-pong: the two warpgroups take turns at issuing their wgmmas (named barriers 1
@@ -430,7 +432,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 if (lane == 0) vpipe->consumer_release(vst);
                 vst.advance();
 #pragma unroll
-                for (int i = 0; i < D / 2; i++) o[i] *= alpha[(i / 2) % 2];
+                for (int i = 0; i < DV / 2; i++) o[i] *= alpha[(i / 2) % 2];
                 pack(s, pf);
             }
             my_turn();
@@ -456,9 +458,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             // rows of this request inside o, even for cu_seqlens that break the caller's promise
             if (row >= tl.q_len || int64_t(tl.q0) + row < 0 || int64_t(tl.q0) + row >= p.total_q) continue;
             const float inv = l > 0.f ? 1.f / l : 0.f;
-            T *orow = out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * D + 2 * (lane % 4);
+            T *orow = out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV + 2 * (lane % 4);
 #pragma unroll
-            for (int q = 0; q < D / 8; q++)
+            for (int q = 0; q < DV / 8; q++)
                 *reinterpret_cast<uint32_t *>(orow + 8 * q) = pack2<T>(o[4 * q + 2 * r] * inv, o[4 * q + 2 * r + 1] * inv);
             if (lse && lane % 4 == 0)
                 lse[(int64_t(tl.q0) + row) * p.num_qo_heads + tl.h] =

@@ -5,9 +5,15 @@
 double ref_attn_decode(const double *q, const float *const *k, const float *const *v, int64_t n,
                        int64_t d, double sm_scale, double cap, double k_scale, double v_scale,
                        double *o, double *mag, double *smax) {
+    return ref_attn_dv(q, k, v, n, d, d, sm_scale, cap, k_scale, v_scale, o, mag, smax);
+}
+
+double ref_attn_dv(const double *q, const float *const *k, const float *const *v, int64_t n,
+                   int64_t d, int64_t dv, double sm_scale, double cap, double k_scale,
+                   double v_scale, double *o, double *mag, double *smax) {
     double mx = -INFINITY, sum = 0, sm = 0;
     int64_t t, i;
-    for (i = 0; i < d; i++) {
+    for (i = 0; i < dv; i++) {
         o[i] = 0;
         if (mag) mag[i] = 0;
     }
@@ -29,12 +35,12 @@ double ref_attn_decode(const double *q, const float *const *k, const float *cons
         if (cap > 0) s = cap * tanh(s / cap);
         w = exp(s - mx);
         sum += w;
-        for (i = 0; i < d; i++) {
+        for (i = 0; i < dv; i++) {
             o[i] += w * v_scale * (double)v[t][i];
             if (mag) mag[i] += w * fabs(v_scale * (double)v[t][i]);
         }
     }
-    for (i = 0; i < d; i++) {
+    for (i = 0; i < dv; i++) {
         o[i] /= sum;
         if (mag) mag[i] /= sum;
     }

@@ -14,6 +14,10 @@
 double ref_attn_decode(const double *q, const float *const *k, const float *const *v, int64_t n,
                        int64_t d, double sm_scale, double cap, double k_scale, double v_scale,
                        double *o, double *mag, double *smax);
+/* The same with v[t] (and o, mag) of dv floats, q and k[t] of d (q/k 192 with v 128). */
+double ref_attn_dv(const double *q, const float *const *k, const float *const *v, int64_t n,
+                   int64_t d, int64_t dv, double sm_scale, double cap, double k_scale,
+                   double v_scale, double *o, double *mag, double *smax);
 
 /* lse = ln(exp(lse_a) + exp(lse_b)), o = exp(lse_a - lse) o_a + exp(lse_b - lse) o_b; both
    -inf gives o = 0, lse = -inf. Returns lse. */

@@ -40,6 +40,7 @@
 #define MAXB 8
 #define NTHREADS 8
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define DV(c) ((c)->d == 192 ? 128 : (c)->d) /* v's and o's head_dim */
 
 static talon_ctx *g_ctx;
 static CUstream g_stream;
@@ -61,8 +62,8 @@ typedef struct pcase {
 } pcase;
 
 static void describe(const pcase *c, char *buf, size_t n) {
-    int i, k = snprintf(buf, n, "%s D=%lld Hq=%lld Hk=%lld %s window=%d cap=%g pad=%lld%s lens={",
-                        c->dtype == TALON_DTYPE_F16 ? "f16" : "bf16", (long long)c->d,
+    int i, k = snprintf(buf, n, "%s D=%lld/%lld Hq=%lld Hk=%lld %s window=%d cap=%g pad=%lld%s lens={",
+                        c->dtype == TALON_DTYPE_F16 ? "f16" : "bf16", (long long)c->d, (long long)DV(c),
                         (long long)c->hq, (long long)c->hk, c->causal ? "causal" : "full",
                         c->window, (double)c->cap, (long long)c->pad, c->no_lse ? " no-lse" : "");
     for (i = 0; i < c->batch && k > 0 && (size_t)k < n; i++)
@@ -96,7 +97,7 @@ typedef struct tally {
 /* ---------------------------------------------------------------- one case */
 typedef struct job {
     const pcase *c;
-    int64_t total_q, total_kv, qs, ks, os;
+    int64_t total_q, total_kv, qs, ks, vs, os;
     int32_t cu_q[MAXB + 1], cu_k[MAXB + 1];
     uint16_t *qb, *kb, *vb, *ob;   /* device images */
     float *qv, *kv, *vv;           /* element values */
@@ -162,7 +163,7 @@ static void job_make_pages(job *j) {
                 const int64_t at = c->layout == TALON_KV_HND ? ((page * hk + h) * ps + t % ps) * d
                                                              : ((page * ps + t % ps) * hk + h) * d;
                 memcpy(j->kc + at, j->kb + (j->cu_k[b] + t) * j->ks + h * d, 2 * (size_t)d);
-                memcpy(j->vc + at, j->vb + (j->cu_k[b] + t) * j->ks + h * d, 2 * (size_t)d);
+                memcpy(j->vc + at, j->vb + (j->cu_k[b] + t) * j->vs + h * d, 2 * (size_t)d);
             }
         }
     free(perm);
@@ -180,18 +181,19 @@ static void job_make(job *j, const pcase *c) {
     j->total_kv = j->cu_k[c->batch] ? j->cu_k[c->batch] : 1;
     j->qs = c->hq * c->d + c->pad;
     j->ks = c->hk * c->d + c->pad;
-    j->os = c->hq * c->d + c->pad;
+    j->vs = c->hk * DV(c) + c->pad;
+    j->os = c->hq * DV(c) + c->pad;
     j->qb = malloc(2 * (size_t)(j->total_q * j->qs));
     j->qv = malloc(4 * (size_t)(j->total_q * j->qs));
     j->kb = malloc(2 * (size_t)(j->total_kv * j->ks));
     j->kv = malloc(4 * (size_t)(j->total_kv * j->ks));
-    j->vb = malloc(2 * (size_t)(j->total_kv * j->ks));
-    j->vv = malloc(4 * (size_t)(j->total_kv * j->ks));
+    j->vb = malloc(2 * (size_t)(j->total_kv * j->vs));
+    j->vv = malloc(4 * (size_t)(j->total_kv * j->vs));
     j->ob = malloc(2 * (size_t)(j->total_q * j->os));
     j->lse = malloc(4 * (size_t)(j->total_q * c->hq));
     draw(c, j->qb, j->qv, j->total_q * j->qs, c->qamp > 0 ? c->qamp : 1.0f, c->seed * 3 + 1);
     draw(c, j->kb, j->kv, j->total_kv * j->ks, 1.0f, c->seed * 3 + 2);
-    draw(c, j->vb, j->vv, j->total_kv * j->ks, 1.0f, c->seed * 3 + 3);
+    draw(c, j->vb, j->vv, j->total_kv * j->vs, 1.0f, c->seed * 3 + 3);
     j->sm_scale = c->sm_scale != 0.0f ? c->sm_scale : 1.0 / sqrt((double)c->d);
     if (c->page_size) job_make_pages(j);
     pthread_mutex_init(&j->lock, NULL);
@@ -216,14 +218,14 @@ static void note(job *j, long long bad, long long elements, double worst, const 
 static void *check_worker(void *arg) {
     job *j = arg;
     const pcase *c = j->c;
-    const int64_t d = c->d, group = c->hq / c->hk;
+    const int64_t d = c->d, dv = DV(c), group = c->hq / c->hk;
     const double rtol = c->dtype == TALON_DTYPE_F16 ? 0x1p-10 : 0x1p-7;
     const double atol = c->dtype == TALON_DTYPE_F16 ? 1e-6 : 1e-5;
     const double ptol = c->dtype == TALON_DTYPE_F16 ? 0x1p-10 : 0x1p-8;
     const float **kp = malloc(sizeof(float *) * (size_t)j->total_kv);
     const float **vp = malloc(sizeof(float *) * (size_t)j->total_kv);
-    double *q = malloc(sizeof(double) * (size_t)d), *o = malloc(sizeof(double) * (size_t)d);
-    double *mag = malloc(sizeof(double) * (size_t)d);
+    double *q = malloc(sizeof(double) * (size_t)d), *o = malloc(sizeof(double) * (size_t)dv);
+    double *mag = malloc(sizeof(double) * (size_t)dv);
     char first[256];
     for (;;) {
         long long bad = 0, elements = 0;
@@ -244,7 +246,7 @@ static void *check_worker(void *arg) {
         n = hi >= lo ? hi - lo + 1 : 0;
         first[0] = 0;
         for (h = 0; h < c->hq; h++) {
-            const uint16_t *orow = j->ob + t * j->os + h * d;
+            const uint16_t *orow = j->ob + t * j->os + h * dv;
             const int sampled = c->sample <= 1 || qi % c->sample == 0 || qi == ql - 1;
             double lse = 0, smax = 0;
             if (sampled) {
@@ -252,11 +254,11 @@ static void *check_worker(void *arg) {
                 for (i = 0; i < d; i++) q[i] = j->qv[t * j->qs + h * d + i];
                 for (i = 0; i < n; i++) {
                     kp[i] = j->kv + (j->cu_k[b] + lo + i) * j->ks + hk * d;
-                    vp[i] = j->vv + (j->cu_k[b] + lo + i) * j->ks + hk * d;
+                    vp[i] = j->vv + (j->cu_k[b] + lo + i) * j->vs + hk * dv;
                 }
-                lse = ref_attn_decode(q, kp, vp, n, d, j->sm_scale, c->cap, 1.0, 1.0, o, mag, &smax);
+                lse = ref_attn_dv(q, kp, vp, n, d, dv, j->sm_scale, c->cap, 1.0, 1.0, o, mag, &smax);
             }
-            for (i = 0; i < d; i++) {
+            for (i = 0; i < dv; i++) {
                 const double dev = ref_to_f32(c->dtype, orow[i]);
                 double tol, err;
                 elements++;
@@ -272,7 +274,7 @@ static void *check_worker(void *arg) {
                         snprintf(first, sizeof first, "o[%lld, %lld, %lld] = %.8g, ref %.8g (tol %.3g)", (long long)t, (long long)h, (long long)i, dev, o[i], tol);
                 } else if (err / tol > worst) worst = err / tol;
             }
-            for (i = c->hq * d; h == c->hq - 1 && i < j->os; i++) /* o's padding stays poisoned */
+            for (i = c->hq * dv; h == c->hq - 1 && i < j->os; i++) /* o's padding stays poisoned */
                 if (j->ob[t * j->os + i] != 0xFFFF && !bad++)
                     snprintf(first, sizeof first, "o padding [%lld, %lld] written", (long long)t, (long long)i);
             if (!c->no_lse) {
@@ -308,7 +310,8 @@ static void fill_args(const job *j, const dev *dv, talon_prefill_attention_args 
         if (c->qlens[b] > a->max_seqlen_q) a->max_seqlen_q = c->qlens[b];
     if (!a->max_seqlen_q) a->max_seqlen_q = 1;
     a->num_qo_heads = c->hq; a->num_kv_heads = c->hk; a->head_dim = c->d;
-    if (c->pad) { a->q_stride = j->qs; a->k_stride = j->ks; a->v_stride = j->ks; a->o_stride = j->os; }
+    a->v_head_dim = c->d == 192 ? 128 : 0;
+    if (c->pad) { a->q_stride = j->qs; a->k_stride = j->ks; a->v_stride = j->vs; a->o_stride = j->os; }
     a->window = c->window;
     a->causal = c->causal;
     a->sm_scale = c->sm_scale;
@@ -371,20 +374,21 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     CUgraph g = NULL;
     CUgraphExec ge = NULL;
     job_make(&j, c);
-    const size_t kv_bytes = c->page_size ? 2 * (size_t)(j.num_pages * c->page_size * c->hk * c->d)
-                                         : 2 * (size_t)(j.total_kv * j.ks);
+    const size_t cache_bytes = 2 * (size_t)(j.num_pages * c->page_size * c->hk * c->d);
+    const size_t k_bytes = c->page_size ? cache_bytes : 2 * (size_t)(j.total_kv * j.ks);
+    const size_t v_bytes = c->page_size ? cache_bytes : 2 * (size_t)(j.total_kv * j.vs);
     memset(&dv, 0, sizeof dv);
     dv.q = dalloc(2 * (size_t)(j.total_q * j.qs));
-    dv.k = dalloc(kv_bytes);
-    dv.v = dalloc(kv_bytes);
+    dv.k = dalloc(k_bytes);
+    dv.v = dalloc(v_bytes);
     dv.o = dalloc(2 * (size_t)(j.total_q * j.os));
     dv.lse = dalloc(4 * (size_t)(j.total_q * c->hq));
     dv.cu_q = dalloc(4 * (MAXB + 1));
     dv.cu_k = dalloc(4 * (MAXB + 1));
     dv.ws = dalloc(16);
     CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
-    CK(cu.cuMemcpyHtoD(dv.k, c->page_size ? j.kc : j.kb, kv_bytes));
-    CK(cu.cuMemcpyHtoD(dv.v, c->page_size ? j.vc : j.vb, kv_bytes));
+    CK(cu.cuMemcpyHtoD(dv.k, c->page_size ? j.kc : j.kb, k_bytes));
+    CK(cu.cuMemcpyHtoD(dv.v, c->page_size ? j.vc : j.vb, v_bytes));
     CK(cu.cuMemcpyHtoD(dv.cu_q, j.cu_q, 4 * (MAXB + 1)));
     CK(cu.cuMemcpyHtoD(dv.cu_k, j.cu_k, 4 * (MAXB + 1)));
     if (c->page_size) {
@@ -573,6 +577,33 @@ static void test_graph(void **state) {
     tally_end(&t);
 }
 
+/* q/k 192 with v 128: mixed lengths, a cached prefix, GQA 4, a window and soft-cap, padded
+   strides (v's and o's of their own width), both types. */
+static void test_dims_192_128(void **state) {
+    static const int full[] = {1, 17, 128, 1000, 4097}, quick[] = {1, 17, 128, 300};
+    static const int ql[] = {300, 129, 5}, kl[] = {300, 700, 64};
+    tally t;
+    int dt, causal;
+    (void)state;
+    tally_start(&t, "q/k 192, v 128");
+    for (dt = 0; dt < 2; dt++)
+        for (causal = 0; causal < 2; causal++) {
+            pcase c = base(dt ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, 192, 8, 2, causal,
+                           g_quick ? quick : full, NULL, g_quick ? 4 : 5, 801 + dt * 2 + causal);
+            c.sample = g_quick ? 1 : 5;
+            run_case(&t, &c, 0, 1);
+        }
+    for (causal = 0; causal < 2; causal++) {
+        pcase c = base(TALON_DTYPE_BF16, 192, 4, 4, causal, ql, kl, 3, 811 + causal);
+        c.window = causal ? 0 : 100;
+        c.cap = 20.0f;
+        c.qamp = 4.0f;
+        c.pad = 16;
+        run_case(&t, &c, 0, 1);
+    }
+    tally_end(&t);
+}
+
 /* The paged op: page sizes 1..256 in both layouts at every head_dim, over a cached prefix
    (fewer queries than keys) and without one, lengths 1 to 4097, both types. */
 static void test_paged(void **state) {
@@ -632,6 +663,7 @@ int main(void) {
         cmocka_unit_test(test_mixed_lengths), cmocka_unit_test(test_prefix_and_empty),
         cmocka_unit_test(test_group_ratios),  cmocka_unit_test(test_window_softcap),
         cmocka_unit_test(test_strides),       cmocka_unit_test(test_graph),
+        cmocka_unit_test(test_dims_192_128),
         cmocka_unit_test(test_paged),         cmocka_unit_test(test_paged_options),
     };
     gpu_test t;

@@ -83,6 +83,10 @@ static const bad_row bad_rows[] = {
     BAD("num_qo_heads 12 with 8 kv heads", ONE(P(num_qo_heads, I64, 12)), "args->num_qo_heads", "12"),
     BAD("head_dim 96", ONE(P(head_dim, I64, 96)), "args->head_dim", "96"),
     BAD("head_dim 512", ONE(P(head_dim, I64, 512)), "args->head_dim", "512"),
+    BAD("head_dim 192 with v_head_dim 0", ONE(P(head_dim, I64, 192)), "args->v_head_dim", "192"),
+    BAD("head_dim 192 with v_head_dim 192", ONE(P(head_dim, I64, 192), P(v_head_dim, I64, 192)), "args->v_head_dim", "192"),
+    BAD("v_head_dim 64 with head_dim 128", ONE(P(v_head_dim, I64, 64)), "args->v_head_dim", "64"),
+    BAD("v_stride shorter than a token of v (192/128)", ONE(P(head_dim, I64, 192), P(v_head_dim, I64, 128), P(v_stride, I64, 1016)), "args->v_stride", "1016"),
     BAD("q_stride shorter than a token", ONE(P(q_stride, I64, 4088)), "args->q_stride", "4088"),
     BAD("q_stride not a multiple of 8", ONE(P(q_stride, I64, 4100)), "args->q_stride", "4100"),
     BAD("k_stride shorter than a token", ONE(P(k_stride, I64, 1000)), "args->k_stride", "1000"),
@@ -119,6 +123,7 @@ static const bad_row bad_rows[] = {
     BADP("dtype FP8 (not yet)", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
     BADP("max_seqlen_q past total_q", ONE(G(max_seqlen_q, I64, 1501)), "args->max_seqlen_q", "1501"),
     BADP("head_dim 96", ONE(G(head_dim, I64, 96)), "args->head_dim", "96"),
+    BADP("head_dim 192 (one head_dim for the caches)", ONE(G(head_dim, I64, 192)), "args->head_dim", "192"),
     BADP("q_stride not a multiple of 8", ONE(G(q_stride, I64, 4100)), "args->q_stride", "4100"),
     BADP("window -1", ONE(G(window, I64, -1)), "args->window", "-1"),
     BADP("page_size 0", ONE(G(page_size, I64, 0)), "args->page_size", "0"),
@@ -163,6 +168,9 @@ static const launch_row launch_rows[] = {
     {.name = "prefill f16 d64 full, no lse -> _f16_d64", .set = ONE(P(head_dim, I64, 64), P(dtype, ENUM, TALON_DTYPE_F16), P(causal, INT, 0), P(lse, PTR, 0)), .symbol = "talon_prefill_attention_f16_d64"},
     {.name = "prefill bf16 d256 window, soft-cap, sm_scale -> _bf16_d256", .set = ONE(P(head_dim, I64, 256), P(window, I64, 100), P(logits_soft_cap, F32, 30.0f), P(sm_scale, F32, 0.25f)), .symbol = "talon_prefill_attention_bf16_d256"},
     {.name = "prefill MQA with padded strides -> _bf16_d128", .set = ONE(P(num_kv_heads, I64, 1), P(q_stride, I64, 4096 + 64), P(k_stride, I64, 256), P(v_stride, I64, 136), P(o_stride, I64, 8192), P(max_seqlen_q, I64, 129)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill q/k 192, v 128 f16 -> _f16_d192", .set = ONE(P(head_dim, I64, 192), P(v_head_dim, I64, 128), P(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_f16_d192"},
+    {.name = "prefill q/k 192, v 128, strides, v_head_dim 128 -> _bf16_d192", .set = ONE(P(head_dim, I64, 192), P(v_head_dim, I64, 128), P(q_stride, I64, 6144 + 8), P(v_stride, I64, 1032), P(o_stride, I64, 4096 + 16)), .symbol = "talon_prefill_attention_bf16_d192"},
+    {.name = "prefill v_head_dim = head_dim -> _bf16_d64", .set = ONE(P(head_dim, I64, 64), P(v_head_dim, I64, 64)), .symbol = "talon_prefill_attention_bf16_d64"},
     {.name = "prefill 12 tiles: 12 CTAs -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(num_qo_heads, I64, 4), P(num_kv_heads, I64, 4), P(max_seqlen_q, I64, 300)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "paged NHD page 16 bf16 d128 -> _pages_bf16_d128", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged HND page 256 f16 d256, table stride 300 -> _pages_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16), G(page_table_stride, I64, 300)), .symbol = "talon_prefill_attention_pages_f16_d256"},
@@ -317,25 +325,26 @@ static void test_launch(void **state) {
     const launch_row *row = (const launch_row *)*state;
     talon_prefill_attention_args a = valid();
     talon__prefill_params got, want;
-    int64_t tiles, qs, ks, vs;
+    int64_t tiles, qs, ks, vs, dv;
     if (row->op == OP_PAGED) {
         test_launch_paged(row);
         return;
     }
     apply_sets(&a, row->set, MAX_SETS);
     if (talon_prefill_attention(g_ctx, STREAM, &a) != TALON_SUCCESS) fail_msg("%s", talon_last_error());
+    dv = a.head_dim == 192 ? 128 : a.head_dim; /* v's and o's */
     qs = a.q_stride ? a.q_stride : a.num_qo_heads * a.head_dim;
     ks = a.k_stride ? a.k_stride : a.num_kv_heads * a.head_dim;
-    vs = a.v_stride ? a.v_stride : a.num_kv_heads * a.head_dim;
+    vs = a.v_stride ? a.v_stride : a.num_kv_heads * dv;
     assert_int_equal(fake.encodes, 3);
     check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, a.head_dim == 256 ? 64 : 128, a.dtype);
-    check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, a.head_dim, vs, a.head_dim == 256 ? 64 : 128, a.dtype);
+    check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, dv, vs, a.head_dim == 256 ? 64 : 128, a.dtype);
     check_map(&fake.enc_log[2], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
     /* every field but the maps (checked above through the encoder's arguments) */
     memcpy(&got, fake.last.params, sizeof got);
-    want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride, a.total_q, a.batch,
-                a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, a.causal, a.window,
-                a.sm_scale, a.logits_soft_cap);
+    want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride ? a.o_stride : a.num_qo_heads * dv,
+                a.total_q, a.batch, a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q,
+                a.causal, a.window, a.sm_scale, a.logits_soft_cap);
     want.cu_seqlens_k = a.cu_seqlens_k;
     /* persistent: one CTA per SM (132 here), fewer for fewer tiles */
     tiles = want.m_blocks * a.batch * a.num_qo_heads;

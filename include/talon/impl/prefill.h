@@ -44,6 +44,7 @@ typedef struct talon__prefill_common {
     CUdeviceptr o, lse, q, cu_seqlens_q, workspace;
     int64_t workspace_bytes;
     int64_t batch, total_q, max_seqlen_q, num_qo_heads, num_kv_heads, head_dim;
+    int64_t v_head_dim; /* v's and o's; 0: head_dim */
     int64_t q_stride, o_stride, window;
     int causal;
     float sm_scale, logits_soft_cap;
@@ -55,7 +56,8 @@ typedef struct talon__prefill_common {
 static talon_status talon__prefill_common_params(const char *op, const talon__prefill_common *a,
                                                  talon__prefill_params *p, int64_t *qs,
                                                  int64_t *o_bytes) {
-    int64_t os, q_row, m_blocks;
+    int64_t os, q_row, o_row, m_blocks;
+    const int64_t dv = a->v_head_dim ? a->v_head_dim : a->head_dim;
     float sm_scale;
     TALON__TRY(talon__check_ptr_align(op, "o", a->o, 0, 16));
     TALON__TRY(talon__check_ptr_align(op, "lse", a->lse, 1, 4));
@@ -70,10 +72,16 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     TALON__TRY(talon__check_size(op, "batch", a->batch, 1 << 20));
     TALON__TRY(talon__check_size(op, "total_q", a->total_q, TALON__GRID_MAX));
     TALON__TRY(talon__check_size(op, "max_seqlen_q", a->max_seqlen_q, a->total_q));
-    TALON__TRY(talon__check_attention_heads(op, a->num_qo_heads, a->num_kv_heads, a->head_dim));
+    /* head_dim 64, 128, 256 with v_head_dim the same, or 192 with 128 */
+    TALON__TRY(talon__check_attention_heads(op, a->num_qo_heads, a->num_kv_heads,
+                                            a->head_dim == 192 ? 128 : a->head_dim));
+    if (dv != TALON__PREFILL_DV(a->head_dim))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->v_head_dim = %lld must be "
+                           "head_dim (or 0), or 128 with head_dim 192", op, (long long)dv);
     q_row = a->num_qo_heads * a->head_dim;
+    o_row = a->num_qo_heads * dv;
     TALON__TRY(talon__prefill_check_stride(op, "q_stride", a->q_stride, q_row, qs));
-    TALON__TRY(talon__prefill_check_stride(op, "o_stride", a->o_stride, q_row, &os));
+    TALON__TRY(talon__prefill_check_stride(op, "o_stride", a->o_stride, o_row, &os));
     TALON__TRY(talon__check_range(op, "window", a->window, 0, INT32_MAX));
     TALON__TRY(talon__check_range(op, "causal", a->causal, 0, 1));
     TALON__TRY(talon__check_float(op, "sm_scale", a->sm_scale, 1, 1));
@@ -84,7 +92,7 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
                            "batch %lld and %lld heads needs more than 2^31-1 CTAs", op,
                            (long long)a->max_seqlen_q, (long long)a->batch,
                            (long long)a->num_qo_heads);
-    *o_bytes = talon__rows_bytes(a->total_q, q_row, os, 2);
+    *o_bytes = talon__rows_bytes(a->total_q, o_row, os, 2);
     if (talon__overlap(a->o, *o_bytes, a->q, talon__rows_bytes(a->total_q, q_row, *qs, 2)) ||
         talon__overlap(a->o, *o_bytes, a->lse, a->total_q * a->num_qo_heads * 4) ||
         talon__overlap(a->o, *o_bytes, a->workspace, TALON__PREFILL_WORKSPACE))
@@ -93,7 +101,8 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
                            (unsigned long long)a->o);
     memset(p, 0, sizeof *p);
     sm_scale = a->sm_scale != 0.0f ? a->sm_scale
-               : a->head_dim == 64 ? 0.125f : a->head_dim == 128 ? 0.08838834764831845f : 0.0625f;
+               : a->head_dim == 64 ? 0.125f : a->head_dim == 128 ? 0.08838834764831845f
+               : a->head_dim == 192 ? 0.07216878364870322f : 0.0625f;
     p->o = a->o; p->lse = a->lse;
     p->cu_seqlens_q = a->cu_seqlens_q;
     p->tile_counter = a->workspace;
@@ -125,10 +134,12 @@ static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const
                                                      ctx->sms), p, a->workspace);
 }
 
-#define TALON__PREFILL_COMMON(a)                                                               \
-    {(a)->o, (a)->lse, (a)->q, (a)->cu_seqlens_q, (a)->workspace, (a)->workspace_bytes, (a)->batch, (a)->total_q,                    \
-     (a)->max_seqlen_q, (a)->num_qo_heads, (a)->num_kv_heads, (a)->head_dim, (a)->q_stride,    \
-     (a)->o_stride, (a)->window, (a)->causal, (a)->sm_scale, (a)->logits_soft_cap, (a)->dtype}
+/* The shared fields of args a, v's head_dim dv. */
+#define TALON__PREFILL_COMMON(a, dv)                                                           \
+    {(a)->o, (a)->lse, (a)->q, (a)->cu_seqlens_q, (a)->workspace, (a)->workspace_bytes,        \
+     (a)->batch, (a)->total_q, (a)->max_seqlen_q, (a)->num_qo_heads, (a)->num_kv_heads,        \
+     (a)->head_dim, dv, (a)->q_stride, (a)->o_stride, (a)->window, (a)->causal, (a)->sm_scale, \
+     (a)->logits_soft_cap, (a)->dtype}
 
 /* 16 bytes whatever the args (one counter). */
 static talon_status talon__prefill_workspace_size(talon_ctx *ctx, const char *op,
@@ -155,27 +166,29 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                                      const talon_prefill_attention_args *a) {
     static const char op[] = "talon_prefill_attention";
     talon__prefill_params p;
-    int64_t qs, ks, vs, kv_row, o_bytes;
+    int64_t qs, ks, vs, k_row, v_row, o_bytes;
     TALON__TRY(talon__check_common(op, ctx, a));
     {
-        const talon__prefill_common c = TALON__PREFILL_COMMON(a);
+        const talon__prefill_common c = TALON__PREFILL_COMMON(a, a->v_head_dim);
         TALON__TRY(talon__check_ptr_align(op, "k", a->k, 0, 16));
         TALON__TRY(talon__check_ptr_align(op, "v", a->v, 0, 16));
         TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_k", a->cu_seqlens_k, 0, 4));
         TALON__TRY(talon__check_size(op, "total_kv", a->total_kv, TALON__GRID_MAX));
         TALON__TRY(talon__prefill_common_params(op, &c, &p, &qs, &o_bytes));
-        kv_row = a->num_kv_heads * a->head_dim;
-        TALON__TRY(talon__prefill_check_stride(op, "k_stride", a->k_stride, kv_row, &ks));
-        TALON__TRY(talon__prefill_check_stride(op, "v_stride", a->v_stride, kv_row, &vs));
-        if (talon__overlap(a->o, o_bytes, a->k, talon__rows_bytes(a->total_kv, kv_row, ks, 2)) ||
-            talon__overlap(a->o, o_bytes, a->v, talon__rows_bytes(a->total_kv, kv_row, vs, 2)))
+        k_row = a->num_kv_heads * a->head_dim;
+        v_row = a->num_kv_heads * TALON__PREFILL_DV(a->head_dim);
+        TALON__TRY(talon__prefill_check_stride(op, "k_stride", a->k_stride, k_row, &ks));
+        TALON__TRY(talon__prefill_check_stride(op, "v_stride", a->v_stride, v_row, &vs));
+        if (talon__overlap(a->o, o_bytes, a->k, talon__rows_bytes(a->total_kv, k_row, ks, 2)) ||
+            talon__overlap(a->o, o_bytes, a->v, talon__rows_bytes(a->total_kv, v_row, vs, 2)))
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps k "
                                "or v (outputs must not overlap inputs)", op,
                                (unsigned long long)a->o);
         TALON__TRY(talon__prefill_map(ctx, op, "k", &p.k_map, a->k, a->total_kv, a->num_kv_heads,
                                       a->head_dim, ks, TALON__PREFILL_BN(a->head_dim), a->dtype));
         TALON__TRY(talon__prefill_map(ctx, op, "v", &p.v_map, a->v, a->total_kv, a->num_kv_heads,
-                                      a->head_dim, vs, TALON__PREFILL_BN(a->head_dim), a->dtype));
+                                      TALON__PREFILL_DV(a->head_dim), vs,
+                                      TALON__PREFILL_BN(a->head_dim), a->dtype));
         p.cu_seqlens_k = a->cu_seqlens_k;
         return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS, &p);
     }
@@ -225,7 +238,10 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
     int kv;
     TALON__TRY(talon__check_common(op, ctx, a));
     {
-        const talon__prefill_common c = TALON__PREFILL_COMMON(a);
+        const talon__prefill_common c = TALON__PREFILL_COMMON(a, a->head_dim);
+        if (a->head_dim == 192) /* the caches have one head_dim */
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->head_dim = 192 is not "
+                               "supported with a paged cache (64, 128, 256)", op);
         TALON__TRY(talon__check_ptr_align(op, "k_cache", a->k_cache, 0, 16));
         TALON__TRY(talon__check_ptr_align(op, "v_cache", a->v_cache, 0, 16));
         TALON__TRY(talon__check_ptr_align(op, "page_table", a->page_table, 0, 4));
