@@ -652,10 +652,10 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    Workspace: talon_prefill_attention_workspace_size's bytes (16), 16-byte aligned, contents
    on entry irrelevant; one call at a time per workspace (see WORKSPACES). */
 typedef struct talon_prefill_attention_args {
-    CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */
+    CUdeviceptr o;              /* out: [total_q, num_qo_heads, v_head_dim], dtype */
     CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */
     CUdeviceptr q;              /* [total_q, num_qo_heads, head_dim], dtype */
-    CUdeviceptr k, v;           /* [total_kv, num_kv_heads, head_dim], dtype */
+    CUdeviceptr k, v;           /* [total_kv, num_kv_heads, head_dim / v_head_dim], dtype */
     CUdeviceptr cu_seqlens_q;   /* int32 [batch + 1] */
     CUdeviceptr cu_seqlens_k;   /* int32 [batch + 1] */
     CUdeviceptr workspace;      /* the tile counter: 16-byte aligned */
@@ -682,9 +682,10 @@ talon_status talon_prefill_attention_workspace_size(talon_ctx *ctx,
 
 /* Errors (INVALID_ARGUMENT, nothing launched): NULL pointers (lse may be 0), pointers not
    16-byte aligned (q, k, v, o, workspace) or 4-byte aligned (lse, cu_seqlens_*), shapes out
-   of range, num_qo_heads not a multiple of num_kv_heads, strides below a token's heads or not
-   a multiple of 8, workspace_bytes under 16, o overlapping q, k, v or lse. Legal inside
-   stream capture (after preload). Thread-safe. */
+   of range, num_qo_heads not a multiple of num_kv_heads, v_head_dim not matching head_dim,
+   strides below a token's heads or not a multiple of 8, workspace_bytes under 16, o
+   overlapping q, k, v, lse or the workspace. Legal inside stream capture (after preload).
+   Thread-safe. */
 talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                                      const talon_prefill_attention_args *args);
 
@@ -745,11 +746,11 @@ talon_status talon_prefill_attention_paged_workspace_size(
     talon_ctx *ctx, const talon_prefill_attention_paged_args *args, int64_t *bytes);
 
 /* Errors (INVALID_ARGUMENT, nothing launched): talon_prefill_attention's for q, o, lse,
-   cu_seqlens_q, the workspace and the shapes, plus NULL or misaligned caches (16 bytes), page_table or kv_lens
-   (4 bytes), page_size not a power of two in [1, 256], max_kv_len or num_pages out of range
-   (caches of 2^32 rows or more included), page_table_stride < ceil(max_kv_len / page_size), an unknown layout, o overlapping q, a
-   cache or lse. Legal inside stream capture (after
-   preload). Thread-safe. */
+   cu_seqlens_q, the workspace and the shapes (head_dim 192 excluded), plus NULL or misaligned
+   caches (16 bytes), page_table or kv_lens (4 bytes), page_size not a power of two in
+   [1, 256], max_kv_len or num_pages out of range (caches of 2^32 rows or more included),
+   page_table_stride < ceil(max_kv_len / page_size), an unknown layout, o overlapping a cache.
+   Legal inside stream capture (after preload). Thread-safe. */
 talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
                                            const talon_prefill_attention_paged_args *args);
 

@@ -125,13 +125,13 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
 static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const char *op,
                                           const talon__prefill_common *a, int64_t qs, int kv,
                                           talon__prefill_params *p) {
+    const int64_t tiles = (int64_t)p->m_blocks * a->batch * a->num_qo_heads;
     int k;
     TALON__TRY(talon__prefill_map(ctx, op, "q", &p->q_map, a->q, a->total_q, a->num_qo_heads,
                                   a->head_dim, qs, TALON__PREFILL_BM, a->dtype));
     TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 3, (int)a->dtype, (int)a->head_dim, kv));
-    return talon__launch_counted(ctx, stream, op, k,
-                                 talon__prefill_grid((int64_t)p->m_blocks * a->batch * a->num_qo_heads,
-                                                     ctx->sms), p, a->workspace);
+    return talon__launch_counted(ctx, stream, op, k, talon__prefill_grid(tiles, ctx->sms), p,
+                                 a->workspace);
 }
 
 /* The shared fields of args a, v's head_dim dv. */
@@ -216,7 +216,8 @@ static talon_status talon__prefill_cache_map(const talon_ctx *ctx, const char *o
     talon__tensor_map_shape t;
     const int nhd = a->layout == TALON_KV_NHD;
     memset(&t, 0, sizeof t);
-    t.type = a->dtype == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    t.type = a->dtype == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     t.rank = 3;
     t.dims[0] = (uint64_t)a->head_dim;
     t.dims[1] = (uint64_t)(nhd ? a->num_kv_heads : a->page_size);
@@ -275,8 +276,10 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         if (kv == TALON__PREFILL_KV_PAGES) {
             p.page_rows = (int)(a->page_size < TALON__PREFILL_BN(a->head_dim)
                                     ? a->page_size : TALON__PREFILL_BN(a->head_dim));
-            TALON__TRY(talon__prefill_cache_map(ctx, op, "k_cache", &p.k_map, a->k_cache, a, p.page_rows));
-            TALON__TRY(talon__prefill_cache_map(ctx, op, "v_cache", &p.v_map, a->v_cache, a, p.page_rows));
+            TALON__TRY(talon__prefill_cache_map(ctx, op, "k_cache", &p.k_map, a->k_cache, a,
+                                                p.page_rows));
+            TALON__TRY(talon__prefill_cache_map(ctx, op, "v_cache", &p.v_map, a->v_cache, a,
+                                                p.page_rows));
         }
         return talon__prefill_launch(ctx, stream, op, &c, qs, kv, &p);
     }
