@@ -58,6 +58,7 @@ typedef struct pcase {
     int sample;    /* compare every sample-th query row (0 or 1: all) */
     int page_size; /* 0: contiguous k/v (talon_prefill_attention); else the paged op */
     talon_kv_layout layout;
+    int broken;    /* paged: page ids outside the cache and kv_lens outside [0, max_kv_len] */
     uint64_t seed;
 } pcase;
 
@@ -351,12 +352,55 @@ static void poison(const job *j, const dev *dv) {
     CK(cu.cuMemsetD8(dv->lse, 0xFF, 4 * (size_t)(j->total_q * j->c->hq)));
 }
 
+/* Broken paged inputs (job_break): the results are wrong by contract, but every o element
+   and lse must be written and finite (bad page ids read zeros, kv_lens is clamped), and a
+   request with kv_lens < 0 has no keys: o = 0, lse = -inf. compute-sanitizer's memcheck run
+   checks that nothing outside the buffers is read. */
+static void check_broken(job *j) {
+    const pcase *c = j->c;
+    int64_t t, i;
+    int b = 0;
+    for (t = 0; t < j->cu_q[c->batch]; t++) {
+        while (j->cu_q[b + 1] <= t) b++;
+        for (i = 0; i < c->hq * DV(c); i++) {
+            const double o = ref_to_f32(c->dtype, j->ob[t * j->os + i]);
+            const int ok = j->kv_lens[b] < 0 ? o == 0.0 : isfinite(o);
+            j->elements++;
+            if (!ok && !j->bad++)
+                snprintf(j->first, sizeof j->first, "o[%lld, %lld] = %g (request %d)", (long long)t, (long long)i, o, b);
+        }
+        for (i = 0; i < c->hq; i++) {
+            const float l = j->lse[t * c->hq + i];
+            const int ok = j->kv_lens[b] < 0 ? l == -INFINITY : isfinite(l);
+            j->elements++;
+            if (!ok && !j->bad++)
+                snprintf(j->first, sizeof j->first, "lse[%lld, %lld] = %g (request %d)", (long long)t, (long long)i, (double)l, b);
+        }
+    }
+}
+
+/* Page ids past the cache (-5, num_pages + 7, INT32_MAX) in request 0's rows, kv_lens past
+   max_kv_len for request 1 (clamped: its later keys come from entries of -1; its keys fill
+   whole pages, else the unwritten slots of its last page, NaN here, would count as keys) and
+   below 0 for request 2. */
+static void job_break(job *j) {
+    j->pt[0] = -5;
+    if (j->c->klens[0] > j->c->page_size) j->pt[1] = (int32_t)j->num_pages + 7;
+    if (j->c->klens[0] > 2 * j->c->page_size) j->pt[2] = INT32_MAX;
+    j->kv_lens[1] = (int32_t)j->max_kv_len + 1000;
+    j->kv_lens[2] = -3;
+}
+
 static int check(job *j, const dev *dv) {
     pthread_t th[NTHREADS];
     int i;
     CK(cu.cuMemcpyDtoH(j->ob, dv->o, 2 * (size_t)(j->total_q * j->os)));
     CK(cu.cuMemcpyDtoH(j->lse, dv->lse, 4 * (size_t)(j->total_q * j->c->hq)));
     j->bad = j->elements = 0; j->worst = 0; j->next_row = 0; j->first[0] = 0;
+    if (j->c->broken) {
+        check_broken(j);
+        return j->bad != 0;
+    }
     for (i = 0; i < NTHREADS; i++) pthread_create(&th[i], NULL, check_worker, j);
     for (i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
     return j->bad != 0;
@@ -374,6 +418,7 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     CUgraph g = NULL;
     CUgraphExec ge = NULL;
     job_make(&j, c);
+    if (c->broken) job_break(&j);
     const size_t cache_bytes = 2 * (size_t)(j.num_pages * c->page_size * c->hk * c->d);
     const size_t k_bytes = c->page_size ? cache_bytes : 2 * (size_t)(j.total_kv * j.ks);
     const size_t v_bytes = c->page_size ? cache_bytes : 2 * (size_t)(j.total_kv * j.vs);
@@ -577,6 +622,24 @@ static void test_graph(void **state) {
     tally_end(&t);
 }
 
+/* Broken paged inputs in both loaders (page 16: TMA boxes, page 4: the gather): bad page
+   ids and kv_lens outside [0, max_kv_len] give finite results and no fault. */
+static void test_paged_broken(void **state) {
+    static const int ql[] = {100, 60, 30}, kl[] = {300, 208, 90};
+    tally t;
+    int i;
+    (void)state;
+    tally_start(&t, "paged with bad page ids and kv_lens");
+    for (i = 0; i < 2; i++) {
+        pcase c = base(TALON_DTYPE_BF16, 128, 4, 2, i, ql, kl, 3, 901 + i);
+        c.page_size = i ? 4 : 16;
+        c.layout = i ? TALON_KV_HND : TALON_KV_NHD;
+        c.broken = 1;
+        run_case(&t, &c, 0, 1);
+    }
+    tally_end(&t);
+}
+
 /* q/k 192 with v 128: mixed lengths, a cached prefix, GQA 4, a window and soft-cap, padded
    strides (v's and o's of their own width), both types. */
 static void test_dims_192_128(void **state) {
@@ -665,6 +728,7 @@ int main(void) {
         cmocka_unit_test(test_strides),       cmocka_unit_test(test_graph),
         cmocka_unit_test(test_dims_192_128),
         cmocka_unit_test(test_paged),         cmocka_unit_test(test_paged_options),
+        cmocka_unit_test(test_paged_broken),
     };
     gpu_test t;
     int failed;
