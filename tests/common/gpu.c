@@ -7,11 +7,24 @@
 #include <string.h>
 
 gpu_driver cu;
+int gpu_call_failed;
 
 const char *gpu_error(CUresult r) {
     const char *s = NULL;
     if (!cu.cuGetErrorString || cu.cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) return "?";
     return s;
+}
+
+void gpu_check(CUresult r, const char *file, int line, const char *call) {
+    if (r == CUDA_SUCCESS) return;
+    fprintf(stderr, "%s:%d: %s failed: %s\n", file, line, call, gpu_error(r));
+    gpu_call_failed = 1;
+}
+
+CUdeviceptr gpu_alloc(size_t n) {
+    CUdeviceptr p = 0;
+    GPU_CK(cu.cuMemAlloc(&p, n ? n : 16));
+    return p;
 }
 
 int gpu_open(gpu *g, char *err, size_t errlen) {

@@ -61,6 +61,16 @@ int gpu_open(gpu *g, char *err, size_t errlen);
 /* Text for a CUresult ("?" if the driver has none). */
 const char *gpu_error(CUresult r);
 
+/* The GPU tests' driver calls: GPU_CK(call) prints the file, line, call and error on stderr
+   when the call fails and sets gpu_call_failed, which the test reads (and clears) where it
+   counts the case as failed. */
+extern int gpu_call_failed;
+void gpu_check(CUresult r, const char *file, int line, const char *call);
+#define GPU_CK(call) gpu_check((call), __FILE__, __LINE__, #call)
+
+/* cuMemAlloc of n bytes (16 when n is 0) through GPU_CK; 0 when it failed. */
+CUdeviceptr gpu_alloc(size_t n);
+
 /* Seconds elapsed since t0 (CLOCK_MONOTONIC). */
 double gpu_seconds_since(const struct timespec *t0);
 

@@ -91,23 +91,6 @@ static void describe(const dcase *c, char *buf, size_t n) {
     if (k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, "}");
 }
 
-/* ---------------------------------------------------------------- device helpers */
-static int g_err;
-#define CK(call)                                                                               \
-    do {                                                                                       \
-        CUresult e_ = (call);                                                                  \
-        if (e_ != CUDA_SUCCESS) {                                                              \
-            print_error("%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, gpu_error(e_));  \
-            g_err = 1;                                                                         \
-        }                                                                                      \
-    } while (0)
-
-static CUdeviceptr dalloc(size_t n) {
-    CUdeviceptr p = 0;
-    CK(cu.cuMemAlloc(&p, n ? n : 16));
-    return p;
-}
-
 /* ---------------------------------------------------------------- host data */
 typedef struct host {
     const dcase *c;
@@ -304,9 +287,9 @@ static void fill_args(const dcase *c, const dev *d, talon_decode_attention_args 
 }
 
 static void poison(const dcase *c, const dev *d) {
-    CK(cu.cuMemsetD8(d->o, 0xff, (size_t)(c->batch * c->hq * c->d * 2)));
-    CK(cu.cuMemsetD8(d->lse, 0xff, (size_t)(c->batch * c->hq * 4)));
-    if (d->ws_bytes) CK(cu.cuMemsetD8(d->ws, 0xff, (size_t)d->ws_bytes));
+    GPU_CK(cu.cuMemsetD8(d->o, 0xff, (size_t)(c->batch * c->hq * c->d * 2)));
+    GPU_CK(cu.cuMemsetD8(d->lse, 0xff, (size_t)(c->batch * c->hq * 4)));
+    if (d->ws_bytes) GPU_CK(cu.cuMemsetD8(d->ws, 0xff, (size_t)d->ws_bytes));
 }
 
 /* Runs a case directly, or (replays > 0) captured once into a graph and replayed with each
@@ -325,55 +308,55 @@ static void run_case(tally *t, const dcase *c, int replays, const int (*replay_l
     for (b = 0; b < c->batch; b++) alloc[b] = replays ? (int)c->max_kv_len : c->lens[b];
     host_make(&h, c, alloc);
     memset(&d, 0, sizeof d);
-    d.q = dalloc((size_t)h.nq * 2);
-    d.o = dalloc((size_t)(rows * c->d * 2));
-    d.lse = dalloc((size_t)rows * 4);
-    d.k = dalloc(h.cache_elems * h.esize);
-    d.v = dalloc(h.cache_elems * h.esize);
-    d.pt = dalloc(sizeof(int32_t) * (size_t)(c->batch * h.stride));
-    d.lens = dalloc(sizeof(int32_t) * (size_t)c->batch);
-    CK(cu.cuMemcpyHtoD(d.q, h.qbits, (size_t)h.nq * 2));
-    CK(cu.cuMemcpyHtoD(d.k, h.kbits, h.cache_elems * h.esize));
-    CK(cu.cuMemcpyHtoD(d.v, h.vbits, h.cache_elems * h.esize));
-    CK(cu.cuMemcpyHtoD(d.pt, h.pt, sizeof(int32_t) * (size_t)(c->batch * h.stride)));
-    CK(cu.cuMemcpyHtoD(d.lens, c->lens, sizeof(int32_t) * (size_t)c->batch));
+    d.q = gpu_alloc((size_t)h.nq * 2);
+    d.o = gpu_alloc((size_t)(rows * c->d * 2));
+    d.lse = gpu_alloc((size_t)rows * 4);
+    d.k = gpu_alloc(h.cache_elems * h.esize);
+    d.v = gpu_alloc(h.cache_elems * h.esize);
+    d.pt = gpu_alloc(sizeof(int32_t) * (size_t)(c->batch * h.stride));
+    d.lens = gpu_alloc(sizeof(int32_t) * (size_t)c->batch);
+    GPU_CK(cu.cuMemcpyHtoD(d.q, h.qbits, (size_t)h.nq * 2));
+    GPU_CK(cu.cuMemcpyHtoD(d.k, h.kbits, h.cache_elems * h.esize));
+    GPU_CK(cu.cuMemcpyHtoD(d.v, h.vbits, h.cache_elems * h.esize));
+    GPU_CK(cu.cuMemcpyHtoD(d.pt, h.pt, sizeof(int32_t) * (size_t)(c->batch * h.stride)));
+    GPU_CK(cu.cuMemcpyHtoD(d.lens, c->lens, sizeof(int32_t) * (size_t)c->batch));
     fill_args(c, &d, &a);
     st = talon_decode_attention_workspace_size(g_ctx, &a, &d.ws_bytes);
     if (st != TALON_SUCCESS) print_error("workspace_size: %s\n", talon_last_error());
-    d.ws = d.ws_bytes ? dalloc((size_t)d.ws_bytes) : 0; /* exactly the size asked for */
+    d.ws = d.ws_bytes ? gpu_alloc((size_t)d.ws_bytes) : 0; /* exactly the size asked for */
     fill_args(c, &d, &a);
     if (!replays) {
         poison(c, &d);
-        CK(cu.cuCtxSynchronize());
+        GPU_CK(cu.cuCtxSynchronize());
         st = talon_decode_attention(g_ctx, g_stream, &a);
         if (st != TALON_SUCCESS) print_error("talon_decode_attention: %s\n", talon_last_error());
-        CK(cu.cuStreamSynchronize(g_stream));
-        CK(cu.cuMemcpyDtoH(o, d.o, sizeof *o * (size_t)(rows * c->d)));
-        CK(cu.cuMemcpyDtoH(lse, d.lse, sizeof *lse * (size_t)rows));
-        if (st != TALON_SUCCESS || g_err) { t->failures++; t->cases++; g_err = 0; }
+        GPU_CK(cu.cuStreamSynchronize(g_stream));
+        GPU_CK(cu.cuMemcpyDtoH(o, d.o, sizeof *o * (size_t)(rows * c->d)));
+        GPU_CK(cu.cuMemcpyDtoH(lse, d.lse, sizeof *lse * (size_t)rows));
+        if (st != TALON_SUCCESS || gpu_call_failed) { t->failures++; t->cases++; gpu_call_failed = 0; }
         else compare(c, &h, c->lens, o, lse, t, "direct");
     } else {
-        CK(cu.cuStreamBeginCapture(g_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        GPU_CK(cu.cuStreamBeginCapture(g_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
         st = talon_decode_attention(g_ctx, g_stream, &a);
-        CK(cu.cuStreamEndCapture(g_stream, &graph));
+        GPU_CK(cu.cuStreamEndCapture(g_stream, &graph));
         if (st != TALON_SUCCESS) print_error("captured talon_decode_attention: %s\n", talon_last_error());
-        if (graph) CK(cu.cuGraphInstantiateWithFlags(&exec, graph, 0));
+        if (graph) GPU_CK(cu.cuGraphInstantiateWithFlags(&exec, graph, 0));
         for (r = 0; r < replays && exec && st == TALON_SUCCESS; r++) {
             dcase cr = *c;
             memcpy(cr.lens, replay_lens[r], sizeof cr.lens);
             draw_q(&h, c->seed + 977u * (unsigned)(r + 1));
-            CK(cu.cuMemcpyHtoD(d.q, h.qbits, (size_t)h.nq * 2));
-            CK(cu.cuMemcpyHtoD(d.lens, cr.lens, sizeof(int32_t) * (size_t)c->batch));
+            GPU_CK(cu.cuMemcpyHtoD(d.q, h.qbits, (size_t)h.nq * 2));
+            GPU_CK(cu.cuMemcpyHtoD(d.lens, cr.lens, sizeof(int32_t) * (size_t)c->batch));
             poison(c, &d);
-            CK(cu.cuCtxSynchronize());
-            CK(cu.cuGraphLaunch(exec, g_stream));
-            CK(cu.cuStreamSynchronize(g_stream));
-            CK(cu.cuMemcpyDtoH(o, d.o, sizeof *o * (size_t)(rows * c->d)));
-            CK(cu.cuMemcpyDtoH(lse, d.lse, sizeof *lse * (size_t)rows));
-            if (g_err) break;
+            GPU_CK(cu.cuCtxSynchronize());
+            GPU_CK(cu.cuGraphLaunch(exec, g_stream));
+            GPU_CK(cu.cuStreamSynchronize(g_stream));
+            GPU_CK(cu.cuMemcpyDtoH(o, d.o, sizeof *o * (size_t)(rows * c->d)));
+            GPU_CK(cu.cuMemcpyDtoH(lse, d.lse, sizeof *lse * (size_t)rows));
+            if (gpu_call_failed) break;
             compare(&cr, &h, cr.lens, o, lse, t, "graph replay");
         }
-        if (st != TALON_SUCCESS || !exec || g_err) { t->failures++; t->cases++; g_err = 0; }
+        if (st != TALON_SUCCESS || !exec || gpu_call_failed) { t->failures++; t->cases++; gpu_call_failed = 0; }
         if (exec) cu.cuGraphExecDestroy(exec);
         if (graph) cu.cuGraphDestroy(graph);
     }
@@ -586,8 +569,8 @@ static void test_merge(void **state) {
                 uint16_t *oa = malloc(2 * (size_t)n), *ob = malloc(2 * (size_t)n), *o = malloc(2 * (size_t)n);
                 float *la = malloc(4 * (size_t)rows), *lb = malloc(4 * (size_t)rows), *l = malloc(4 * (size_t)rows);
                 double *va = malloc(8 * (size_t)d), *vb = malloc(8 * (size_t)d), *ro = malloc(8 * (size_t)d);
-                CUdeviceptr doa = dalloc(2 * (size_t)n), dob = dalloc(2 * (size_t)n), dout = dalloc(2 * (size_t)n);
-                CUdeviceptr dla = dalloc(4 * (size_t)rows), dlb = dalloc(4 * (size_t)rows), dl = dalloc(4 * (size_t)rows);
+                CUdeviceptr doa = gpu_alloc(2 * (size_t)n), dob = gpu_alloc(2 * (size_t)n), dout = gpu_alloc(2 * (size_t)n);
+                CUdeviceptr dla = gpu_alloc(4 * (size_t)rows), dlb = gpu_alloc(4 * (size_t)rows), dl = gpu_alloc(4 * (size_t)rows);
                 uint64_t s = ref_mix64(700 + (uint64_t)(ri * 100 + di * 10 + dt));
                 talon_merge_attention_states_args a;
                 int64_t i, r, bad = 0;
@@ -605,20 +588,20 @@ static void test_merge(void **state) {
                     if (r % 5 == 3) la[r] = lb[r] = -INFINITY;
                     if (r % 7 == 4) { la[r] = 90.0f; lb[r] = 88.5f; } /* exp would overflow fp32 */
                 }
-                CK(cu.cuMemcpyHtoD(doa, oa, 2 * (size_t)n));
-                CK(cu.cuMemcpyHtoD(dob, ob, 2 * (size_t)n));
-                CK(cu.cuMemcpyHtoD(dla, la, 4 * (size_t)rows));
-                CK(cu.cuMemcpyHtoD(dlb, lb, 4 * (size_t)rows));
-                CK(cu.cuMemsetD8(dout, 0xff, 2 * (size_t)n));
-                CK(cu.cuMemsetD8(dl, 0xff, 4 * (size_t)rows));
+                GPU_CK(cu.cuMemcpyHtoD(doa, oa, 2 * (size_t)n));
+                GPU_CK(cu.cuMemcpyHtoD(dob, ob, 2 * (size_t)n));
+                GPU_CK(cu.cuMemcpyHtoD(dla, la, 4 * (size_t)rows));
+                GPU_CK(cu.cuMemcpyHtoD(dlb, lb, 4 * (size_t)rows));
+                GPU_CK(cu.cuMemsetD8(dout, 0xff, 2 * (size_t)n));
+                GPU_CK(cu.cuMemsetD8(dl, 0xff, 4 * (size_t)rows));
                 memset(&a, 0, sizeof a);
                 a.o = dout; a.lse = with_lse ? dl : 0; a.o_a = doa; a.lse_a = dla; a.o_b = dob;
                 a.lse_b = dlb; a.rows = rows; a.head_dim = d; a.dtype = type;
                 st = talon_merge_attention_states(g_ctx, g_stream, &a);
                 if (st != TALON_SUCCESS) print_error("merge: %s\n", talon_last_error());
-                CK(cu.cuStreamSynchronize(g_stream));
-                CK(cu.cuMemcpyDtoH(o, dout, 2 * (size_t)n));
-                CK(cu.cuMemcpyDtoH(l, dl, 4 * (size_t)rows));
+                GPU_CK(cu.cuStreamSynchronize(g_stream));
+                GPU_CK(cu.cuMemcpyDtoH(o, dout, 2 * (size_t)n));
+                GPU_CK(cu.cuMemcpyDtoH(l, dl, 4 * (size_t)rows));
                 for (r = 0; r < rows; r++) {
                     double lse, m = la[r] > lb[r] ? la[r] : lb[r];
                     double wa = m == -INFINITY ? 0 : exp(la[r] - m), wb = m == -INFINITY ? 0 : exp(lb[r] - m);
@@ -643,12 +626,12 @@ static void test_merge(void **state) {
                 }
                 t.cases++;
                 t.elements += n + (with_lse ? rows : 0);
-                if (bad || st != TALON_SUCCESS || g_err) {
+                if (bad || st != TALON_SUCCESS || gpu_call_failed) {
                     t.failures++;
                     print_error("FAILED merge %s rows=%lld D=%lld%s: %lld mismatches; first: %s\n",
                                 dt ? "f16" : "bf16", (long long)rows, (long long)d, with_lse ? "" : " no-lse",
                                 (long long)bad, first);
-                    g_err = 0;
+                    gpu_call_failed = 0;
                 }
                 free(oa); free(ob); free(o); free(la); free(lb); free(l); free(va); free(vb); free(ro);
                 cu.cuMemFree(doa); cu.cuMemFree(dob); cu.cuMemFree(dout);

@@ -74,22 +74,6 @@ static void describe(const pcase *c, char *buf, size_t n) {
         snprintf(buf + k, n - (size_t)k, "} paged %s page %d", c->layout == TALON_KV_HND ? "HND" : "NHD", c->page_size);
 }
 
-static int g_err;
-#define CK(call)                                                                               \
-    do {                                                                                       \
-        CUresult e_ = (call);                                                                  \
-        if (e_ != CUDA_SUCCESS) {                                                              \
-            print_error("%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, gpu_error(e_));  \
-            g_err = 1;                                                                         \
-        }                                                                                      \
-    } while (0)
-
-static CUdeviceptr dalloc(size_t n) {
-    CUdeviceptr p = 0;
-    CK(cu.cuMemAlloc(&p, n ? n : 16));
-    return p;
-}
-
 typedef struct tally {
     gpu_tally t;
     double worst; /* max |err| / tol */
@@ -347,9 +331,9 @@ static void fill_paged_args(const job *j, const dev *dv, talon_prefill_attention
 }
 
 static void poison(const job *j, const dev *dv) {
-    CK(cu.cuMemsetD8(dv->ws, 0xFF, 16)); /* the workspace's contents on entry are irrelevant */
-    CK(cu.cuMemsetD8(dv->o, 0xFF, 2 * (size_t)(j->total_q * j->os)));
-    CK(cu.cuMemsetD8(dv->lse, 0xFF, 4 * (size_t)(j->total_q * j->c->hq)));
+    GPU_CK(cu.cuMemsetD8(dv->ws, 0xFF, 16)); /* the workspace's contents on entry are irrelevant */
+    GPU_CK(cu.cuMemsetD8(dv->o, 0xFF, 2 * (size_t)(j->total_q * j->os)));
+    GPU_CK(cu.cuMemsetD8(dv->lse, 0xFF, 4 * (size_t)(j->total_q * j->c->hq)));
 }
 
 /* Broken paged inputs (job_break): the results are wrong by contract, but every o element
@@ -394,8 +378,8 @@ static void job_break(job *j) {
 static int check(job *j, const dev *dv) {
     pthread_t th[NTHREADS];
     int i;
-    CK(cu.cuMemcpyDtoH(j->ob, dv->o, 2 * (size_t)(j->total_q * j->os)));
-    CK(cu.cuMemcpyDtoH(j->lse, dv->lse, 4 * (size_t)(j->total_q * j->c->hq)));
+    GPU_CK(cu.cuMemcpyDtoH(j->ob, dv->o, 2 * (size_t)(j->total_q * j->os)));
+    GPU_CK(cu.cuMemcpyDtoH(j->lse, dv->lse, 4 * (size_t)(j->total_q * j->c->hq)));
     j->bad = j->elements = 0; j->worst = 0; j->next_row = 0; j->first[0] = 0;
     if (j->c->broken) {
         check_broken(j);
@@ -423,57 +407,57 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     const size_t k_bytes = c->page_size ? cache_bytes : 2 * (size_t)(j.total_kv * j.ks);
     const size_t v_bytes = c->page_size ? cache_bytes : 2 * (size_t)(j.total_kv * j.vs);
     memset(&dv, 0, sizeof dv);
-    dv.q = dalloc(2 * (size_t)(j.total_q * j.qs));
-    dv.k = dalloc(k_bytes);
-    dv.v = dalloc(v_bytes);
-    dv.o = dalloc(2 * (size_t)(j.total_q * j.os));
-    dv.lse = dalloc(4 * (size_t)(j.total_q * c->hq));
-    dv.cu_q = dalloc(4 * (MAXB + 1));
-    dv.cu_k = dalloc(4 * (MAXB + 1));
-    dv.ws = dalloc(16);
-    CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
-    CK(cu.cuMemcpyHtoD(dv.k, c->page_size ? j.kc : j.kb, k_bytes));
-    CK(cu.cuMemcpyHtoD(dv.v, c->page_size ? j.vc : j.vb, v_bytes));
-    CK(cu.cuMemcpyHtoD(dv.cu_q, j.cu_q, 4 * (MAXB + 1)));
-    CK(cu.cuMemcpyHtoD(dv.cu_k, j.cu_k, 4 * (MAXB + 1)));
+    dv.q = gpu_alloc(2 * (size_t)(j.total_q * j.qs));
+    dv.k = gpu_alloc(k_bytes);
+    dv.v = gpu_alloc(v_bytes);
+    dv.o = gpu_alloc(2 * (size_t)(j.total_q * j.os));
+    dv.lse = gpu_alloc(4 * (size_t)(j.total_q * c->hq));
+    dv.cu_q = gpu_alloc(4 * (MAXB + 1));
+    dv.cu_k = gpu_alloc(4 * (MAXB + 1));
+    dv.ws = gpu_alloc(16);
+    GPU_CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
+    GPU_CK(cu.cuMemcpyHtoD(dv.k, c->page_size ? j.kc : j.kb, k_bytes));
+    GPU_CK(cu.cuMemcpyHtoD(dv.v, c->page_size ? j.vc : j.vb, v_bytes));
+    GPU_CK(cu.cuMemcpyHtoD(dv.cu_q, j.cu_q, 4 * (MAXB + 1)));
+    GPU_CK(cu.cuMemcpyHtoD(dv.cu_k, j.cu_k, 4 * (MAXB + 1)));
     if (c->page_size) {
-        dv.pt = dalloc(4 * (size_t)(c->batch * j.pt_stride));
-        dv.lens = dalloc(4 * MAXB);
-        CK(cu.cuMemcpyHtoD(dv.pt, j.pt, 4 * (size_t)(c->batch * j.pt_stride)));
-        CK(cu.cuMemcpyHtoD(dv.lens, j.kv_lens, 4 * MAXB));
+        dv.pt = gpu_alloc(4 * (size_t)(c->batch * j.pt_stride));
+        dv.lens = gpu_alloc(4 * MAXB);
+        GPU_CK(cu.cuMemcpyHtoD(dv.pt, j.pt, 4 * (size_t)(c->batch * j.pt_stride)));
+        GPU_CK(cu.cuMemcpyHtoD(dv.lens, j.kv_lens, 4 * MAXB));
     }
     fill_args(&j, &dv, &a);
     if (c->page_size) fill_paged_args(&j, &dv, &pa);
 #define LAUNCH() (c->page_size ? talon_prefill_attention_paged(g_ctx, g_stream, &pa)           \
                                : talon_prefill_attention(g_ctx, g_stream, &a))
     if (graph) {
-        CK(cu.cuStreamBeginCapture(g_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        GPU_CK(cu.cuStreamBeginCapture(g_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
         st = LAUNCH();
-        CK(cu.cuStreamEndCapture(g_stream, &g));
-        if (g) CK(cu.cuGraphInstantiateWithFlags(&ge, g, 0));
+        GPU_CK(cu.cuStreamEndCapture(g_stream, &g));
+        if (g) GPU_CK(cu.cuGraphInstantiateWithFlags(&ge, g, 0));
     }
-    for (r = 0; r < (graph ? replays : 1) && st == TALON_SUCCESS && !g_err; r++) {
+    for (r = 0; r < (graph ? replays : 1) && st == TALON_SUCCESS && !gpu_call_failed; r++) {
         if (r > 0) { /* fresh q for the replay */
             draw(c, j.qb, j.qv, j.total_q * j.qs, c->qamp > 0 ? c->qamp : 1.0f, c->seed * 3 + 1 + 1000 * (uint64_t)r);
-            CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
+            GPU_CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
         }
         poison(&j, &dv);
-        if (graph) CK(cu.cuGraphLaunch(ge, g_stream));
+        if (graph) GPU_CK(cu.cuGraphLaunch(ge, g_stream));
         else st = LAUNCH();
-        CK(cu.cuStreamSynchronize(g_stream));
-        if (st != TALON_SUCCESS || g_err) break;
+        GPU_CK(cu.cuStreamSynchronize(g_stream));
+        if (st != TALON_SUCCESS || gpu_call_failed) break;
         failed |= check(&j, &dv);
         t->t.elements += j.elements;
         if (j.worst > t->worst) t->worst = j.worst;
         if (j.bad) break;
     }
     t->t.cases++;
-    if (failed || st != TALON_SUCCESS || g_err) {
+    if (failed || st != TALON_SUCCESS || gpu_call_failed) {
         describe(c, what, sizeof what);
         t->t.failures++;
         if (st != TALON_SUCCESS) print_error("FAILED %s: %s\n", what, talon_last_error());
         else print_error("FAILED %s: %lld mismatches; first: %s\n", what, j.bad, j.first);
-        g_err = 0;
+        gpu_call_failed = 0;
     }
     if (ge) cu.cuGraphExecDestroy(ge);
     if (g) cu.cuGraphDestroy(g);
