@@ -120,7 +120,13 @@
     S(talon_rmsnorm_quant_fp8_args, \
       F(out, PTR) F(scale, PTR) F(in, PTR) F(residual, PTR) F(weight, PTR) F(rows, I64) \
       F(cols, I64) F(out_stride, I64) F(in_stride, I64) F(residual_stride, I64) F(eps, F32) \
-      F(mode, ENUM) F(dtype, ENUM))
+      F(mode, ENUM) F(dtype, ENUM)) \
+    S(talon_moe_gemm_args, \
+      F(d, PTR) F(a, PTR) F(b, PTR) F(sorted_token_ids, PTR) F(expert_ids, PTR) \
+      F(num_tokens_post_padded, PTR) F(topk_weights, PTR) F(tokens, I64) F(topk, I64) \
+      F(experts, I64) F(block_size, I64) F(sorted_capacity, I64) F(expert_ids_capacity, I64) \
+      F(n, I64) F(k, I64) F(lda, I64) F(ldb, I64) F(ldd, I64) F(a_rows, ENUM) F(d_rows, ENUM) \
+      F(act, ENUM) F(gated, I32) F(dtype, ENUM))
 
 /* The C type of each kind (what the ctypes mirror holds). */
 typedef CUdeviceptr bench_c_PTR;

@@ -917,6 +917,82 @@ typedef struct talon_rmsnorm_quant_fp8_args {
 talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
                                      const talon_rmsnorm_quant_fp8_args *args);
 
+/* ---------------------------------------------------------------- MoE expert GEMMs */
+/* The expert matmuls of a mixture-of-experts layer, over talon_moe_align_block_size's layout
+   (its three outputs, block_size 128), one launch per GEMM. For every block of 128 sorted
+   slots below num_tokens_post_padded whose expert e = expert_ids[block] is in [0, experts),
+   and every slot s of it, with f = sorted_token_ids[s] (the pair t * topk + j, or the
+   sentinel tokens * topk for a padding slot):
+     x = the row of a that a_rows names (below); padding slots: zeros (a SORTED: a[s] as is)
+     y = act(x . b[e, j, :]) for each output column j < n, in fp32 (act: talon_gemm_act)
+     gated: y = act(x . b[e, j, :]) * (x . b[e, n + j, :])   (b holds gate then up rows)
+     y *= topk_weights[f] when topk_weights is given (padding slots: 0)
+     the row of d that d_rows names = y, rounded to dtype once
+   Row layouts (talon_moe_rows):
+     TALON_MOE_ROWS_SORTED  row s: [sorted_capacity, cols], in sorted order; the layout that
+                            lets the next GEMM read its a by TMA, and the usual one between
+                            the two GEMMs (every slot of a block with work is written,
+                            padding slots too)
+     TALON_MOE_ROWS_TOKEN   row t = f / topk: [tokens, cols]; a only (the hidden states)
+     TALON_MOE_ROWS_PAIR    row f: [tokens * topk, cols] (vLLM's intermediate layout); as d,
+                            padding slots write nothing, and talon_moe_sum then combines
+                            the [tokens, topk, n] rows. Pairs whose id moe_align skipped
+                            (outside [0, experts): -1) or whose block is skipped are not
+                            written either: zero d first (cuMemsetD8Async) when some ids
+                            may be masked and talon_moe_sum sums every slot
+   The MoE MLP with this op:
+     talon_moe_router_topk -> topk_ids, topk_weights
+     talon_moe_align_block_size(block_size 128) -> sorted_token_ids, expert_ids, num_post
+     talon_moe_gemm(a = hidden TOKEN, b = w13 [experts, 2I, H], gated, act SILU,
+                    d = h SORTED [sorted_capacity, I])
+     talon_moe_gemm(a = h SORTED, b = w2 [experts, H, I], topk_weights,
+                    d = y PAIR [tokens * topk, H])
+     talon_moe_sum(y -> out [tokens, H], weights 0: they were applied)
+   Blocks past num_tokens_post_padded, and blocks of an expert outside [0, experts) (expert
+   parallelism: experts on another GPU; moe_align's -1 blocks), are skipped: their d rows are
+   not written. Everything is read on the device: no host synchronisation, capturable.
+   Types: a, b and d of dtype (bf16 or f16); topk_weights fp32 [tokens, topk]; the three
+   moe_align arrays int32. Accumulation in fp32 on the tensor cores; deterministic (no
+   atomics).
+   Limits: tokens in [1, 65536], topk in [1, 64], experts in [1, 512] (moe_align's);
+   block_size 128; sorted_capacity and expert_ids_capacity at least
+   talon_moe_align_block_size_capacity's for (tokens, topk, experts, 128), and what was
+   passed to moe_align; n and k in [8, 2^20], multiples of 8; strides in elements (0 =
+   contiguous: lda = k, ldb = k, ldd = n), at least a row, multiples of 8 and at most 2^36;
+   b is [experts, gated ? 2n : n, k] with row stride ldb and the experts back to back; a, b
+   and d 16-byte aligned, the others 4-byte aligned. d must not overlap any input.
+   Kernel: one persistent launch (CTAs of 384 threads: a loader warpgroup, two wgmma
+   warpgroups of 64 rows), tiles of one block x 256 or 128 rows of b (gated: 128 or 64 output
+   columns), chosen on the host from (tokens, topk, n, gated, SM count); a gathered a (TOKEN,
+   PAIR) is copied by the loader's 128 threads, a SORTED a and b by TMA. No workspace.
+   Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes, strides or
+   capacities out of range, block_size not 128, an unsupported dtype, act or row layout
+   (d_rows TOKEN), gated not 0/1, d overlapping an input; DRIVER if the driver rejects a
+   tensor map. Thread-safe; legal inside stream capture (after preload). */
+typedef enum talon_moe_rows {
+    TALON_MOE_ROWS_SORTED = 0, /* row s of the sorted layout */
+    TALON_MOE_ROWS_TOKEN = 1,  /* row f / topk: the token's (a only) */
+    TALON_MOE_ROWS_PAIR = 2    /* row f = t * topk + j: the (token, slot) pair's */
+} talon_moe_rows;
+
+typedef struct talon_moe_gemm_args {
+    CUdeviceptr d;                   /* out: rows as d_rows says, n columns */
+    CUdeviceptr a;                   /* rows as a_rows says, k columns */
+    CUdeviceptr b;                   /* [experts, gated ? 2n : n, k] */
+    CUdeviceptr sorted_token_ids, expert_ids, num_tokens_post_padded; /* moe_align's */
+    CUdeviceptr topk_weights;        /* optional: fp32 [tokens, topk], multiplies each row */
+    int64_t tokens, topk, experts;
+    int64_t block_size;              /* moe_align's: 128 */
+    int64_t sorted_capacity, expert_ids_capacity; /* elements, as passed to moe_align */
+    int64_t n, k;                    /* n: columns of d (gated: b has 2n rows per expert) */
+    int64_t lda, ldb, ldd;           /* elements; 0: k, k, n */
+    talon_moe_rows a_rows, d_rows;
+    talon_gemm_act act;
+    int gated;                       /* 0 or 1 */
+    talon_dtype dtype;               /* a, b, d: bf16 or f16 */
+} talon_moe_gemm_args;
+talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *args);
+
 #ifdef __cplusplus
 }
 #endif

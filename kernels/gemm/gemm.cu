@@ -31,31 +31,13 @@
 #include "dev/warpgroup.cuh"
 #include "dev/wgmma.cuh"
 #include "talon/kernels/gemm.def"
+#include "tile_parts.cuh"
 
 namespace talon::gemm {
 using namespace talon::dev;
 
-constexpr int BM = TALON__GEMM_BM;
-// k per k-block: one 128-byte swizzled row (64 bf16/f16, 128 e4m3)
-template <int DT> constexpr int kblock = TALON__GEMM_BK_BYTES / int(sizeof(elem<DT>));
-template <int DT> constexpr bool is_fp8 = DT == TALON__FP8_E4M3;
 // The bias's type: the inputs' (16-bit), the output's (fp8)
 template <int DT, int OT> using bias_elem = elem<is_fp8<DT> ? OT : DT>;
-
-// One k-block: four wgmma k-steps (k16 of bf16/f16, k32 of e4m3), 32 bytes apart inside the
-// 128-byte swizzled rows; BN is the wgmma's N.
-template <int DT, int BN>
-__device__ __forceinline__ void mma_kblock(float (&d)[BN / 2], uint64_t da, uint64_t db, bool acc) {
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        if constexpr (DT == TALON__BF16)
-            mma_bf16_ss<BN>(d, desc_add(da, kk * 32), desc_add(db, kk * 32), acc || kk > 0);
-        else if constexpr (DT == TALON__F16)
-            mma_f16_ss<BN>(d, desc_add(da, kk * 32), desc_add(db, kk * 32), acc || kk > 0);
-        else
-            mma_e4m3_ss<BN>(d, desc_add(da, kk * 32), desc_add(db, kk * 32), acc || kk > 0);
-    }
-}
 
 // fp8: a's scale of row `row` (< m) times b's scale of row `col` pair, from the params' steps
 // (0: one scale for the tensor). Rows or columns past the edge read element 0 (their results
@@ -70,48 +52,6 @@ __device__ __forceinline__ float2 b_scale_pair(const talon__gemm_params &p, int 
         return make_float2(s, s);
     }
     return __ldg(reinterpret_cast<const float2 *>(bs + (col < limit ? col : 0)));
-}
-
-// Where the pair (row r, columns 8 qq + 2 (l % 4) + {0, 1}) of a 128-byte-swizzled staging
-// chunk goes (row r of the chunk is 128 bytes; 16-byte unit u of row r sits at u ^ (r % 8)).
-// Conflict-free: the 8 rows of one store instruction land in 8 different 16-byte units.
-// 32-bit shared addresses and st.shared: no 64-bit pointer to keep live; as volatile asm they
-// stay in order with the named barriers, the proxy fence and the residual's ld.shared.
-template <typename T> __device__ __forceinline__ uint32_t stage_addr(uint32_t chunk, int r, int qq, int lane) {
-    if constexpr (sizeof(T) == 4)
-        return chunk + r * 128 + (((2 * qq + (lane % 4) / 2) ^ (r & 7)) << 4) + (lane % 2) * 8;
-    else
-        return chunk + r * 128 + ((qq ^ (r & 7)) << 4) + (lane % 4) * 4;
-}
-template <typename T> __device__ __forceinline__ void stage_pair(uint32_t chunk, int r, int qq, int lane, float lo, float hi) {
-    if constexpr (sizeof(T) == 4)
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(stage_addr<T>(chunk, r, qq, lane)), "f"(lo), "f"(hi));
-    else
-        asm volatile("st.shared.b32 [%0], %1;" ::"r"(stage_addr<T>(chunk, r, qq, lane)), "r"(pack2<T>(lo, hi)));
-}
-
-// Per-warpgroup output staging: two 128-byte x 64-row chunks, alternating, each stored by
-// one TMA store while the next is written.
-struct Staging {
-    uint32_t buf;    // shared address of 2 x 8 KB, 1024-aligned
-    uint32_t count;  // chunks staged so far (selects the buffer)
-    uint32_t bias_s; // shared address of the tile's bias (bn 16-bit values; gemm_tile only)
-};
-
-// The accumulators of one warpgroup (64 rows x bn columns of the tile at m0, n0) through the
-// epilogue, staged in shared memory 128 bytes of columns at a time and written by TMA stores
-// (which clip rows >= m and columns >= n). Thread layout (kernels/dev/wgmma.cuh): register
-// 4q + 2h + e holds row 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e.
-template <typename T> __device__ __forceinline__ float2 load_shared_pair(uint32_t addr) {
-    if constexpr (sizeof(T) == 4) {
-        float2 v;
-        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
-        return v;
-    } else {
-        uint32_t w;
-        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w) : "r"(addr));
-        return unpack2<T>(w);
-    }
 }
 
 // The accumulators of one warpgroup (64 rows x bn columns of the tile at m0, n0) through the
@@ -210,23 +150,6 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
     }
 }
 
-// Calls f(Act{}) with the activation functor of a talon_gemm_act value (a run-time value of
-// the launch, uniform over the grid; each epilogue is compiled once per activation).
-template <typename F> __device__ __forceinline__ void with_act(int act, F &&f) {
-    switch (act) {
-    case 1: f(Relu{}); break;
-    case 2: f(Silu{}); break;
-    case 3: f(GeluErf{}); break;
-    case 4: f(GeluTanh{}); break;
-    default: f(Identity{}); break;
-    }
-}
-
-template <int K> __device__ __forceinline__ void zero(float (&d)[K]) {
-#pragma unroll
-    for (int i = 0; i < K; i++) d[i] = 0.f;
-}
-
 // Split-K across the SPLIT CTAs of a cluster, for both bodies: the barriers (in each CTA's
 // shared memory) and the reduction of one tile's accumulators. The ranks' fp32 partials meet
 // in rank 0 in rank order (bit-reproducible), through distributed shared memory.
@@ -279,32 +202,6 @@ __device__ __forceinline__ void promote(float (&d)[BN / 2], const float (&tmp)[B
                                         const float (&c)[2][2]) {
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) d[i] = fmaf(tmp[i], c[(i / 2) % 2][i >= BN / 4], d[i]);
-}
-
-// The k-blocks [kb0, kb1) of one tile into d, for both bodies: wait for each stage, issue its
-// wgmmas (desc(stage, da, db) gives the operands), keep one k-block in flight and release the
-// stage before it (release(stage)), then wait for the last.
-template <int DT, int N, int STAGES, typename Desc, typename Release>
-__device__ __forceinline__ void consume_kblocks(float (&d)[N / 2], Pipeline<STAGES> *pipe,
-                                                PipeState<STAGES> &st, int kb0, int kb1,
-                                                Desc desc, Release release) {
-    uint32_t prev = 0;
-    for (int kb = kb0; kb < kb1; kb++) {
-        pipe->consumer_wait(st);
-        uint64_t da, db;
-        desc(st.stage, da, db);
-        wgmma_fence();
-        mma_kblock<DT, N>(d, da, db, kb > kb0);
-        wgmma_commit();
-        // The previous k-block's wgmmas are done: its stage may be refilled.
-        wgmma_wait<1>();
-        if (kb > kb0) release(prev);
-        prev = st.stage;
-        st.advance();
-    }
-    wgmma_wait<0>();
-    fence_operand(d);
-    if (kb1 > kb0) release(prev);
 }
 
 // Clusters (the table row's cluster column):

@@ -115,3 +115,16 @@ void ref_gated(enum ref_act act, const double *in, double *out, int64_t rows, in
         for (int64_t c = 0; c < cols; c++)
             out[r * cols + c] = ref_act(act, in[r * 2 * cols + c]) * in[r * 2 * cols + cols + c];
 }
+
+/* talon_gemm_act of x (talon_gemm, talon_moe_gemm) */
+double ref_gemm_act(talon_gemm_act act, double x) {
+    switch (act) {
+    case TALON_GEMM_ACT_NONE: return x;
+    case TALON_GEMM_ACT_RELU: return x > 0.0 ? x : 0.0;
+    case TALON_GEMM_ACT_SILU: return x / (1.0 + exp(-x));
+    case TALON_GEMM_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case TALON_GEMM_ACT_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    }
+    return NAN;
+}

@@ -29,4 +29,6 @@ enum ref_act { REF_SILU, REF_GELU_ERF, REF_GELU_TANH };
 double ref_act(enum ref_act act, double x);
 /* in [rows, 2*cols] -> out [rows, cols] */
 void ref_gated(enum ref_act act, const double *in, double *out, int64_t rows, int64_t cols);
+/* talon_gemm_act (the GEMM families' activations) of x */
+double ref_gemm_act(talon_gemm_act act, double x);
 #endif

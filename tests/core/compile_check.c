@@ -70,6 +70,9 @@ static void check_more_ops(void) {
     talon_prefill_attention_args pre;
     talon_gemm_args gemm;
     talon_quant_fp8_args quant;
+    talon_prefill_attention_paged_args paged;
+    talon_rmsnorm_quant_fp8_args nq;
+    talon_moe_gemm_args moe;
     talon_ctx *ctx = NULL;
     CUstream stream = NULL;
     int64_t sorted = 0, blocks = 0, bytes = -1;
@@ -140,8 +143,21 @@ static void check_more_ops(void) {
     pre.cu_seqlens_k = 0x6000; pre.batch = 2; pre.total_q = 300; pre.total_kv = 300;
     pre.max_seqlen_q = 200; pre.num_qo_heads = 8; pre.num_kv_heads = 2; pre.head_dim = 128;
     pre.causal = 1; pre.dtype = TALON_DTYPE_BF16;
+    expect(talon_prefill_attention_workspace_size(ctx, &pre, &bytes) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_prefill_attention_workspace_size(NULL ctx)");
     expect(talon_prefill_attention(ctx, stream, &pre) == TALON_ERROR_INVALID_ARGUMENT,
            "talon_prefill_attention(NULL ctx)");
+
+    memset(&paged, 0, sizeof paged);
+    paged.o = 0x1000; paged.q = 0x2000; paged.k_cache = 0x3000; paged.v_cache = 0x4000;
+    paged.page_table = 0x5000; paged.kv_lens = 0x6000; paged.cu_seqlens_q = 0x7000;
+    paged.batch = 2; paged.total_q = 300; paged.max_seqlen_q = 200; paged.max_kv_len = 1024;
+    paged.num_pages = 128; paged.page_size = 16; paged.num_qo_heads = 8; paged.num_kv_heads = 2;
+    paged.head_dim = 128; paged.causal = 1; paged.dtype = TALON_DTYPE_BF16; paged.layout = TALON_KV_HND;
+    expect(talon_prefill_attention_paged_workspace_size(ctx, &paged, &bytes) ==
+               TALON_ERROR_INVALID_ARGUMENT, "talon_prefill_attention_paged_workspace_size(NULL ctx)");
+    expect(talon_prefill_attention_paged(ctx, stream, &paged) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_prefill_attention_paged(NULL ctx)");
 
     memset(&gemm, 0, sizeof gemm);
     gemm.d = 0x1000; gemm.a = 0x2000; gemm.b = 0x3000; gemm.m = 16; gemm.n = 64; gemm.k = 64;
@@ -154,6 +170,23 @@ static void check_more_ops(void) {
     quant.mode = TALON_QUANT_GROUP; quant.dtype = TALON_DTYPE_BF16;
     expect(talon_quant_fp8(ctx, stream, &quant) == TALON_ERROR_INVALID_ARGUMENT,
            "talon_quant_fp8(NULL ctx)");
+
+    memset(&nq, 0, sizeof nq);
+    nq.out = 0x1000; nq.scale = 0x2000; nq.in = 0x3000; nq.weight = 0x4000; nq.rows = 4;
+    nq.cols = 128; nq.eps = 1e-6f; nq.mode = TALON_QUANT_TOKEN; nq.dtype = TALON_DTYPE_BF16;
+    expect(talon_rmsnorm_quant_fp8(ctx, stream, &nq) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_rmsnorm_quant_fp8(NULL ctx)");
+
+    memset(&moe, 0, sizeof moe);
+    moe.d = 0x1000; moe.a = 0x2000; moe.b = 0x3000; moe.sorted_token_ids = 0x4000;
+    moe.expert_ids = 0x5000; moe.num_tokens_post_padded = 0x6000; moe.topk_weights = 0x7000;
+    moe.tokens = 4; moe.topk = 2; moe.experts = 8; moe.block_size = 128;
+    moe.sorted_capacity = 1024; moe.expert_ids_capacity = 8; moe.n = 64; moe.k = 64;
+    moe.a_rows = TALON_MOE_ROWS_TOKEN; moe.d_rows = TALON_MOE_ROWS_PAIR;
+    moe.act = TALON_GEMM_ACT_SILU; moe.gated = 1; moe.dtype = TALON_DTYPE_BF16;
+    expect(talon_moe_gemm(ctx, stream, &moe) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_moe_gemm(NULL ctx)");
+    moe.a_rows = TALON_MOE_ROWS_SORTED;
 }
 
 static void check_statuses(void) {

@@ -2,18 +2,7 @@
 #include "ref_gemm.h"
 #include <math.h>
 #include <stddef.h>
-
-double ref_gemm_act(talon_gemm_act act, double x) {
-    switch (act) {
-    case TALON_GEMM_ACT_NONE: return x;
-    case TALON_GEMM_ACT_RELU: return x > 0.0 ? x : 0.0;
-    case TALON_GEMM_ACT_SILU: return x / (1.0 + exp(-x));
-    case TALON_GEMM_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-    case TALON_GEMM_ACT_GELU_TANH:
-        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
-    }
-    return NAN;
-}
+#include "ref.h"
 
 /* alpha * dot(a row i, b row r) (fp8: times the rows' scales, or each 128 of k times its
    blocks' scales) + bias[r], its magnitude and its peak (ref_gemm.h) */

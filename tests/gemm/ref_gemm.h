@@ -19,8 +19,6 @@ typedef struct ref_gemm_problem {
     int block;
 } ref_gemm_problem;
 
-double ref_gemm_act(talon_gemm_act act, double x);
-
 /* out[j] = row i of D (n values); mag[j] = the magnitude the result is made of (sums of
    |products| and |bias| through the epilogue, plus |beta c|), the scale of its rounding
    error in fp32. peak (NULL: not wanted): the same with each product sum's magnitude

@@ -26,6 +26,8 @@ extern "C" {
 #include "gemm.h"
 #include "quant.h"
 #include "prefill.h"
+#include "moe_gemm_plan.h"
+#include "moe_gemm.h"
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,201 @@
+"""talon_moe_gemm: the expert computation of an MoE layer beside torch (bench/ops.py runs it).
+
+One routing per case (uniform: each token's k experts distinct and uniformly drawn; or Zipf
+1.2 skewed), aligned once by talon_moe_align_block_size (block 128) outside the timing, as
+an engine does once per layer; inputs x [T, H] N(0, 1), weights N(0, 1) / sqrt(fan-in), bf16.
+talon (timed): gate/up (x by token, SwiGLU fused, sorted rows [sorted, I]) -> down (router
+weights in the epilogue, rows [T * k, H]) -> talon_moe_sum into [T, H].
+Peers on the same routing and tensors:
+  "torch": the same work in torch ops: index_select gather of x into expert-grouped rows
+    (each group padded to 16 rows, as torch._grouped_mm's users pad), torch._grouped_mm
+    (CUTLASS), silu(gate) * up, torch._grouped_mm, times the router weights, index_add_ into
+    [T, H];
+  "grouped_mm": its two torch._grouped_mm calls alone on pre-gathered inputs (the issue's
+    "two GEMMs alone");
+  "dense": cuBLAS (F.linear) of the same two products as one dense GEMM each (rows T * k,
+    one expert's weights): the ceiling a grouped GEMM approaches.
+TFLOP/s count 2 T k (2 I H + H I) (no padding). Decode (T <= 64): bytes = the weights of the
+experts the routing touches + activations in and out.
+Check: 16 tokens of talon's [T, H] against fp64 products of their experts' weights (the
+intermediate rounded to bf16 as talon stores it): |talon - ref| <= 2^-7 (|ref| + sum_j
+|w_j y_j|) + 2^-12 sum_j |w_j| (|w2| . |h|): talon rounds each expert's output y_j to bf16
+before the sum, and its fp32 gate/up sums round a few h elements to the other neighbour
+(each off by 2^-8 |h|). A wrong expert, row or weight is off by O(|y|), far above this.
+(The torch pipeline rounds more, e.g. bf16 atomics in index_add_, so it is no reference.)
+Targets (issue 23): bf16 T = 4096: Mixtral >= 1.15x torch and >= 0.95x grouped_mm alone;
+Qwen3-30B-A3B and DeepSeek-V3 >= 550 TFLOP/s; decode T <= 64 >= 2800 GB/s of weights touched.
+"""
+import torch
+import torch.nn.functional as F
+
+from ops import Case, ptr
+
+BF16 = 0
+ROWS = {"sorted": 0, "token": 1, "pair": 2}
+SILU, NONE = 2, 0
+MODELS = {  # experts, k, hidden, intermediate
+    "Mixtral-8x7B": (8, 2, 4096, 14336),
+    "Qwen3-30B-A3B": (128, 8, 2048, 768),
+    "DeepSeek-V3": (256, 8, 7168, 2048),
+}
+_weights = {}  # one model's weights at a time (DeepSeek-V3's are 22.5 GB)
+
+
+def weights(model):
+    if model not in _weights:
+        _weights.clear()
+        torch.cuda.empty_cache()
+        e, _, hid, inter = MODELS[model]
+        g = torch.Generator(device="cuda").manual_seed(23)
+        w13 = torch.empty(e, 2 * inter, hid, device="cuda", dtype=torch.bfloat16)
+        w2 = torch.empty(e, hid, inter, device="cuda", dtype=torch.bfloat16)
+        for i in range(e):  # per expert: no fp32 temporary of the whole tensor
+            w13[i].copy_(torch.randn(2 * inter, hid, device="cuda", generator=g) / hid ** 0.5)
+            w2[i].copy_(torch.randn(hid, inter, device="cuda", generator=g) / inter ** 0.5)
+        _weights[model] = (w13, w2)
+    return _weights[model]
+
+
+def routing(tokens, experts, k, zipf, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    if zipf:
+        p = torch.arange(1, experts + 1, device="cuda", dtype=torch.float) ** -1.2
+        ids = torch.multinomial(p.expand(tokens, experts), k, generator=g)
+    else:
+        ids = torch.rand(tokens, experts, device="cuda", generator=g).topk(k, dim=1).indices
+    w = 0.25 + torch.rand(tokens, k, device="cuda", generator=g)
+    return ids.int().contiguous(), w.contiguous()
+
+
+def moe_case(h, model, tokens, zipf=False, targets=()):
+    e, k, hid, inter = MODELS[model]
+    pairs = tokens * k
+    label = f"{model} T={tokens}{' zipf' if zipf else ''}"
+    Args = h.struct("talon_moe_gemm_args")
+    ids, topw = routing(tokens, e, k, zipf, 7 + tokens)
+    # moe_align once (not timed)
+    scap = pairs + min(e, pairs) * 127
+    bcap = (scap + 127) // 128
+    sorted_ids = torch.empty(scap, dtype=torch.int32, device="cuda")
+    expert_ids = torch.empty(bcap, dtype=torch.int32, device="cuda")
+    npost = torch.empty(1, dtype=torch.int32, device="cuda")
+    h.call("talon_moe_align_block_size", h.struct("talon_moe_align_block_size_args")(
+        sorted_token_ids=ptr(sorted_ids), expert_ids=ptr(expert_ids),
+        num_tokens_post_padded=ptr(npost), topk_ids=ptr(ids), tokens=tokens, k=k, experts=e,
+        block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap),
+        torch.cuda.current_stream().cuda_stream)
+    # torch's grouping: pairs by expert (stable), each group padded to 16 rows; a padding row
+    # reads token `tokens` (a zero row) with weight 0
+    flat = ids.reshape(-1).long()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=e)
+    padded = (counts + 15) // 16 * 16
+    ends = torch.cumsum(padded, 0)
+    total = int(ends[-1])
+    slot = torch.arange(pairs, device="cuda") - (torch.cumsum(counts, 0) - counts)[flat[order]] \
+        + (ends - padded)[flat[order]]
+    src = torch.full((total,), pairs, dtype=torch.long, device="cuda")
+    src[slot] = order
+    tok = torch.where(src < pairs, src // k, tokens)
+    roww = torch.cat([topw.reshape(-1), torch.zeros(1, device="cuda")])[src].to(torch.bfloat16)
+    offs = ends.int()
+    touched = int((counts > 0).sum())
+
+    def make():
+        w13, w2 = weights(model)
+        s = {"x": torch.randn(tokens, hid, device="cuda", dtype=torch.bfloat16),
+             "h": torch.empty(scap, inter, device="cuda", dtype=torch.bfloat16),
+             "y": torch.empty(pairs, hid, device="cuda", dtype=torch.bfloat16),
+             "out": torch.empty(tokens, hid, device="cuda", dtype=torch.bfloat16)}
+        common = dict(sorted_token_ids=ptr(sorted_ids), expert_ids=ptr(expert_ids),
+                      num_tokens_post_padded=ptr(npost), tokens=tokens, topk=k, experts=e,
+                      block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap,
+                      dtype=BF16)
+        s["up"] = Args(d=ptr(s["h"]), a=ptr(s["x"]), b=ptr(w13), n=inter, k=hid, gated=1,
+                       act=SILU, a_rows=ROWS["token"], d_rows=ROWS["sorted"], **common)
+        s["down"] = Args(d=ptr(s["y"]), a=ptr(s["h"]), b=ptr(w2), topk_weights=ptr(topw),
+                         n=hid, k=inter, act=NONE, a_rows=ROWS["sorted"], d_rows=ROWS["pair"],
+                         **common)
+        s["sum"] = h.struct("talon_moe_sum_args")(out=ptr(s["out"]), **{"in": ptr(s["y"])},
+                                                   tokens=tokens, k=k, hidden=hid, dtype=BF16)
+        # the torch peers' pre-gathered inputs (grouped_mm alone)
+        s["xs"] = torch.cat([s["x"], s["x"].new_zeros(1, hid)]).index_select(0, tok)
+        s["hs"] = torch.randn(total, inter, device="cuda", dtype=torch.bfloat16)
+        return s
+
+    def talon(s, stream):
+        h.call("talon_moe_gemm", s["up"], stream)
+        h.call("talon_moe_gemm", s["down"], stream)
+        h.call("talon_moe_sum", s["sum"], stream)
+
+    def torch_pipeline(s):
+        w13, w2 = weights(model)
+        xs = torch.cat([s["x"], s["x"].new_zeros(1, hid)]).index_select(0, tok)
+        y1 = torch._grouped_mm(xs, w13.transpose(-2, -1), offs=offs)
+        hh = F.silu(y1[:, :inter]) * y1[:, inter:]
+        y2 = torch._grouped_mm(hh, w2.transpose(-2, -1), offs=offs) * roww[:, None]
+        out = torch.zeros(tokens + 1, hid, device="cuda", dtype=torch.bfloat16)
+        return out.index_add_(0, tok, y2)[:tokens]
+
+    def grouped_mm(s):
+        w13, w2 = weights(model)
+        torch._grouped_mm(s["xs"], w13.transpose(-2, -1), offs=offs)
+        torch._grouped_mm(s["hs"], w2.transpose(-2, -1), offs=offs)
+
+    def dense(s):
+        w13, w2 = weights(model)
+        F.linear(s["xs"][:pairs], w13[0])
+        F.linear(s["hs"][:pairs], w2[0])
+
+    def check(s):
+        """16 tokens against an fp64 reference of their experts (the module docstring's
+        tolerance)."""
+        w13, w2 = weights(model)
+        talon(s, torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        for t in torch.linspace(0, tokens - 1, min(tokens, 16)).long().tolist():
+            x = s["x"][t].double()
+            ref = torch.zeros(hid, device="cuda", dtype=torch.double)
+            mag = torch.zeros(hid, device="cuda", dtype=torch.double)
+            terms = torch.zeros(hid, device="cuda", dtype=torch.double)
+            for j in range(k):
+                ex = int(ids[t, j])
+                g = w13[ex].double() @ x
+                hh = (F.silu(g[:inter]) * g[inter:]).to(torch.bfloat16).double()
+                y = float(topw[t, j]) * (w2[ex].double() @ hh)
+                ref += y
+                mag += y.abs()
+                terms += float(topw[t, j]) * (w2[ex].double().abs() @ hh.abs())
+            got = s["out"][t].double()
+            tol = 2.0 ** -7 * (ref.abs() + mag) + 2.0 ** -12 * terms
+            bad = ((got - ref).abs() > tol) | ~torch.isfinite(got)
+            if bad.any():
+                i = int(bad.nonzero()[0])
+                raise AssertionError(f"moe_gemm {label}: token {t}: {int(bad.sum())} elements "
+                                     f"off, first at {i}: {got[i].item()} vs {ref[i].item()}")
+
+    flops = 2 * pairs * (2 * inter * hid + hid * inter)
+    decode = tokens <= 64
+    bytes_ = (touched * 3 * inter * hid + 2 * tokens * hid) * 2 if decode else None
+    return Case("moe_gemm", label, make, talon,
+                {"torch": torch_pipeline, "grouped_mm": grouped_mm, "dense": dense},
+                bytes=bytes_, check=check, targets=targets, flops=flops,
+                runs=30 if flops > 1e12 else 100,
+                meta={"model": model, "tokens": tokens, "experts": e, "k": k, "hidden": hid,
+                      "inter": inter, "routing": "zipf" if zipf else "uniform",
+                      "experts_touched": touched})
+
+
+def cases(h):
+    out = [moe_case(h, "Mixtral-8x7B", 4096,
+                    targets=[("torch_over_talon", ">=", 1.15, ">= 1.15x the torch pipeline"),
+                             ("grouped_mm_over_talon", ">=", 0.95,
+                              ">= 0.95x its two GEMMs alone")])]
+    out.append(moe_case(h, "Mixtral-8x7B", 64, targets=[("gbs", ">=", 2800.0, ">= 2800 GB/s")]))
+    for model in ("Qwen3-30B-A3B", "DeepSeek-V3"):
+        out.append(moe_case(h, model, 4096, targets=[("tflops", ">=", 550.0, ">= 550 TFLOP/s")]))
+        out.append(moe_case(h, model, 16384))
+        out.append(moe_case(h, model, 4096, zipf=True))
+        for t in (16, 64):
+            out.append(moe_case(h, model, t, targets=[("gbs", ">=", 2800.0, ">= 2800 GB/s")]))
+    return out

@@ -1,0 +1,132 @@
+/* talon/impl/moe_gemm.h - the MoE expert GEMMs: validate -> plan (moe_gemm_plan.h) ->
+   tensor maps -> launch. Part of talon.h's implementation (TALON_IMPLEMENTATION); not a
+   public header. */
+#ifndef TALON_IMPL_MOE_GEMM_H
+#define TALON_IMPL_MOE_GEMM_H
+
+/* Rows of a matrix in layout `rows` (TALON_MOE_ROWS_*). */
+static int64_t talon__moe_rows_count(talon_moe_rows rows, const talon_moe_gemm_args *a) {
+    return rows == TALON_MOE_ROWS_SORTED ? a->sorted_capacity
+           : rows == TALON_MOE_ROWS_TOKEN ? a->tokens : a->tokens * a->topk;
+}
+
+static talon_status talon__moe_gemm_check_rows(const char *op, const char *name, int v,
+                                               int allow_token) {
+    if (v == TALON_MOE_ROWS_SORTED || v == TALON_MOE_ROWS_PAIR ||
+        (allow_token && v == TALON_MOE_ROWS_TOKEN))
+        return TALON_SUCCESS;
+    return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = %d must be "
+                       "TALON_MOE_ROWS_SORTED (0)%s or PAIR (2)", op, name, v,
+                       allow_token ? ", TOKEN (1)" : "");
+}
+
+/* The capacities cover moe_align's worst case for (tokens, topk, experts, 128). */
+static talon_status talon__moe_gemm_check_capacity(const char *op, const talon_moe_gemm_args *a) {
+    int64_t sorted, blocks;
+    talon__moe_align_worst(a->tokens, a->topk, a->experts, 128, &sorted, &blocks);
+    if (a->sorted_capacity < sorted || a->sorted_capacity > TALON__GRID_MAX)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->sorted_capacity = %lld "
+                           "is out of range [%lld, 2^31) for tokens = %lld, topk = %lld, "
+                           "experts = %lld (talon_moe_align_block_size_capacity)", op,
+                           (long long)a->sorted_capacity, (long long)sorted,
+                           (long long)a->tokens, (long long)a->topk, (long long)a->experts);
+    if (a->expert_ids_capacity < blocks || a->expert_ids_capacity > (1 << 24))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->expert_ids_capacity = "
+                           "%lld is out of range [%lld, 2^24] for tokens = %lld, topk = %lld, "
+                           "experts = %lld (talon_moe_align_block_size_capacity)", op,
+                           (long long)a->expert_ids_capacity, (long long)blocks,
+                           (long long)a->tokens, (long long)a->topk, (long long)a->experts);
+    return TALON_SUCCESS;
+}
+
+talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *a) {
+    static const char op[] = "talon_moe_gemm";
+    talon__moe_gemm_params p;
+    talon__moe_gemm_plan pl;
+    talon__tensor_map_shape t;
+    int64_t lda, ldb, ldd, a_rows, d_rows, b_rows;
+    CUdeviceptr sd[2], s[2];
+    int k;
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_dtype(op, a->dtype));
+    TALON__TRY(talon__moe_gemm_check_rows(op, "a_rows", (int)a->a_rows, 1));
+    TALON__TRY(talon__moe_gemm_check_rows(op, "d_rows", (int)a->d_rows, 0));
+    TALON__TRY(talon__check_size(op, "tokens", a->tokens, 65536));
+    TALON__TRY(talon__check_size(op, "topk", a->topk, 64));
+    TALON__TRY(talon__check_size(op, "experts", a->experts, TALON__MOE_MAX_EXPERTS));
+    if (a->block_size != 128)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->block_size = %lld must "
+                           "be 128 (the tile's rows)", op, (long long)a->block_size);
+    TALON__TRY(talon__moe_gemm_check_capacity(op, a));
+    TALON__TRY(talon__gemm_check_dim(op, "n", a->n));
+    TALON__TRY(talon__gemm_check_dim(op, "k", a->k));
+    TALON__TRY(talon__check_range(op, "gated", a->gated, 0, 1));
+    TALON__TRY(talon__check_range(op, "act", (int64_t)(int)a->act, TALON_GEMM_ACT_NONE,
+                                  TALON_GEMM_ACT_GELU_TANH));
+    TALON__TRY(talon__gemm_check_ld(op, "lda", a->lda, a->k, 8, &lda));
+    TALON__TRY(talon__gemm_check_ld(op, "ldb", a->ldb, a->k, 8, &ldb));
+    TALON__TRY(talon__gemm_check_ld(op, "ldd", a->ldd, a->n, 8, &ldd));
+    TALON__TRY(talon__check_ptr_align(op, "d", a->d, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "a", a->a, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "b", a->b, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "num_tokens_post_padded", a->num_tokens_post_padded,
+                                      0, 4));
+    TALON__TRY(talon__check_ptr_align(op, "topk_weights", a->topk_weights, 1, 4));
+    a_rows = talon__moe_rows_count(a->a_rows, a);
+    d_rows = talon__moe_rows_count(a->d_rows, a);
+    b_rows = (a->gated ? 2 : 1) * a->n;
+    talon__gemm_span(a->d, d_rows, a->n, ldd, 2, sd);
+    talon__gemm_span(a->a, a_rows, a->k, lda, 2, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
+    talon__gemm_span(a->b, a->experts * b_rows, a->k, ldb, 2, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
+    talon__gemm_span(a->sorted_token_ids, 1, a->sorted_capacity, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "sorted_token_ids", a->sorted_token_ids, s));
+    talon__gemm_span(a->expert_ids, 1, a->expert_ids_capacity, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "expert_ids", a->expert_ids, s));
+    talon__gemm_span(a->num_tokens_post_padded, 1, 1, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "num_tokens_post_padded",
+                                          a->num_tokens_post_padded, s));
+    talon__gemm_span(a->topk_weights, 1, a->tokens * a->topk, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "topk_weights", a->topk_weights, s));
+
+    talon__moe_gemm_plan_make(a->tokens, a->topk, a->n, a->gated, a->sorted_capacity,
+                              a->expert_ids_capacity, ctx->sms, &pl);
+    memset(&p, 0, sizeof p);
+    /* a SORTED: 128-row boxes (a gathered a is read by pointer); d SORTED: 64-row boxes */
+    if (a->a_rows == TALON_MOE_ROWS_SORTED)
+        TALON__TRY(talon__gemm_map(ctx, op, "a", &p.a, a->a, a_rows, a->k, lda, TALON__GEMM_BM,
+                                   a->dtype));
+    if (a->d_rows == TALON_MOE_ROWS_SORTED)
+        TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, d_rows, a->n, ldd, 64,
+                                   a->dtype));
+    /* b: [experts, n, k] views (gated: of the gate rows and of the up rows) */
+    memset(&t, 0, sizeof t);
+    t.type = a->dtype == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    t.rank = 3;
+    t.dims[0] = (uint64_t)a->k; t.dims[1] = (uint64_t)a->n; t.dims[2] = (uint64_t)a->experts;
+    t.strides[0] = (uint64_t)(ldb * 2); t.strides[1] = (uint64_t)(b_rows * ldb * 2);
+    t.box[0] = 64; t.box[1] = (uint32_t)(pl.bn / 2); t.box[2] = 1;
+    t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    TALON__TRY(talon__tensor_map(ctx, op, "b", &p.b_lo, a->b, &t));
+    if (a->gated)
+        TALON__TRY(talon__tensor_map(ctx, op, "b", &p.b_hi, a->b + (CUdeviceptr)(a->n * ldb * 2),
+                                     &t));
+    else
+        p.b_hi = p.b_lo;
+    p.a_ptr = a->a; p.d = a->d;
+    p.sorted_token_ids = a->sorted_token_ids; p.expert_ids = a->expert_ids;
+    p.num_post = a->num_tokens_post_padded; p.topk_weights = a->topk_weights;
+    p.lda = lda; p.ldd = ldd;
+    p.n = (int)a->n; p.k = (int)a->k;
+    p.experts = (int)a->experts; p.topk = (int)a->topk; p.pairs = (int)(a->tokens * a->topk);
+    p.blocks = pl.blocks; p.tiles_n = pl.tiles_n; p.group = pl.group;
+    p.a_rows = (int)a->a_rows; p.d_rows = (int)a->d_rows; p.act = (int)a->act;
+    TALON__TRY(talon__pick(op, &k, TALON__B_moe_gemm_tile, 3, (int)a->dtype, pl.bn, a->gated));
+    return talon__launch(ctx, stream, op, k, pl.grid, &p);
+}
+
+#endif

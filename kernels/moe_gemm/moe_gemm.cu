@@ -1,0 +1,213 @@
+// moe_gemm.cu - the MoE expert GEMMs over moe_align_block_size's layout: for each block of
+// 128 sorted slots (one expert e = expert_ids[block]) and each slot s of it,
+//     d row of s = epilogue(a row of s . w[e]^T)
+// where a's row is the slot's own (a_rows SORTED), its token's (TOKEN: sorted_token_ids[s] /
+// topk) or its pair's (PAIR: sorted_token_ids[s]), and d's row the slot's own (SORTED) or its
+// pair's (PAIR). The dense GEMM's tile (kernels/gemm/tile_parts.cuh) with three changes:
+//   - b's tile comes from expert e's weights (a 3D tensor map [experts, rows, k]);
+//   - a gathered a (TOKEN, PAIR) is copied by all 128 producer threads with 16-byte
+//     cp.async into the 128-byte swizzle, 4 rows of 128 bytes per warp instruction, zero-
+//     filling the padding slots (sentinel ids); a SORTED a is one TMA box as in the GEMM;
+//   - a scattered d (PAIR) leaves the staging chunk by coalesced 16-byte stores, a row per 8
+//     threads, skipping padding slots; a SORTED d by TMA stores.
+// Blocks past num_tokens_post_padded or of an expert outside [0, experts) are skipped by
+// producer and consumers alike (they read the same ids).
+#include "dev/async.cuh"
+#include "dev/kernel.cuh"
+#include "dev/scheduler.cuh"
+#include "dev/tma.cuh"
+#include "gemm/tile_parts.cuh"
+#include "talon/kernels/moe_gemm.def"
+
+namespace talon::moe_gemm {
+using namespace talon::dev;
+using namespace talon::gemm;
+
+// Expert of block `block` of sorted slots, or -1 when the block has no work.
+__device__ __forceinline__ int block_expert(const talon__moe_gemm_params &p, int block, int num_post) {
+    if (block * BM >= num_post) return -1;
+    const int e = __ldg(reinterpret_cast<const int *>(p.expert_ids) + block);
+    return unsigned(e) < unsigned(p.experts) ? e : -1;
+}
+
+// The pair of sorted slot s, or -1 for a padding slot (the sentinel, or any id >= pairs).
+__device__ __forceinline__ int slot_pair(const talon__moe_gemm_params &p, int s) {
+    const unsigned f = __ldg(reinterpret_cast<const unsigned *>(p.sorted_token_ids) + s);
+    return f < unsigned(p.pairs) ? int(f) : -1;
+}
+
+// One warpgroup's 64 rows (sorted slots s0..s0 + 63) x bn columns of the tile through the
+// epilogue: act (gated: act(gate) * up), times the router weight of the slot's pair (padding
+// slots: 0), staged 128 bytes of columns at a time (tile_parts.cuh), then written by a TMA
+// store (d SORTED) or by 16-byte stores to the pairs' rows (PAIR). Register 4q + 2h + e of
+// d holds row 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e (gated: the up half's at + bn / 4).
+template <int DT, int BN, int G, typename Act>
+__device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__moe_gemm_params &p,
+                                         int s0, int n0, Staging &st) {
+    using T = elem<DT>;
+    constexpr int OUT_COLS = G ? BN / 2 : BN, CHUNK = 64, QC = CHUNK / 8;
+    const int lane = lane_index(), t = thread_in_warpgroup();
+    const int r0 = 16 * warp_in_warpgroup() + lane / 4;
+    const bool leader = t == 0, scatter = p.d_rows == TALON__MOE_ROWS_PAIR;
+    const int barrier = 1 + int(warpgroup_index()); // named barriers 2, 3
+    float w[2] = {1.f, 1.f};
+    if (p.topk_weights)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int f = slot_pair(p, s0 + r0 + 8 * h);
+            w[h] = f >= 0 ? __ldg(reinterpret_cast<const float *>(p.topk_weights) + f) : 0.f;
+        }
+    // scatter: this thread copies 16-byte piece t % 8 of rows t / 8 + 16 i, to pair rows[i]
+    int rows[4];
+    if (scatter)
+#pragma unroll
+        for (int i = 0; i < 4; i++) rows[i] = slot_pair(p, s0 + t / 8 + 16 * i);
+#pragma unroll
+    for (int ch = 0; ch < OUT_COLS / CHUNK; ch++) {
+        const int col0 = n0 + ch * CHUNK;
+        if (col0 >= p.n) break; // the same in the whole warpgroup
+        const uint32_t buf = st.buf + (st.count & 1) * 8192;
+        // the TMA store that used this buffer two chunks ago has read it; a scatter's own
+        // threads read it before they passed this barrier
+        if (leader) bulk_wait_group_read<1>();
+        named_bar_sync(barrier, kWarpgroupThreads);
+#pragma unroll
+        for (int qq = 0; qq < QC; qq++) {
+            const int i0 = 4 * (ch * QC + qq);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int i = i0 + 2 * h;
+                float y0 = Act::f(d[i]), y1 = Act::f(d[i + 1]);
+                if constexpr (G) {
+                    y0 *= d[i + BN / 4];
+                    y1 *= d[i + BN / 4 + 1];
+                }
+                stage_pair<T>(buf, r0 + 8 * h, qq, lane, y0 * w[h], y1 * w[h]);
+            }
+        }
+        if (!scatter) {
+            fence_proxy_async(); // the generic-proxy writes, before the TMA store reads them
+            named_bar_sync(barrier, kWarpgroupThreads);
+            if (leader) {
+                tma_store_2d(&p.d_map, __cvta_shared_to_generic(buf), col0, s0);
+                bulk_commit_group();
+            }
+        } else {
+            named_bar_sync(barrier, kWarpgroupThreads);
+            const int col = col0 + (t % 8) * 8;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int r = t / 8 + 16 * i;
+                uint4 v;
+                asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                             : "r"(buf + r * 128 + (((t % 8) ^ (r & 7)) << 4)));
+                if (rows[i] >= 0 && col < p.n)
+                    *reinterpret_cast<uint4 *>(reinterpret_cast<T *>(p.d) + int64_t(rows[i]) * p.ldd + col) = v;
+            }
+        }
+        st.count++;
+    }
+}
+
+template <int DT, int BN, int G>
+__device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
+    using T = elem<DT>;
+    constexpr int BK = kblock<DT>;
+    constexpr int STAGES = TALON__MOE_GEMM_STAGES(BN);
+    constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK;
+    constexpr uint32_t A_BYTES = A_ELEMS * sizeof(T), B_BYTES = B_ELEMS * sizeof(T);
+    constexpr int CONSUMER_WARPS = 8;
+    extern __shared__ uint8_t smem_raw[];
+    // The 128-byte swizzle repeats every 1024 bytes: stage bases must be 1024-aligned.
+    T *sa = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    T *sb = sa + STAGES * A_ELEMS;
+    uint8_t *staging = reinterpret_cast<uint8_t *>(sb + STAGES * B_ELEMS); // 2 x 16 KB
+    auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(staging + 2 * 16384);
+
+    const bool gather = p.a_rows != TALON__MOE_ROWS_SORTED;
+    const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
+    const int num_post = __ldg(reinterpret_cast<const int *>(p.num_post));
+    const int wg = warpgroup_index();
+    if (threadIdx.x == 0) {
+        // a stage fills with b's TMA bytes (one arrive_expect_tx) and, gathering, the 128
+        // producer threads' cp.async arrivals
+        pipe->init(CONSUMER_WARPS, gather ? 1 + kWarpgroupThreads : 1);
+        if (!gather) tma_prefetch_desc(&p.a);
+        tma_prefetch_desc(&p.b_lo);
+        tma_prefetch_desc(&p.b_hi);
+        if (p.d_rows == TALON__MOE_ROWS_SORTED) tma_prefetch_desc(&p.d_map);
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        setmaxnreg_dec<40>();
+        if (!gather && threadIdx.x != 0) return; // TMA alone: one thread
+        const int w = warp_in_warpgroup(), lane = lane_index();
+        // gathering: lane o holds the a row of tile row 16 (o / 4) + 4 w + o % 4 (~0: a
+        // padding slot, zero-filled); each warp instruction copies 4 rows x 8 pieces of 16 bytes
+        const uint32_t dst = uint32_t((4 * w + lane / 8) * 128 + (((lane % 8) ^ ((4 * w + lane / 8) % 8)) << 4));
+        const T *a_ptr = reinterpret_cast<const T *>(p.a_ptr);
+        PipeState<STAGES> st;
+        for (int u = blockIdx.x; u < tiles; u += gridDim.x) {
+            const TileCoord tc = tile_of(u, p.blocks, p.tiles_n, p.group);
+            const int e = block_expert(p, tc.m, num_post);
+            if (e < 0) continue;
+            const int s0 = tc.m * BM;
+            const int lo = tc.n * (G ? BN / 2 : BN), hi = G ? lo : lo + BN / 2;
+            unsigned mine = ~0u;
+            if (gather) {
+                const int f = slot_pair(p, s0 + 16 * (lane / 4) + 4 * w + lane % 4);
+                if (f >= 0) mine = p.a_rows == TALON__MOE_ROWS_TOKEN ? unsigned(f) / unsigned(p.topk) : unsigned(f);
+            }
+            for (int kb = 0; kb < kblocks; kb++) {
+                uint64_t *full = pipe->producer_acquire(st);
+                if (threadIdx.x == 0) {
+                    pipe->producer_commit(st, gather ? B_BYTES : A_BYTES + B_BYTES);
+                    if (!gather) tma_load_2d(sa + st.stage * A_ELEMS, &p.a, full, kb * BK, s0);
+                    T *b = sb + st.stage * B_ELEMS;
+                    tma_load_3d(b, &p.b_lo, full, kb * BK, lo, e);
+                    tma_load_3d(b + B_ELEMS / 2, &p.b_hi, full, kb * BK, hi, e);
+                }
+                if (gather) {
+                    const int col = kb * BK + (lane % 8) * 8;
+                    const uint32_t base = smem_addr(sa + st.stage * A_ELEMS) + dst;
+#pragma unroll
+                    for (int i = 0; i < BM / 16; i++) {
+                        const unsigned at = __shfl_sync(~0u, mine, 4 * i + lane / 8);
+                        const bool ok = at != ~0u && col < p.k;
+                        cp_async_16_zfill(base + i * 2048, a_ptr + (ok ? int64_t(at) * p.lda + col : 0), ok);
+                    }
+                    cp_async_mbar_arrive_noinc(smem_addr(full));
+                }
+                st.advance();
+            }
+        }
+        return;
+    }
+
+    setmaxnreg_inc<232>();
+    const int band = wg - 1; // this warpgroup's 64 rows of the tile
+    const bool arriver = lane_index() == 0;
+    Staging out{smem_addr(staging + band * 16384), 0, 0};
+    PipeState<STAGES> st;
+    float d[BN / 2];
+    for (int u = blockIdx.x; u < tiles; u += gridDim.x) {
+        const TileCoord tc = tile_of(u, p.blocks, p.tiles_n, p.group);
+        if (block_expert(p, tc.m, num_post) < 0) continue;
+        consume_kblocks<DT, BN>(d, pipe, st, 0, kblocks, [&](uint32_t s, uint64_t &da, uint64_t &db) {
+            // a gathered by cp.async (generic proxy) is read by the tensor cores (async proxy)
+            if (gather) fence_proxy_async();
+            da = make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK);
+            db = make_desc_kmajor<Swizzle::B128>(sb + s * B_ELEMS);
+        }, [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); });
+        with_act(p.act, [&](auto act) {
+            epilogue<DT, BN, G, decltype(act)>(d, p, tc.m * BM + band * 64, tc.n * (G ? BN / 2 : BN), out);
+        });
+    }
+    if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes
+}
+
+} // namespace talon::moe_gemm
+
+TALON__KERNELS_moe_gemm(TALON_DEV_KERNEL)

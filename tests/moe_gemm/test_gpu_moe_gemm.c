@@ -1,0 +1,510 @@
+/* GPU tests of talon_moe_gemm (H100/H200) over the layout talon_moe_align_block_size builds on
+   the same GPU from random routings: uniform, skewed (Zipf), every token to one expert, a
+   quarter of the ids -1 (expert-parallel masking), and experts beyond those the call holds
+   (experts < moe_align's). Every row layout pair (TOKEN / PAIR / SORTED a, SORTED / PAIR d),
+   gated and plain epilogues with each activation, router weights, strided rows, bf16 and
+   f16, both tile widths, T = 1 and odd n and k. Each written row is checked element by
+   element against the fp64 reference (ref_moe_gemm.h; large cases: every row of a sample of
+   slots), tolerance r |ref| + 2^-14 mag (r the output's rounding, mag the sum of |terms|);
+   d is poisoned (0xFF bytes) first, and every row the op must not write (slots of skipped
+   blocks, pairs without a valid expert, padding slots of a PAIR d), the row padding and a
+   guard after d must stay poisoned; a's and b's row padding holds NaN. Also a CUDA graph
+   replayed on fresh inputs, and the whole expert computation of an MoE layer (gate/up with
+   SwiGLU -> down with router weights -> talon_moe_sum) against the fp64 MoE MLP.
+   TALON_TEST_QUICK=1 (compute-sanitizer) keeps every kernel variant on smaller problems. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gpu.h"
+#include "ref.h"
+#include "ref_moe_gemm.h"
+#include "talon.h"
+
+#define GUARD 256
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define SAMPLED_MACS 3e8 /* larger problems are checked on a sample of slots */
+
+static talon_ctx *g_ctx;
+static CUstream g_stream;
+static int g_quick;
+static long long g_cases, g_elements;
+
+enum { ROUTE_UNIFORM, ROUTE_ZIPF, ROUTE_ONE, ROUTE_MASKED };
+
+typedef struct mcase {
+    talon_dtype dt;
+    int64_t tokens, topk, experts, n, k;
+    int gated;
+    talon_gemm_act act;
+    talon_moe_rows a_rows, d_rows;
+    int weights; /* router weights multiply the rows */
+    int route;   /* ROUTE_* */
+    int64_t local; /* experts passed to moe_gemm (fewer: expert parallelism); 0: experts */
+    int pad;     /* extra elements per row of a, b and d (multiples of 8) */
+} mcase;
+
+/* The routing and moe_align's layout of it, on the device and read back. */
+typedef struct routing {
+    int64_t tokens, topk, experts, sorted_cap, blocks_cap;
+    int *ids, *sorted, *expert_ids, num_post;
+    float *weights;
+    CUdeviceptr d_ids, d_weights, d_sorted, d_expert_ids, d_post;
+} routing;
+
+static void routing_free(routing *r) {
+    free(r->ids); free(r->sorted); free(r->expert_ids); free(r->weights);
+    if (r->d_ids) cu.cuMemFree(r->d_ids);
+    if (r->d_weights) cu.cuMemFree(r->d_weights);
+    if (r->d_sorted) cu.cuMemFree(r->d_sorted);
+    if (r->d_expert_ids) cu.cuMemFree(r->d_expert_ids);
+    if (r->d_post) cu.cuMemFree(r->d_post);
+    memset(r, 0, sizeof *r);
+}
+
+/* Random ids (distinct per token) by `route`, weights in [0.25, 1.25), then moe_align. */
+static int routing_make(routing *r, int64_t tokens, int64_t topk, int64_t experts, int route,
+                        uint64_t seed) {
+    talon_moe_align_block_size_args al;
+    uint64_t s = ref_mix64(seed);
+    int64_t t, j, i, n = tokens * topk;
+    memset(r, 0, sizeof *r);
+    r->tokens = tokens; r->topk = topk; r->experts = experts;
+    if (talon_moe_align_block_size_capacity(tokens, topk, experts, 128, &r->sorted_cap,
+                                            &r->blocks_cap) != TALON_SUCCESS)
+        return -1;
+    r->ids = malloc((size_t)n * sizeof(int));
+    r->weights = malloc((size_t)n * sizeof(float));
+    r->sorted = malloc((size_t)r->sorted_cap * sizeof(int));
+    r->expert_ids = malloc((size_t)r->blocks_cap * sizeof(int));
+    if (!r->ids || !r->weights || !r->sorted || !r->expert_ids) return -1;
+    for (t = 0; t < tokens; t++)
+        for (j = 0; j < topk; j++) {
+            int e, dup;
+            do {
+                if (route == ROUTE_ZIPF) { /* P(e) ~ 1 / (e + 1)^1.2 by inversion of a table */
+                    double u = ref_unit01(&s), z = 0.0, acc = 0.0;
+                    for (i = 0; i < experts; i++) z += pow((double)(i + 1), -1.2);
+                    for (e = 0; e < experts - 1; e++) {
+                        acc += pow((double)(e + 1), -1.2) / z;
+                        if (u < acc) break;
+                    }
+                } else if (route == ROUTE_ONE && j == 0) {
+                    e = (int)(experts > 1 ? 1 : 0);
+                } else {
+                    e = (int)(ref_unit01(&s) * (float)experts) % (int)experts;
+                }
+                for (dup = 0, i = 0; i < j; i++) dup |= r->ids[t * topk + i] == e;
+            } while (dup);
+            r->ids[t * topk + j] = e;
+            r->weights[t * topk + j] = 0.25f + ref_unit01(&s);
+        }
+    if (route == ROUTE_MASKED)
+        for (i = 0; i < n; i++)
+            if (ref_unit01(&s) < 0.25f) r->ids[i] = -1;
+    r->d_ids = gpu_alloc((size_t)n * 4);
+    r->d_weights = gpu_alloc((size_t)n * 4);
+    r->d_sorted = gpu_alloc((size_t)r->sorted_cap * 4);
+    r->d_expert_ids = gpu_alloc((size_t)r->blocks_cap * 4);
+    r->d_post = gpu_alloc(4);
+    if (!r->d_ids || !r->d_weights || !r->d_sorted || !r->d_expert_ids || !r->d_post) return -1;
+    GPU_CK(cu.cuMemcpyHtoD(r->d_ids, r->ids, (size_t)n * 4));
+    GPU_CK(cu.cuMemcpyHtoD(r->d_weights, r->weights, (size_t)n * 4));
+    memset(&al, 0, sizeof al);
+    al.sorted_token_ids = r->d_sorted; al.expert_ids = r->d_expert_ids;
+    al.num_tokens_post_padded = r->d_post; al.topk_ids = r->d_ids;
+    al.tokens = tokens; al.k = topk; al.experts = experts; al.block_size = 128;
+    al.sorted_capacity = r->sorted_cap; al.expert_ids_capacity = r->blocks_cap;
+    if (talon_moe_align_block_size(g_ctx, g_stream, &al) != TALON_SUCCESS) {
+        print_error("moe_align: %s\n", talon_last_error());
+        return -1;
+    }
+    GPU_CK(cu.cuStreamSynchronize(g_stream));
+    GPU_CK(cu.cuMemcpyDtoH(r->sorted, r->d_sorted, (size_t)r->sorted_cap * 4));
+    GPU_CK(cu.cuMemcpyDtoH(r->expert_ids, r->d_expert_ids, (size_t)r->blocks_cap * 4));
+    GPU_CK(cu.cuMemcpyDtoH(&r->num_post, r->d_post, 4));
+    if (gpu_call_failed) {
+        gpu_call_failed = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* A 16-bit matrix [rows, cols] with row stride ld: random values in [-1, 1) (exact copies in
+   x, contiguous), NaN padding. */
+static void fill(talon_dtype dt, int64_t rows, int64_t cols, int64_t ld, uint64_t *s, double *x,
+                 uint16_t *h) {
+    int64_t r, c;
+    for (r = 0; r < rows; r++)
+        for (c = 0; c < ld; c++) {
+            if (c < cols) {
+                h[r * ld + c] = ref_from_f32(dt, 2.f * ref_unit01(s) - 1.f);
+                x[r * cols + c] = ref_to_f32(dt, h[r * ld + c]);
+            } else {
+                h[r * ld + c] = 0xFFFF;
+            }
+        }
+}
+
+typedef struct job {
+    mcase c;
+    routing r;
+    int64_t local, a_rows, d_rows, b_rows, lda, ldb, ldd, d_bytes;
+    double *a, *b;
+    uint16_t *ha, *hb;
+    unsigned char *hd;
+    CUdeviceptr da, db, dd;
+} job;
+
+static void job_free(job *j) {
+    routing_free(&j->r);
+    free(j->a); free(j->b); free(j->ha); free(j->hb); free(j->hd);
+    if (j->da) cu.cuMemFree(j->da);
+    if (j->db) cu.cuMemFree(j->db);
+    if (j->dd) cu.cuMemFree(j->dd);
+    memset(j, 0, sizeof *j);
+}
+
+static int64_t rows_of(talon_moe_rows rows, const routing *r) {
+    return rows == TALON_MOE_ROWS_SORTED ? r->sorted_cap
+           : rows == TALON_MOE_ROWS_TOKEN ? r->tokens : r->tokens * r->topk;
+}
+
+static int job_prepare(job *j, const mcase *c, uint64_t seed) {
+    memset(j, 0, sizeof *j);
+    j->c = *c;
+    if (routing_make(&j->r, c->tokens, c->topk, c->experts, c->route, seed)) return -1;
+    j->local = c->local ? c->local : c->experts;
+    j->a_rows = rows_of(c->a_rows, &j->r);
+    j->d_rows = rows_of(c->d_rows, &j->r);
+    j->b_rows = (c->gated ? 2 : 1) * c->n;
+    j->lda = c->k + c->pad; j->ldb = c->k + c->pad; j->ldd = c->n + c->pad;
+    j->d_bytes = j->d_rows * j->ldd * 2 + GUARD;
+    j->a = malloc((size_t)(j->a_rows * c->k) * sizeof(double));
+    j->b = malloc((size_t)(j->local * j->b_rows * c->k) * sizeof(double));
+    j->ha = malloc((size_t)(j->a_rows * j->lda) * 2);
+    j->hb = malloc((size_t)(j->local * j->b_rows * j->ldb) * 2);
+    j->hd = malloc((size_t)j->d_bytes);
+    if (!j->a || !j->b || !j->ha || !j->hb || !j->hd) return -1;
+    j->da = gpu_alloc((size_t)(j->a_rows * j->lda) * 2);
+    j->db = gpu_alloc((size_t)(j->local * j->b_rows * j->ldb) * 2);
+    j->dd = gpu_alloc((size_t)j->d_bytes);
+    return j->da && j->db && j->dd ? 0 : -1;
+}
+
+/* Fresh a and b (from seed), uploaded; d poisoned. */
+static int job_upload(job *j, uint64_t seed) {
+    uint64_t s = ref_mix64(seed ^ 0xA5A5);
+    fill(j->c.dt, j->a_rows, j->c.k, j->lda, &s, j->a, j->ha);
+    fill(j->c.dt, j->local * j->b_rows, j->c.k, j->ldb, &s, j->b, j->hb);
+    GPU_CK(cu.cuMemcpyHtoD(j->da, j->ha, (size_t)(j->a_rows * j->lda) * 2));
+    GPU_CK(cu.cuMemcpyHtoD(j->db, j->hb, (size_t)(j->local * j->b_rows * j->ldb) * 2));
+    GPU_CK(cu.cuMemsetD8(j->dd, 0xFF, (size_t)j->d_bytes));
+    if (gpu_call_failed) {
+        gpu_call_failed = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static talon_status job_launch(const job *j, CUstream stream) {
+    const mcase *c = &j->c;
+    talon_moe_gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.d = j->dd; a.a = j->da; a.b = j->db;
+    a.sorted_token_ids = j->r.d_sorted; a.expert_ids = j->r.d_expert_ids;
+    a.num_tokens_post_padded = j->r.d_post;
+    a.topk_weights = c->weights ? j->r.d_weights : 0;
+    a.tokens = c->tokens; a.topk = c->topk; a.experts = j->local; a.block_size = 128;
+    a.sorted_capacity = j->r.sorted_cap; a.expert_ids_capacity = j->r.blocks_cap;
+    a.n = c->n; a.k = c->k;
+    if (c->pad) { a.lda = j->lda; a.ldb = j->ldb; a.ldd = j->ldd; }
+    a.a_rows = c->a_rows; a.d_rows = c->d_rows;
+    a.act = c->act; a.gated = c->gated; a.dtype = c->dt;
+    return talon_moe_gemm(g_ctx, stream, &a);
+}
+
+static void describe(const mcase *c, char *s, size_t n) {
+    snprintf(s, n, "%s T %lld topk %lld E %lld (local %lld) n %lld k %lld gated %d act %d rows "
+             "%d->%d weights %d route %d pad %d", c->dt == TALON_DTYPE_BF16 ? "bf16" : "f16",
+             (long long)c->tokens, (long long)c->topk, (long long)c->experts, (long long)c->local,
+             (long long)c->n, (long long)c->k, c->gated, (int)c->act, (int)c->a_rows,
+             (int)c->d_rows, c->weights, c->route, c->pad);
+}
+
+/* Every row of d: written as the reference says (sampled slots checked element by element),
+   or still poisoned. */
+static int job_check(job *j, long long *elements) {
+    const mcase *c = &j->c;
+    const routing *r = &j->r;
+    const double rel = c->dt == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+    const int64_t pairs = c->tokens * c->topk;
+    const double macs = (double)r->num_post * (double)j->b_rows * (double)c->k;
+    const int64_t step = macs > SAMPLED_MACS ? (int64_t)ceil(macs / SAMPLED_MACS) : 1;
+    double *ref = malloc((size_t)c->n * sizeof(double)), *mag = malloc((size_t)c->n * sizeof(double));
+    double *zero = calloc((size_t)c->k, sizeof(double));
+    char *written = calloc((size_t)j->d_rows, 1);
+    int64_t bad = 0, s, col, b;
+    char what[200] = "", desc[300];
+    if (!ref || !mag || !zero || !written || cu.cuMemcpyDtoH(j->hd, j->dd, (size_t)j->d_bytes)) {
+        free(ref); free(mag); free(zero); free(written);
+        return -1;
+    }
+    for (s = 0; s < r->num_post; s++) {
+        const int e = r->expert_ids[s / 128];
+        const int f = r->sorted[s];
+        const int pad_slot = f < 0 || f >= pairs;
+        const int64_t row = c->d_rows == TALON_MOE_ROWS_SORTED ? s : f;
+        const double *x;
+        if (e < 0 || e >= j->local) continue; /* a skipped block */
+        if (c->d_rows == TALON_MOE_ROWS_PAIR && pad_slot) continue;
+        written[row] = 1;
+        if (s % step && s != r->num_post - 1) continue;
+        x = c->a_rows == TALON_MOE_ROWS_SORTED ? j->a + s * c->k
+            : pad_slot ? zero
+            : j->a + (c->a_rows == TALON_MOE_ROWS_TOKEN ? f / c->topk : f) * c->k;
+        ref_moe_gemm_row(x, j->b + (int64_t)e * j->b_rows * c->k, c->n, c->k, c->gated, c->act,
+                         c->weights ? (pad_slot ? 0.0 : (double)r->weights[f]) : 1.0, ref, mag);
+        for (col = 0; col < c->n; col++) {
+            uint16_t h;
+            double got, tol = rel * fabs(ref[col]) + 0x1p-14 * mag[col] + 1e-30;
+            memcpy(&h, j->hd + (row * j->ldd + col) * 2, 2);
+            got = ref_to_f32(c->dt, h);
+            ++*elements;
+            if (!(fabs(got - ref[col]) <= tol) && !bad++)
+                snprintf(what, sizeof what, "slot %lld (expert %d, pair %d) d[%lld, %lld] = %.9g, "
+                         "ref %.9g (tol %.3g)", (long long)s, e, f, (long long)row,
+                         (long long)col, got, ref[col], tol);
+        }
+    }
+    for (s = 0; s < j->d_rows; s++)
+        for (b = written[s] ? c->n * 2 : 0; b < j->ldd * 2; b++)
+            if (j->hd[s * j->ldd * 2 + b] != 0xFF && !bad++)
+                snprintf(what, sizeof what, "row %lld byte %lld written (row %s)", (long long)s,
+                         (long long)b, written[s] ? "padding" : "not to be written");
+    for (b = j->d_rows * j->ldd * 2; b < j->d_bytes; b++)
+        if (j->hd[b] != 0xFF && !bad++) snprintf(what, sizeof what, "guard byte %lld written", (long long)b);
+    if (bad) {
+        describe(c, desc, sizeof desc);
+        print_error("FAILED %s: %lld mismatches, first: %s\n", desc, (long long)bad, what);
+    }
+    free(ref); free(mag); free(zero); free(written);
+    return bad ? -1 : 0;
+}
+
+static void run_case(gpu_tally *t, const mcase *c, uint64_t seed) {
+    job j;
+    char desc[300];
+    talon_status st = TALON_SUCCESS;
+    CUresult e = CUDA_SUCCESS;
+    int rc = job_prepare(&j, c, seed);
+    t->cases++;
+    if (!rc) rc = job_upload(&j, seed);
+    if (!rc && (st = job_launch(&j, g_stream)) != TALON_SUCCESS) rc = -1;
+    if (!rc && (e = cu.cuStreamSynchronize(g_stream)) != CUDA_SUCCESS) rc = -1;
+    if (rc) {
+        describe(c, desc, sizeof desc);
+        print_error("FAILED %s: setup/launch: %s %s\n", desc, st ? talon_last_error() : "",
+                    e ? gpu_error(e) : "");
+    } else {
+        rc = job_check(&j, &t->elements);
+    }
+    if (rc) t->failures++;
+    job_free(&j);
+    if (e != CUDA_SUCCESS) fail(); /* a sticky error ends the program's usefulness */
+}
+
+#define BF TALON_DTYPE_BF16
+#define HF TALON_DTYPE_F16
+#define TOK TALON_MOE_ROWS_TOKEN
+#define SRT TALON_MOE_ROWS_SORTED
+#define PR TALON_MOE_ROWS_PAIR
+#define A_NONE TALON_GEMM_ACT_NONE
+#define A_RELU TALON_GEMM_ACT_RELU
+#define A_SILU TALON_GEMM_ACT_SILU
+#define A_GELU TALON_GEMM_ACT_GELU_ERF
+#define A_TANH TALON_GEMM_ACT_GELU_TANH
+
+/* Row layouts, epilogues, routings, odd shapes. */
+static void test_layouts(void **state) {
+    static const mcase full[] = {
+        {BF, 300, 4, 8, 200, 264, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
+        {HF, 300, 4, 8, 200, 264, 1, A_TANH, TOK, SRT, 1, ROUTE_ZIPF, 0, 0},
+        {BF, 300, 4, 8, 264, 200, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0},
+        {BF, 257, 3, 16, 136, 72, 0, A_RELU, PR, PR, 1, ROUTE_MASKED, 0, 8},
+        {BF, 1000, 1, 4, 72, 136, 0, A_GELU, TOK, PR, 0, ROUTE_ONE, 0, 0},
+        {BF, 1, 8, 64, 64, 128, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0},
+        {BF, 1, 8, 64, 2048, 8, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0},
+        {BF, 500, 4, 8, 128, 256, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 5, 0},
+        {HF, 333, 2, 6, 1000, 520, 0, A_SILU, SRT, SRT, 1, ROUTE_ZIPF, 0, 16},
+        {HF, 129, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8},
+        /* large enough for bn 256, gated and not, several tiles per CTA (sampled slots) */
+        {BF, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
+        {BF, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0},
+    };
+    static const mcase quick[] = {
+        {BF, 130, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
+        {HF, 130, 4, 8, 264, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8},
+        {BF, 1, 8, 64, 64, 128, 1, A_GELU, PR, PR, 1, ROUTE_UNIFORM, 0, 0},
+        {BF, 300, 8, 8, 768, 256, 1, A_SILU, TOK, PR, 1, ROUTE_ZIPF, 0, 0},
+        {HF, 300, 8, 8, 512, 128, 0, A_TANH, SRT, SRT, 0, ROUTE_ONE, 0, 0},
+        {BF, 600, 8, 8, 1024, 64, 0, A_RELU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
+    };
+    const mcase *cases = g_quick ? quick : full;
+    const int n = g_quick ? COUNT(quick) : COUNT(full);
+    gpu_tally t;
+    int i;
+    (void)state;
+    gpu_tally_start(&t, "moe_gemm_layouts");
+    for (i = 0; i < n; i++) run_case(&t, &cases[i], 0x3E00 + (uint64_t)i);
+    if (gpu_tally_end(&t, &g_cases, &g_elements)) fail();
+}
+
+/* Captured once, replayed on fresh a and b: the graph keeps the tensor maps and reads the
+   routing on the device. */
+static void test_graph(void **state) {
+    const mcase c = {BF, 200, 4, 8, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_ZIPF, 0, 0};
+    gpu_tally t;
+    job j;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CUstream cap;
+    int rep;
+    (void)state;
+    gpu_tally_start(&t, "moe_gemm_graph_replay");
+    assert_int_equal(cu.cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(job_prepare(&j, &c, 0x6A00), 0);
+    assert_int_equal(cu.cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(job_launch(&j, cap), TALON_SUCCESS);
+    assert_int_equal(cu.cuStreamEndCapture(cap, &graph), CUDA_SUCCESS);
+    assert_int_equal(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+    for (rep = 0; rep < 2; rep++) {
+        t.cases++;
+        assert_int_equal(job_upload(&j, 0x6A10 + (uint64_t)rep), 0);
+        assert_int_equal(cu.cuGraphLaunch(exec, cap), CUDA_SUCCESS);
+        assert_int_equal(cu.cuStreamSynchronize(cap), CUDA_SUCCESS);
+        if (job_check(&j, &t.elements)) t.failures++;
+    }
+    cu.cuGraphExecDestroy(exec);
+    cu.cuGraphDestroy(graph);
+    cu.cuStreamDestroy(cap);
+    job_free(&j);
+    if (gpu_tally_end(&t, &g_cases, &g_elements)) fail();
+}
+
+/* The expert computation of an MoE layer with talon alone: moe_align -> gate/up (hidden by
+   token, SwiGLU, sorted rows) -> down (sorted rows, router weights, pair rows) -> moe_sum,
+   against the fp64 MoE MLP (ref_moe_block_token). The intermediate is rounded to 16 bits
+   between the GEMMs, so the tolerance is r |ref| + 2 r mag (mag: ref_moe_gemm.h). */
+static void run_block(gpu_tally *t, talon_dtype dt, int64_t tokens, int64_t topk, int64_t experts,
+                      int64_t hidden, int64_t inter, int route, uint64_t seed) {
+    const double rel = dt == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+    const int64_t pairs = tokens * topk;
+    routing r;
+    uint64_t s = ref_mix64(seed);
+    double *x = malloc((size_t)(tokens * hidden) * sizeof(double));
+    double *w13 = malloc((size_t)(experts * 2 * inter * hidden) * sizeof(double));
+    double *w2 = malloc((size_t)(experts * hidden * inter) * sizeof(double));
+    double *ref = malloc((size_t)hidden * sizeof(double)), *mag = malloc((size_t)hidden * sizeof(double));
+    uint16_t *hx = malloc((size_t)(tokens * hidden) * 2);
+    uint16_t *h13 = malloc((size_t)(experts * 2 * inter * hidden) * 2);
+    uint16_t *h2 = malloc((size_t)(experts * hidden * inter) * 2);
+    uint16_t *hout = malloc((size_t)(tokens * hidden) * 2);
+    CUdeviceptr dx, d13, d2, dh = 0, dy = 0, dout;
+    talon_moe_gemm_args g;
+    talon_moe_sum_args sum;
+    int64_t tk, c, bad = 0;
+    char what[200] = "";
+    t->cases++;
+    assert_non_null(x); assert_non_null(w13); assert_non_null(w2); assert_non_null(ref);
+    assert_non_null(mag); assert_non_null(hx); assert_non_null(h13); assert_non_null(h2);
+    assert_non_null(hout);
+    assert_int_equal(routing_make(&r, tokens, topk, experts, route, seed), 0);
+    fill(dt, tokens, hidden, hidden, &s, x, hx);
+    fill(dt, experts * 2 * inter, hidden, hidden, &s, w13, h13);
+    fill(dt, experts * hidden, inter, inter, &s, w2, h2);
+    dx = gpu_alloc((size_t)(tokens * hidden) * 2);
+    d13 = gpu_alloc((size_t)(experts * 2 * inter * hidden) * 2);
+    d2 = gpu_alloc((size_t)(experts * hidden * inter) * 2);
+    dh = gpu_alloc((size_t)(r.sorted_cap * inter) * 2);
+    dy = gpu_alloc((size_t)(pairs * hidden) * 2);
+    dout = gpu_alloc((size_t)(tokens * hidden) * 2);
+    GPU_CK(cu.cuMemcpyHtoD(dx, hx, (size_t)(tokens * hidden) * 2));
+    GPU_CK(cu.cuMemcpyHtoD(d13, h13, (size_t)(experts * 2 * inter * hidden) * 2));
+    GPU_CK(cu.cuMemcpyHtoD(d2, h2, (size_t)(experts * hidden * inter) * 2));
+    /* pairs without an expert are not written by the down GEMM: zero y for moe_sum */
+    GPU_CK(cu.cuMemsetD8(dy, 0, (size_t)(pairs * hidden) * 2));
+    GPU_CK(cu.cuMemsetD8(dout, 0xFF, (size_t)(tokens * hidden) * 2));
+    memset(&g, 0, sizeof g);
+    g.sorted_token_ids = r.d_sorted; g.expert_ids = r.d_expert_ids; g.num_tokens_post_padded = r.d_post;
+    g.tokens = tokens; g.topk = topk; g.experts = experts; g.block_size = 128;
+    g.sorted_capacity = r.sorted_cap; g.expert_ids_capacity = r.blocks_cap; g.dtype = dt;
+    g.d = dh; g.a = dx; g.b = d13; g.n = inter; g.k = hidden; g.gated = 1; g.act = A_SILU;
+    g.a_rows = TOK; g.d_rows = SRT;
+    assert_int_equal(talon_moe_gemm(g_ctx, g_stream, &g), TALON_SUCCESS);
+    g.d = dy; g.a = dh; g.b = d2; g.n = hidden; g.k = inter; g.gated = 0; g.act = A_NONE;
+    g.a_rows = SRT; g.d_rows = PR; g.topk_weights = r.d_weights;
+    assert_int_equal(talon_moe_gemm(g_ctx, g_stream, &g), TALON_SUCCESS);
+    memset(&sum, 0, sizeof sum);
+    sum.out = dout; sum.in = dy; sum.tokens = tokens; sum.k = topk; sum.hidden = hidden; sum.dtype = dt;
+    assert_int_equal(talon_moe_sum(g_ctx, g_stream, &sum), TALON_SUCCESS);
+    assert_int_equal(cu.cuStreamSynchronize(g_stream), CUDA_SUCCESS);
+    GPU_CK(cu.cuMemcpyDtoH(hout, dout, (size_t)(tokens * hidden) * 2));
+    for (tk = 0; tk < tokens; tk++) {
+        ref_moe_block_token(x + tk * hidden, w13, w2, r.ids, r.weights, tk, topk, experts, hidden,
+                            inter, A_SILU, ref, mag);
+        for (c = 0; c < hidden; c++) {
+            const double got = ref_to_f32(dt, hout[tk * hidden + c]);
+            const double tol = rel * fabs(ref[c]) + 2.0 * rel * mag[c] + 1e-30;
+            t->elements++;
+            if (!(fabs(got - ref[c]) <= tol) && !bad++)
+                snprintf(what, sizeof what, "out[%lld, %lld] = %.9g, ref %.9g (tol %.3g)",
+                         (long long)tk, (long long)c, got, ref[c], tol);
+        }
+    }
+    if (bad || gpu_call_failed) {
+        print_error("FAILED moe block T %lld topk %lld E %lld H %lld I %lld route %d: %lld "
+                    "mismatches, first: %s\n", (long long)tokens, (long long)topk,
+                    (long long)experts, (long long)hidden, (long long)inter, route,
+                    (long long)bad, what);
+        t->failures++;
+        gpu_call_failed = 0;
+    }
+    cu.cuMemFree(dx); cu.cuMemFree(d13); cu.cuMemFree(d2); cu.cuMemFree(dh); cu.cuMemFree(dy);
+    cu.cuMemFree(dout);
+    routing_free(&r);
+    free(x); free(w13); free(w2); free(ref); free(mag); free(hx); free(h13); free(h2); free(hout);
+}
+
+static void test_moe_block(void **state) {
+    gpu_tally t;
+    (void)state;
+    gpu_tally_start(&t, "moe_gemm_whole_block");
+    run_block(&t, BF, g_quick ? 40 : 100, 4, 8, 264, 136, ROUTE_UNIFORM, 0xB100);
+    run_block(&t, BF, 1, 8, 16, 136, 72, ROUTE_UNIFORM, 0xB101);
+    run_block(&t, HF, g_quick ? 30 : 90, 2, 4, 200, 64, ROUTE_MASKED, 0xB102);
+    if (!g_quick) run_block(&t, BF, 300, 8, 8, 256, 128, ROUTE_ONE, 0xB103);
+    if (gpu_tally_end(&t, &g_cases, &g_elements)) fail();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layouts),
+        cmocka_unit_test(test_graph),
+        cmocka_unit_test(test_moe_block),
+    };
+    gpu_test t;
+    int failed;
+    if (gpu_test_begin(&t, "test_gpu_moe_gemm", CU_STREAM_DEFAULT)) return 1;
+    g_ctx = t.ctx;
+    g_stream = t.stream;
+    g_quick = t.quick;
+    failed = cmocka_run_group_tests_name("talon_moe_gemm GPU", tests, NULL, NULL);
+    return gpu_test_end(&t, "", g_cases, g_elements, failed);
+}

@@ -1,0 +1,305 @@
+/* Dispatcher tests on a fake CUDA driver (no GPU) for talon_moe_gemm: one validation error per
+   rule (status, message naming the field and its value, nothing encoded or launched), the
+   plan as a pure function, and the launch of each kernel variant (symbol, persistent grid,
+   the params and the tensor maps the kernel gets). */
+#include "fake_driver.h"
+#include "table_rows.h"
+
+typedef enum { OP_MOE_GEMM } op_id; /* the one op: table_rows.h's op column */
+static const char *const op_names[] = {"talon_moe_gemm"};
+
+#define P_A 0x10000000ull
+#define P_B 0x100000000ull
+#define P_D 0x20000000ull
+#define P_SORTED 0x40000000ull
+#define P_EXPERTS 0x41000000ull
+#define P_POST 0x42000000ull
+#define P_W 0x43000000ull
+#define STREAM ((CUstream)(uintptr_t)0x5157)
+
+/* Qwen3-30B-A3B's gate/up projection over 4096 tokens: hidden [4096, 2048] gathered by token,
+   w13 [128, 2 x 768, 2048], h [sorted, 768] in sorted order. */
+static void valid_args(talon_moe_gemm_args *a) {
+    memset(a, 0, sizeof *a);
+    a->d = P_D; a->a = P_A; a->b = P_B;
+    a->sorted_token_ids = P_SORTED; a->expert_ids = P_EXPERTS; a->num_tokens_post_padded = P_POST;
+    a->tokens = 4096; a->topk = 8; a->experts = 128; a->block_size = 128;
+    a->sorted_capacity = 4096 * 8 + 128 * 127; a->expert_ids_capacity = (4096 * 8 + 128 * 127 + 127) / 128;
+    a->n = 768; a->k = 2048;
+    a->a_rows = TALON_MOE_ROWS_TOKEN; a->d_rows = TALON_MOE_ROWS_SORTED;
+    a->act = TALON_GEMM_ACT_SILU; a->gated = 1;
+}
+
+#define M(f, k, v) SET(talon_moe_gemm_args, f, k, v)
+#define BAD(NAME, SETS, FIELD, VALUE)                                                          \
+    {.name = "moe_gemm: " NAME, .op = OP_MOE_GEMM, .kind = BAD_FIELDS, .set = SETS,            \
+     .field = FIELD, .value = VALUE}
+
+/* ================================================================ validation, one per rule */
+static const bad_row bad_rows[] = {
+    {.name = "moe_gemm: ctx NULL", .op = OP_MOE_GEMM, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
+    {.name = "moe_gemm: args NULL", .op = OP_MOE_GEMM, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
+    BAD("dtype F32", ONE(M(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
+    BAD("dtype fp8 (not yet)", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BAD("a_rows 3", ONE(M(a_rows, ENUM, 3)), "args->a_rows", "3"),
+    BAD("a_rows -1", ONE(M(a_rows, ENUM, -1)), "args->a_rows", "-1"),
+    BAD("d_rows TOKEN", ONE(M(d_rows, ENUM, TALON_MOE_ROWS_TOKEN)), "args->d_rows", "1"),
+    BAD("d_rows 3", ONE(M(d_rows, ENUM, 3)), "args->d_rows", "3"),
+    BAD("tokens 0", ONE(M(tokens, I64, 0)), "args->tokens", "0"),
+    BAD("tokens 65537", ONE(M(tokens, I64, 65537)), "args->tokens", "65537"),
+    BAD("topk 0", ONE(M(topk, I64, 0)), "args->topk", "0"),
+    BAD("topk 65", ONE(M(topk, I64, 65)), "args->topk", "65"),
+    BAD("experts 0", ONE(M(experts, I64, 0)), "args->experts", "0"),
+    BAD("experts 513", ONE(M(experts, I64, 513)), "args->experts", "513"),
+    BAD("block_size 64", ONE(M(block_size, I64, 64)), "args->block_size", "64"),
+    BAD("block_size 0", ONE(M(block_size, I64, 0)), "args->block_size", "0"),
+    BAD("sorted_capacity one below the worst case", ONE(M(sorted_capacity, I64, 49023)),
+        "args->sorted_capacity", "49023"),
+    BAD("sorted_capacity 2^31", ONE(M(sorted_capacity, I64, 2147483648)), "args->sorted_capacity",
+        "2147483648"),
+    BAD("expert_ids_capacity one below the worst case", ONE(M(expert_ids_capacity, I64, 382)),
+        "args->expert_ids_capacity", "382"),
+    BAD("n 0", ONE(M(n, I64, 0)), "args->n", "0"),
+    BAD("n 772 (not a multiple of 8)", ONE(M(n, I64, 772)), "args->n", "772"),
+    BAD("n 2^20 + 8", ONE(M(n, I64, 1048584)), "args->n", "1048584"),
+    BAD("k 4 (below 8)", ONE(M(k, I64, 4)), "args->k", "4"),
+    BAD("k 2052 (not a multiple of 8)", ONE(M(k, I64, 2052)), "args->k", "2052"),
+    BAD("gated 2", ONE(M(gated, INT, 2)), "args->gated", "2"),
+    BAD("act 5", ONE(M(act, ENUM, 5)), "args->act", "5"),
+    BAD("act -1", ONE(M(act, ENUM, -1)), "args->act", "-1"),
+    BAD("lda 2040 (shorter than k)", ONE(M(lda, I64, 2040)), "args->lda", "2040"),
+    BAD("lda 2052 (not a multiple of 8)", ONE(M(lda, I64, 2052)), "args->lda", "2052"),
+    BAD("ldb 2049", ONE(M(ldb, I64, 2049)), "args->ldb", "2049"),
+    BAD("ldd 760 (shorter than n)", ONE(M(ldd, I64, 760)), "args->ldd", "760"),
+    BAD("ldd 2^36 + 8", ONE(M(ldd, I64, 68719476744.0)), "args->ldd", "68719476744"),
+    BAD("d NULL", ONE(M(d, PTR, 0)), "args->d", "NULL"),
+    BAD("d 8-byte aligned", ONE(M(d, PTR, P_D + 8)), "args->d", "0x20000008"),
+    BAD("a NULL", ONE(M(a, PTR, 0)), "args->a", "NULL"),
+    BAD("a 2-byte aligned", ONE(M(a, PTR, P_A + 2)), "args->a", "0x10000002"),
+    BAD("b NULL", ONE(M(b, PTR, 0)), "args->b", "NULL"),
+    BAD("b 8-byte aligned", ONE(M(b, PTR, P_B + 8)), "args->b", "0x100000008"),
+    BAD("sorted_token_ids NULL", ONE(M(sorted_token_ids, PTR, 0)), "args->sorted_token_ids", "NULL"),
+    BAD("sorted_token_ids 2-byte aligned", ONE(M(sorted_token_ids, PTR, P_SORTED + 2)),
+        "args->sorted_token_ids", "0x40000002"),
+    BAD("expert_ids NULL", ONE(M(expert_ids, PTR, 0)), "args->expert_ids", "NULL"),
+    BAD("num_tokens_post_padded NULL", ONE(M(num_tokens_post_padded, PTR, 0)),
+        "args->num_tokens_post_padded", "NULL"),
+    BAD("num_tokens_post_padded 2-byte aligned", ONE(M(num_tokens_post_padded, PTR, P_POST + 2)),
+        "args->num_tokens_post_padded", "0x42000002"),
+    BAD("topk_weights 2-byte aligned", ONE(M(topk_weights, PTR, P_W + 2)), "args->topk_weights",
+        "0x43000002"),
+    /* d SORTED spans 49024 rows x 768 x 2 bytes = 0x47d0000 from P_D */
+    BAD("a overlaps d", ONE(M(a, PTR, P_D + 0x1000)), "args->a", "0x20001000"),
+    BAD("b overlaps d's last row", ONE(M(b, PTR, P_D + 0x47d0000 - 16)), "args->b", "0x247cfff0"),
+    BAD("d PAIR (32768 rows) overlapping a", ONE(M(d_rows, ENUM, TALON_MOE_ROWS_PAIR),
+        M(d, PTR, P_A - 32768 * 768 * 2 + 16)), "args->a", "0x10000000"),
+    BAD("sorted_token_ids inside d", ONE(M(sorted_token_ids, PTR, P_D + 0x400000)),
+        "args->sorted_token_ids", "0x20400000"),
+    BAD("expert_ids inside d", ONE(M(expert_ids, PTR, P_D + 64)), "args->expert_ids", "0x20000040"),
+    BAD("num_tokens_post_padded inside d", ONE(M(num_tokens_post_padded, PTR, P_D + 4)),
+        "args->num_tokens_post_padded", "0x20000004"),
+    BAD("topk_weights inside d", ONE(M(topk_weights, PTR, P_D + 0x47d0000 - 4)),
+        "args->topk_weights", "0x247cfffc"),
+};
+
+static void test_invalid_argument(void **state) {
+    const bad_row *row = (const bad_row *)*state;
+    talon_moe_gemm_args a;
+    valid_args(&a);
+    apply_sets(&a, row->set, MAX_SETS);
+    assert_rejected(talon_moe_gemm(row->kind == BAD_CTX ? NULL : g_ctx, STREAM,
+                                   row->kind == BAD_ARGS ? NULL : &a),
+                    op_names[row->op], row->field, row->value);
+    assert_int_equal(fake.encodes, 0);
+}
+
+/* The smallest and the largest accepted shapes launch. */
+static void test_accepts_edges(void **state) {
+    talon_moe_gemm_args a;
+    (void)state;
+    valid_args(&a);
+    a.tokens = 1; a.topk = 1; a.experts = 1; a.sorted_capacity = 128; a.expert_ids_capacity = 1;
+    a.n = 8; a.k = 8;
+    assert_int_equal(talon_moe_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    valid_args(&a);
+    a.tokens = 65536; a.topk = 64; a.experts = 512;
+    a.sorted_capacity = 65536LL * 64 + 512 * 127; a.expert_ids_capacity = 1 << 24;
+    a.d = 0x1000000000ull; a.b = 0x4000000000ull;
+    assert_int_equal(talon_moe_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    assert_int_equal(fake.launches, 2);
+}
+
+static void test_encode_failure(void **state) {
+    talon_moe_gemm_args a;
+    (void)state;
+    valid_args(&a);
+    fake.encode_result = CUDA_ERROR_INVALID_VALUE;
+    assert_int_equal(talon_moe_gemm(g_ctx, STREAM, &a), TALON_ERROR_DRIVER);
+    assert_contains(talon_last_error(), "cuTensorMapEncodeTiled(args->d)");
+    assert_int_equal(fake.launches, 0);
+}
+
+/* The plan from host values alone. */
+static void test_plan(void **state) {
+    talon__moe_gemm_plan pl;
+    (void)state;
+    /* Qwen3-30B-A3B gate/up, T 4096: 256 busy blocks x 6 column tiles of 128 (bn 256) */
+    talon__moe_gemm_plan_make(4096, 8, 768, 1, 49024, 383, 132, &pl);
+    assert_int_equal(pl.bn, 256);
+    assert_int_equal(pl.blocks, 383);
+    assert_int_equal(pl.tiles_n, 6);
+    assert_int_equal(pl.group, 16);
+    assert_int_equal(pl.grid, 132);
+    /* DeepSeek-V3 down (n 7168), T 1: one busy block; 56 tiles of 128 fill more SMs than
+       28 of 256 */
+    talon__moe_gemm_plan_make(1, 8, 7168, 0, 8 + 8 * 127, 8, 132, &pl);
+    assert_int_equal(pl.bn, 128);
+    assert_int_equal(pl.blocks, 8);
+    assert_int_equal(pl.tiles_n, 56);
+    assert_int_equal(pl.grid, 132);
+    /* a narrow gated n: 64 output columns fill bn 128's tiles exactly, 256's half */
+    talon__moe_gemm_plan_make(64, 2, 64, 1, 64 * 2 + 8 * 127, 9, 132, &pl);
+    assert_int_equal(pl.bn, 128);
+    assert_int_equal(pl.tiles_n, 1);
+    assert_int_equal(pl.grid, 9);
+    /* blocks: no more than can start below sorted_capacity */
+    talon__moe_gemm_plan_make(4, 2, 256, 0, 200, 100, 132, &pl);
+    assert_int_equal(pl.blocks, 2);
+    assert_int_equal(pl.bn, 128);
+    assert_int_equal(pl.grid, 4);
+    /* the SM count bounds the grid */
+    talon__moe_gemm_plan_make(4096, 8, 768, 1, 49024, 383, 78, &pl);
+    assert_int_equal(pl.grid, 78);
+}
+
+typedef struct moe_launch_row {
+    const char *name;
+    field_set set[MAX_SETS];
+    const char *symbol;
+    int grid, tiles_n;
+} moe_launch_row;
+#define LAUNCH(NAME, SETS, SYM, GRID, TN) {"moe_gemm launches " NAME, SETS, SYM, GRID, TN}
+
+static const moe_launch_row launch_rows[] = {
+    LAUNCH("bf16 gate/up, token rows -> sorted, gated 256", NONE, "talon_moe_gemm_bf16_gated_256",
+           132, 6),
+    LAUNCH("f16 gate/up", ONE(M(dtype, ENUM, TALON_DTYPE_F16)), "talon_moe_gemm_f16_gated_256",
+           132, 6),
+    LAUNCH("bf16 down, sorted -> pair rows with weights, 256",
+           ONE(M(gated, INT, 0), M(act, ENUM, TALON_GEMM_ACT_NONE), M(n, I64, 2048), M(k, I64, 768),
+               M(a_rows, ENUM, TALON_MOE_ROWS_SORTED), M(d_rows, ENUM, TALON_MOE_ROWS_PAIR)),
+           "talon_moe_gemm_bf16_256", 132, 8),
+    LAUNCH("f16 pair rows -> pair rows, n 72: 128",
+           ONE(M(dtype, ENUM, TALON_DTYPE_F16), M(gated, INT, 0), M(n, I64, 72),
+               M(a_rows, ENUM, TALON_MOE_ROWS_PAIR), M(d_rows, ENUM, TALON_MOE_ROWS_PAIR)),
+           "talon_moe_gemm_f16_128", 132, 1),
+    LAUNCH("bf16 gated n 64 (one tile of 128)", ONE(M(n, I64, 64), M(tokens, I64, 16),
+           M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
+           "talon_moe_gemm_bf16_gated_128", 128, 1),
+};
+
+static void test_launch(void **state) {
+    const moe_launch_row *row = (const moe_launch_row *)*state;
+    const talon__moe_gemm_params *p;
+    talon_moe_gemm_args a;
+    CUdeviceptr map_base;
+    const int bn = strstr(row->symbol, "_256") ? 256 : 128;
+    int i, maps;
+    valid_args(&a);
+    apply_sets(&a, row->set, MAX_SETS);
+    assert_int_equal(talon_moe_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    assert_int_equal(fake.load_calls[TALON__IMG_moe_gemm], 1);
+    assert_int_equal(fake.launches, 1);
+    assert_int_equal(fake.last.fn, fake_handle_for(row->symbol));
+    assert_int_equal(fake.last.grid[0], row->grid);
+    assert_int_equal(fake.last.block[0], 384);
+    assert_int_equal(fake.last.smem, talon__kernels[kernel_index(row->symbol)].smem);
+    assert_int_equal(fake.last.param_size, sizeof(talon__moe_gemm_params));
+    p = (const talon__moe_gemm_params *)fake.last.params;
+    assert_int_equal(p->a_ptr, a.a);
+    assert_int_equal(p->d, a.d);
+    assert_int_equal(p->sorted_token_ids, a.sorted_token_ids);
+    assert_int_equal(p->expert_ids, a.expert_ids);
+    assert_int_equal(p->num_post, a.num_tokens_post_padded);
+    assert_int_equal(p->topk_weights, a.topk_weights);
+    assert_int_equal(p->lda, a.k);
+    assert_int_equal(p->ldd, a.n);
+    assert_int_equal(p->n, a.n);
+    assert_int_equal(p->k, a.k);
+    assert_int_equal(p->experts, a.experts);
+    assert_int_equal(p->topk, a.topk);
+    assert_int_equal(p->pairs, a.tokens * a.topk);
+    assert_int_equal(p->blocks, a.expert_ids_capacity);
+    assert_int_equal(p->tiles_n, row->tiles_n);
+    assert_int_equal(p->group, 16);
+    assert_int_equal(p->a_rows, (int)a.a_rows);
+    assert_int_equal(p->d_rows, (int)a.d_rows);
+    assert_int_equal(p->act, (int)a.act);
+    /* maps in order: a (SORTED), d (SORTED), b's gate (or only) view, b's up view (gated) */
+    maps = (a.a_rows == TALON_MOE_ROWS_SORTED) + (a.d_rows == TALON_MOE_ROWS_SORTED) + 1 + a.gated;
+    assert_int_equal(fake.encodes, maps);
+    i = 0;
+    if (a.a_rows == TALON_MOE_ROWS_SORTED) {
+        assert_ptr_equal(fake.enc_log[i].addr, (void *)(uintptr_t)a.a);
+        assert_int_equal(fake.enc_log[i].dims[1], a.sorted_capacity);
+        assert_int_equal(fake.enc_log[i].box[1], 128);
+        i++;
+    }
+    if (a.d_rows == TALON_MOE_ROWS_SORTED) {
+        assert_ptr_equal(fake.enc_log[i].addr, (void *)(uintptr_t)a.d);
+        assert_int_equal(fake.enc_log[i].dims[0], a.n);
+        assert_int_equal(fake.enc_log[i].dims[1], a.sorted_capacity);
+        assert_int_equal(fake.enc_log[i].box[0], 64);
+        assert_int_equal(fake.enc_log[i].box[1], 64);
+        i++;
+    }
+    for (; i < maps; i++) {
+        const int up = a.gated && i == maps - 1;
+        assert_ptr_equal(fake.enc_log[i].addr, (void *)(uintptr_t)(a.b + (up ? a.n * a.k * 2 : 0)));
+        assert_int_equal(fake.enc_log[i].rank, 3);
+        assert_int_equal(fake.enc_log[i].dims[0], a.k);
+        assert_int_equal(fake.enc_log[i].dims[1], a.n);
+        assert_int_equal(fake.enc_log[i].dims[2], a.experts);
+        assert_int_equal(fake.enc_log[i].strides[0], a.k * 2);
+        assert_int_equal(fake.enc_log[i].strides[1], (a.gated ? 2 : 1) * a.n * a.k * 2);
+        assert_int_equal(fake.enc_log[i].box[0], 64);
+        assert_int_equal(fake.enc_log[i].box[1], bn / 2);
+        assert_int_equal(fake.enc_log[i].box[2], 1);
+        assert_int_equal(fake.enc_log[i].swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+        assert_int_equal(fake.enc_log[i].type, a.dtype == TALON_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                           : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    }
+    memcpy(&map_base, &p->b_hi, sizeof map_base);
+    assert_int_equal(map_base, a.b + (a.gated ? (CUdeviceptr)(a.n * a.k * 2) : 0));
+}
+
+/* Strided views reach the params and the maps. */
+static void test_strides(void **state) {
+    talon_moe_gemm_args a;
+    const talon__moe_gemm_params *p;
+    (void)state;
+    valid_args(&a);
+    a.a_rows = TALON_MOE_ROWS_SORTED; a.d_rows = TALON_MOE_ROWS_PAIR;
+    a.lda = 2056; a.ldb = 2064; a.ldd = 776;
+    assert_int_equal(talon_moe_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    p = (const talon__moe_gemm_params *)fake.last.params;
+    assert_int_equal(p->lda, 2056);
+    assert_int_equal(p->ldd, 776);
+    assert_int_equal(fake.enc_log[0].strides[0], 2056 * 2); /* a */
+    assert_int_equal(fake.enc_log[1].strides[0], 2064 * 2); /* b */
+    assert_int_equal(fake.enc_log[1].strides[1], 2 * 768 * 2064 * 2);
+}
+
+/* ================================================================ main */
+int main(void) {
+    size_t i;
+    for (i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++)
+        test_add(bad_rows[i].name, test_invalid_argument, &bad_rows[i]);
+    test_add("moe_gemm: accepts the edges", test_accepts_edges, NULL);
+    test_add("moe_gemm: a failed tensor map encode", test_encode_failure, NULL);
+    test_add("moe_gemm: plan", test_plan, NULL);
+    for (i = 0; i < sizeof launch_rows / sizeof launch_rows[0]; i++)
+        test_add(launch_rows[i].name, test_launch, &launch_rows[i]);
+    test_add("moe_gemm: strided views", test_strides, NULL);
+    return test_run("test_moe_gemm");
+}
