@@ -957,7 +957,8 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    Limits: tokens in [1, 65536], topk in [1, 64], experts in [1, 512] (moe_align's);
    block_size 128; sorted_capacity and expert_ids_capacity at least
    talon_moe_align_block_size_capacity's for (tokens, topk, experts, 128), and what was
-   passed to moe_align; n and k in [8, 2^20], multiples of 8; strides in elements (0 =
+   passed to moe_align; n and k in [8, 2^20], multiples of 8 (floor(sorted_capacity / 128) x
+   ceil(n / 64) <= 2^30 always fits: the kernel's tile count); strides in elements (0 =
    contiguous: lda = k, ldb = k, ldd = n), at least a row, multiples of 8 and at most 2^36;
    b is [experts, gated ? 2n : n, k] with row stride ldb and the experts back to back; a, b
    and d 16-byte aligned, the others 4-byte aligned. d must not overlap any input.

@@ -98,6 +98,9 @@ static const bad_row bad_rows[] = {
     BAD("expert_ids inside d", ONE(M(expert_ids, PTR, P_D + 64)), "args->expert_ids", "0x20000040"),
     BAD("num_tokens_post_padded inside d", ONE(M(num_tokens_post_padded, PTR, P_D + 4)),
         "args->num_tokens_post_padded", "0x20000004"),
+    BAD("2^30 tiles and more (n 2^20, sorted_capacity 2^31 - 1)", ONE(M(n, I64, 1048576),
+        M(gated, INT, 0), M(sorted_capacity, I64, 2147483647), M(expert_ids_capacity, I64, 16777216),
+        M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), M(d, PTR, 0x100000000000ull)), "args->n", "1048576"),
     BAD("topk_weights inside d", ONE(M(topk_weights, PTR, P_D + 0x47d0000 - 4)),
         "args->topk_weights", "0x247cfffc"),
 };
@@ -161,12 +164,15 @@ static void test_plan(void **state) {
     talon__moe_gemm_plan_make(64, 2, 64, 1, 64 * 2 + 8 * 127, 9, 132, &pl);
     assert_int_equal(pl.bn, 128);
     assert_int_equal(pl.tiles_n, 1);
-    assert_int_equal(pl.grid, 9);
-    /* blocks: no more than can start below sorted_capacity */
+    assert_int_equal(pl.blocks, 8); /* 1144 slots: 8 whole blocks */
+    assert_int_equal(pl.grid, 8);
+    /* blocks: no more than end inside sorted_capacity */
     talon__moe_gemm_plan_make(4, 2, 256, 0, 200, 100, 132, &pl);
-    assert_int_equal(pl.blocks, 2);
+    assert_int_equal(pl.blocks, 1);
     assert_int_equal(pl.bn, 128);
-    assert_int_equal(pl.grid, 4);
+    assert_int_equal(pl.grid, 2);
+    talon__moe_gemm_plan_make(4, 2, 256, 0, 1024, 100, 132, &pl);
+    assert_int_equal(pl.blocks, 8);
     /* the SM count bounds the grid */
     talon__moe_gemm_plan_make(4096, 8, 768, 1, 49024, 383, 78, &pl);
     assert_int_equal(pl.grid, 78);

@@ -94,6 +94,11 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
 
     talon__moe_gemm_plan_make(a->tokens, a->topk, a->n, a->gated, a->sorted_capacity,
                               a->expert_ids_capacity, ctx->sms, &pl);
+    if ((int64_t)pl.blocks * pl.tiles_n > (1LL << 30)) /* the kernel's int tile indices */
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld with "
+                           "args->sorted_capacity = %lld makes %lld tiles, more than 2^30", op,
+                           (long long)a->n, (long long)a->sorted_capacity,
+                           (long long)pl.blocks * pl.tiles_n);
     memset(&p, 0, sizeof p);
     /* a SORTED: 128-row boxes (a gathered a is read by pointer); d SORTED: 64-row boxes */
     if (a->a_rows == TALON_MOE_ROWS_SORTED)

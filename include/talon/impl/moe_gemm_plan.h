@@ -13,7 +13,9 @@ typedef struct talon__moe_gemm_plan {
     int grid;    /* persistent CTAs */
 } talon__moe_gemm_plan;
 
-/* Blocks the grid walks: those expert_ids holds that can start below sorted_capacity. The tile
+/* Blocks the grid walks: those expert_ids holds that end inside sorted_capacity (a valid
+   num_tokens_post_padded, a multiple of 128 up to the capacity, never reaches further, and a
+   broken one then cannot make the kernel read past sorted_token_ids). The tile
    width: the dense GEMM's wave cost (talon__gemm_cost) over the blocks that
    tokens x topk pairs fill when spread evenly (one block per 128 pairs; the device decides
    how many there are), between 256 and 128 rows of b. Tiles are walked in groups of 16
@@ -23,7 +25,7 @@ typedef struct talon__moe_gemm_plan {
 static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t n, int gated,
                                       int64_t sorted_capacity, int64_t expert_ids_capacity,
                                       int sms, talon__moe_gemm_plan *pl) {
-    const int64_t sorted_blocks = (sorted_capacity + 127) / 128;
+    const int64_t sorted_blocks = sorted_capacity / 128;
     const int64_t blocks = expert_ids_capacity < sorted_blocks ? expert_ids_capacity : sorted_blocks;
     const int64_t busy = (tokens * topk + 127) / 128;
     const int64_t tiles_n = (n + talon__gemm_tile_cols(256, gated) - 1) / talon__gemm_tile_cols(256, gated);
