@@ -103,15 +103,17 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
 
     def make():
         w13, w2 = weights(model)
-        s = {"x": torch.randn(tokens, hid, device="cuda", dtype=torch.bfloat16),
+        # x: the first T rows of xe, whose last row is the zero row torch's padding reads
+        s = {"xe": torch.randn(tokens + 1, hid, device="cuda", dtype=torch.bfloat16),
              "h": torch.empty(scap, inter, device="cuda", dtype=torch.bfloat16),
              "y": torch.empty(pairs, hid, device="cuda", dtype=torch.bfloat16),
              "out": torch.empty(tokens, hid, device="cuda", dtype=torch.bfloat16)}
+        s["xe"][tokens].zero_()
         common = dict(sorted_token_ids=ptr(sorted_ids), expert_ids=ptr(expert_ids),
                       num_tokens_post_padded=ptr(npost), tokens=tokens, topk=k, experts=e,
                       block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap,
                       dtype=BF16)
-        s["up"] = Args(d=ptr(s["h"]), a=ptr(s["x"]), b=ptr(w13), n=inter, k=hid, gated=1,
+        s["up"] = Args(d=ptr(s["h"]), a=ptr(s["xe"]), b=ptr(w13), n=inter, k=hid, gated=1,
                        act=SILU, a_rows=ROWS["token"], d_rows=ROWS["sorted"], **common)
         s["down"] = Args(d=ptr(s["y"]), a=ptr(s["h"]), b=ptr(w2), topk_weights=ptr(topw),
                          n=hid, k=inter, act=NONE, a_rows=ROWS["sorted"], d_rows=ROWS["pair"],
@@ -119,7 +121,7 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
         s["sum"] = h.struct("talon_moe_sum_args")(out=ptr(s["out"]), **{"in": ptr(s["y"])},
                                                    tokens=tokens, k=k, hidden=hid, dtype=BF16)
         # the torch peers' pre-gathered inputs (grouped_mm alone)
-        s["xs"] = torch.cat([s["x"], s["x"].new_zeros(1, hid)]).index_select(0, tok)
+        s["xs"] = s["xe"].index_select(0, tok)
         s["hs"] = torch.randn(total, inter, device="cuda", dtype=torch.bfloat16)
         return s
 
@@ -130,7 +132,7 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
 
     def torch_pipeline(s):
         w13, w2 = weights(model)
-        xs = torch.cat([s["x"], s["x"].new_zeros(1, hid)]).index_select(0, tok)
+        xs = s["xe"].index_select(0, tok)
         y1 = torch._grouped_mm(xs, w13.transpose(-2, -1), offs=offs)
         hh = F.silu(y1[:, :inter]) * y1[:, inter:]
         y2 = torch._grouped_mm(hh, w2.transpose(-2, -1), offs=offs) * roww[:, None]
@@ -154,7 +156,7 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
         talon(s, torch.cuda.current_stream().cuda_stream)
         torch.cuda.synchronize()
         for t in torch.linspace(0, tokens - 1, min(tokens, 16)).long().tolist():
-            x = s["x"][t].double()
+            x = s["xe"][t].double()
             ref = torch.zeros(hid, device="cuda", dtype=torch.double)
             mag = torch.zeros(hid, device="cuda", dtype=torch.double)
             terms = torch.zeros(hid, device="cuda", dtype=torch.double)

@@ -94,10 +94,7 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
     for (int ch = 0; ch < OUT_COLS / CHUNK; ch++) {
         const int col0 = n0 + ch * CHUNK;
         if (col0 >= p.n) break; // the same in the whole warpgroup
-        const uint32_t buf = st.buf + (st.count & 1) * 8192;
-        // the store that used this buffer two chunks ago has read it
-        if (leader) bulk_wait_group_read<1>();
-        named_bar_sync(barrier, kWarpgroupThreads);
+        const uint32_t buf = st.begin(barrier, leader);
         if (c) { // the chunk's residual rows, 16 bytes per copy, into the staging layout
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -140,13 +137,7 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
                 stage_pair<TO>(buf, r, qq, lane, y0, y1);
             }
         }
-        fence_proxy_async(); // the generic-proxy writes above, before the TMA store reads them
-        named_bar_sync(barrier, kWarpgroupThreads);
-        if (leader) {
-            tma_store_2d(&p.d_map, __cvta_shared_to_generic(buf), col0, m0);
-            bulk_commit_group();
-        }
-        st.count++;
+        st.store_tma(&p.d_map, buf, col0, m0, barrier, leader);
     }
 }
 
@@ -375,7 +366,6 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
     const int c0 = 16 * warp_in_warpgroup() + lane / 4; // column in the warpgroup's 64
     const TI *bias = reinterpret_cast<const TI *>(p.bias);
     const TO *c = reinterpret_cast<const TO *>(p.c);
-    const uint32_t buf = st.buf + (st.count & 1) * 8192;
     const bool leader = thread_in_warpgroup() == 0;
     const int barrier = 1 + int(warpgroup_index());
     float b[2], sc[2]; // per column: bias; alpha times (fp8) b's scale
@@ -387,8 +377,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
         if constexpr (is_fp8<DT>)
             sc[h] *= __ldg(reinterpret_cast<const float *>(p.b_scale) + (col < p.n ? col : 0) * p.b_scale_step);
     }
-    if (leader) bulk_wait_group_read<1>();
-    named_bar_sync(barrier, kWarpgroupThreads);
+    const uint32_t buf = st.begin(barrier, leader);
 #pragma unroll
     for (int q = 0; q < MN / 8; q++)
 #pragma unroll
@@ -404,13 +393,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
                 asm volatile("st.shared.b16 [%0], %1;" ::"r"(buf + row * 128 + (((cl / 8) ^ (row & 7)) << 4) + (cl % 8) * 2),
                              "h"(*reinterpret_cast<const unsigned short *>(&v)));
             }
-    fence_proxy_async();
-    named_bar_sync(barrier, kWarpgroupThreads);
-    if (leader) {
-        tma_store_2d(&p.d_map, __cvta_shared_to_generic(buf), n0, 0);
-        bulk_commit_group();
-    }
-    st.count++;
+    st.store_tma(&p.d_map, buf, n0, 0, barrier, leader);
 }
 
 template <int DT, int OT, int MN, int SPLIT>

@@ -5,6 +5,7 @@
 #pragma once
 #include "dev/activation.cuh"
 #include "dev/pipeline.cuh"
+#include "dev/tma.cuh"
 #include "dev/warpgroup.cuh"
 #include "dev/wgmma.cuh"
 #include "talon/kernels/gemm.def"
@@ -51,11 +52,33 @@ template <typename T> __device__ __forceinline__ void stage_pair(uint32_t chunk,
 }
 
 // Per-warpgroup output staging: two 128-byte x 64-row chunks, alternating, each stored by
-// one TMA store while the next is written.
+// one TMA store while the next is written. A chunk: begin() (its buffer, once free), the
+// warpgroup's writes into it, then store_tma() (or the caller's own copy-out and next()).
+// barrier: the warpgroup's named barrier; leader: its one thread that waits and stores.
 struct Staging {
     uint32_t buf;    // shared address of 2 x 8 KB, 1024-aligned
     uint32_t count;  // chunks staged so far (selects the buffer)
     uint32_t bias_s; // shared address of the tile's bias (bn 16-bit values; gemm_tile only)
+
+    // The next chunk's buffer, after the TMA store that used it two chunks ago has read it
+    // and every thread of the warpgroup is done with the chunk before.
+    __device__ __forceinline__ uint32_t begin(int barrier, bool leader) const {
+        if (leader) bulk_wait_group_read<1>();
+        named_bar_sync(barrier, kWarpgroupThreads);
+        return buf + (count & 1) * 8192;
+    }
+    // The chunk staged at chunk_buf to (c0, c1) of map: one asynchronous TMA store.
+    __device__ __forceinline__ void store_tma(const CUtensorMap *map, uint32_t chunk_buf, int c0,
+                                              int c1, int barrier, bool leader) {
+        fence_proxy_async(); // the generic-proxy writes, before the TMA store reads them
+        named_bar_sync(barrier, kWarpgroupThreads);
+        if (leader) {
+            tma_store_2d(map, __cvta_shared_to_generic(chunk_buf), c0, c1);
+            bulk_commit_group();
+        }
+        next();
+    }
+    __device__ __forceinline__ void next() { count++; }
 };
 
 // A pair of values of type T from shared memory as floats.

@@ -66,11 +66,7 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
     for (int ch = 0; ch < OUT_COLS / CHUNK; ch++) {
         const int col0 = n0 + ch * CHUNK;
         if (col0 >= p.n) break; // the same in the whole warpgroup
-        const uint32_t buf = st.buf + (st.count & 1) * 8192;
-        // the TMA store that used this buffer two chunks ago has read it; a scatter's own
-        // threads read it before they passed this barrier
-        if (leader) bulk_wait_group_read<1>();
-        named_bar_sync(barrier, kWarpgroupThreads);
+        const uint32_t buf = st.begin(barrier, leader);
 #pragma unroll
         for (int qq = 0; qq < QC; qq++) {
             const int i0 = 4 * (ch * QC + qq);
@@ -86,13 +82,8 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
             }
         }
         if (!scatter) {
-            fence_proxy_async(); // the generic-proxy writes, before the TMA store reads them
-            named_bar_sync(barrier, kWarpgroupThreads);
-            if (leader) {
-                tma_store_2d(&p.d_map, __cvta_shared_to_generic(buf), col0, s0);
-                bulk_commit_group();
-            }
-        } else {
+            st.store_tma(&p.d_map, buf, col0, s0, barrier, leader);
+        } else { // the next begin()'s barrier keeps the buffer until every thread read it
             named_bar_sync(barrier, kWarpgroupThreads);
             const int col = col0 + (t % 8) * 8;
 #pragma unroll
@@ -105,8 +96,8 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
                 if (rows[i] >= 0 && col < p.n)
                     *reinterpret_cast<uint4 *>(reinterpret_cast<T *>(p.d) + int64_t(rows[i]) * p.ldd + col) = v;
             }
+            st.next();
         }
-        st.count++;
     }
 }
 

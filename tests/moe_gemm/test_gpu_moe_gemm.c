@@ -74,6 +74,7 @@ static int routing_make(routing *r, int64_t tokens, int64_t topk, int64_t expert
     talon_moe_align_block_size_args al;
     uint64_t s = ref_mix64(seed);
     int64_t t, j, i, n = tokens * topk;
+    double *cdf;
     memset(r, 0, sizeof *r);
     r->tokens = tokens; r->topk = topk; r->experts = experts;
     if (talon_moe_align_block_size_capacity(tokens, topk, experts, 128, &r->sorted_cap,
@@ -83,18 +84,20 @@ static int routing_make(routing *r, int64_t tokens, int64_t topk, int64_t expert
     r->weights = malloc((size_t)n * sizeof(float));
     r->sorted = malloc((size_t)r->sorted_cap * sizeof(int));
     r->expert_ids = malloc((size_t)r->blocks_cap * sizeof(int));
-    if (!r->ids || !r->weights || !r->sorted || !r->expert_ids) return -1;
+    cdf = malloc((size_t)experts * sizeof(double));
+    if (!r->ids || !r->weights || !r->sorted || !r->expert_ids || !cdf) {
+        free(cdf);
+        return -1;
+    }
+    /* Zipf: P(e) ~ 1 / (e + 1)^1.2, drawn by inverting its distribution function */
+    for (i = 0; i < experts; i++) cdf[i] = (i ? cdf[i - 1] : 0.0) + pow((double)(i + 1), -1.2);
     for (t = 0; t < tokens; t++)
         for (j = 0; j < topk; j++) {
             int e, dup;
             do {
-                if (route == ROUTE_ZIPF) { /* P(e) ~ 1 / (e + 1)^1.2 by inversion of a table */
-                    double u = ref_unit01(&s), z = 0.0, acc = 0.0;
-                    for (i = 0; i < experts; i++) z += pow((double)(i + 1), -1.2);
-                    for (e = 0; e < experts - 1; e++) {
-                        acc += pow((double)(e + 1), -1.2) / z;
-                        if (u < acc) break;
-                    }
+                if (route == ROUTE_ZIPF) {
+                    const double u = ref_unit01(&s) * cdf[experts - 1];
+                    for (e = 0; e < experts - 1 && u >= cdf[e]; e++) {}
                 } else if (route == ROUTE_ONE && j == 0) {
                     e = (int)(experts > 1 ? 1 : 0);
                 } else {
@@ -105,6 +108,7 @@ static int routing_make(routing *r, int64_t tokens, int64_t topk, int64_t expert
             r->ids[t * topk + j] = e;
             r->weights[t * topk + j] = 0.25f + ref_unit01(&s);
         }
+    free(cdf);
     if (route == ROUTE_MASKED)
         for (i = 0; i < n; i++)
             if (ref_unit01(&s) < 0.25f) r->ids[i] = -1;

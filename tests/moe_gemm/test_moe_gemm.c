@@ -124,6 +124,8 @@ static void test_accepts_edges(void **state) {
     a.tokens = 1; a.topk = 1; a.experts = 1; a.sorted_capacity = 128; a.expert_ids_capacity = 1;
     a.n = 8; a.k = 8;
     assert_int_equal(talon_moe_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    assert_int_equal(fake.enc.rank, 3); /* b's up view: 3D with one expert too */
+    assert_int_equal(fake.enc.dims[2], 1);
     valid_args(&a);
     a.tokens = 65536; a.topk = 64; a.experts = 512;
     a.sorted_capacity = 65536LL * 64 + 512 * 127; a.expert_ids_capacity = 1 << 24;

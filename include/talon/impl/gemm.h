@@ -92,11 +92,14 @@ static int talon__gemm_esize(talon_dtype dt) {
     return dt == TALON_DTYPE_F32 ? 4 : dt == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
 }
 
-/* A row-major [rows, cols] matrix of stride ld elements, boxes of 128 bytes x box_rows with
-   the 128-byte swizzle the kernel's shared-memory tiles use. */
-static talon_status talon__gemm_map(const talon_ctx *ctx, const char *op, const char *name,
-                                    CUtensorMap *map, CUdeviceptr base, int64_t rows,
-                                    int64_t cols, int64_t ld, int box_rows, talon_dtype dt) {
+/* `batches` row-major [rows, cols] matrices of stride ld elements, batch_stride elements
+   apart (a 3D map, the batch its outer coordinate, so a box never runs into the next matrix;
+   batches 0: one matrix, a 2D map), boxes of 128 bytes x box_rows with the 128-byte swizzle the kernels'
+   shared-memory tiles use. */
+static talon_status talon__gemm_map_batched(const talon_ctx *ctx, const char *op,
+                                            const char *name, CUtensorMap *map, CUdeviceptr base,
+                                            int64_t rows, int64_t cols, int64_t ld, int box_rows,
+                                            talon_dtype dt, int64_t batches, int64_t batch_stride) {
     talon__tensor_map_shape t;
     const int esize = talon__gemm_esize(dt);
     memset(&t, 0, sizeof t);
@@ -104,12 +107,19 @@ static talon_status talon__gemm_map(const talon_ctx *ctx, const char *op, const 
              : dt == TALON_DTYPE_F16   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
              : dt == TALON_DTYPE_F32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                        : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    t.rank = 2;
-    t.dims[0] = (uint64_t)cols; t.dims[1] = (uint64_t)rows;
-    t.strides[0] = (uint64_t)(ld * esize);
-    t.box[0] = (uint32_t)(128 / esize); t.box[1] = (uint32_t)box_rows;
+    t.rank = batches ? 3 : 2;
+    t.dims[0] = (uint64_t)cols; t.dims[1] = (uint64_t)rows; t.dims[2] = (uint64_t)batches;
+    t.strides[0] = (uint64_t)(ld * esize); t.strides[1] = (uint64_t)(batch_stride * esize);
+    t.box[0] = (uint32_t)(128 / esize); t.box[1] = (uint32_t)box_rows; t.box[2] = 1;
     t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
     return talon__tensor_map(ctx, op, name, map, base, &t);
+}
+
+/* One such matrix: a 2D map. */
+static talon_status talon__gemm_map(const talon_ctx *ctx, const char *op, const char *name,
+                                    CUtensorMap *map, CUdeviceptr base, int64_t rows,
+                                    int64_t cols, int64_t ld, int box_rows, talon_dtype dt) {
+    return talon__gemm_map_batched(ctx, op, name, map, base, rows, cols, ld, box_rows, dt, 0, 0);
 }
 
 talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *a) {

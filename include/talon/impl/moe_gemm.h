@@ -43,7 +43,6 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     static const char op[] = "talon_moe_gemm";
     talon__moe_gemm_params p;
     talon__moe_gemm_plan pl;
-    talon__tensor_map_shape t;
     int64_t lda, ldb, ldd, a_rows, d_rows, b_rows;
     CUdeviceptr sd[2], s[2];
     int k;
@@ -107,19 +106,13 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     if (a->d_rows == TALON_MOE_ROWS_SORTED)
         TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, d_rows, a->n, ldd, 64,
                                    a->dtype));
-    /* b: [experts, n, k] views (gated: of the gate rows and of the up rows) */
-    memset(&t, 0, sizeof t);
-    t.type = a->dtype == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    t.rank = 3;
-    t.dims[0] = (uint64_t)a->k; t.dims[1] = (uint64_t)a->n; t.dims[2] = (uint64_t)a->experts;
-    t.strides[0] = (uint64_t)(ldb * 2); t.strides[1] = (uint64_t)(b_rows * ldb * 2);
-    t.box[0] = 64; t.box[1] = (uint32_t)(pl.bn / 2); t.box[2] = 1;
-    t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-    TALON__TRY(talon__tensor_map(ctx, op, "b", &p.b_lo, a->b, &t));
+    /* b: [experts, n, k] views (gated: of the gate rows and of the up rows), box bn / 2 rows */
+    TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p.b_lo, a->b, a->n, a->k, ldb, pl.bn / 2,
+                                       a->dtype, a->experts, b_rows * ldb));
     if (a->gated)
-        TALON__TRY(talon__tensor_map(ctx, op, "b", &p.b_hi, a->b + (CUdeviceptr)(a->n * ldb * 2),
-                                     &t));
+        TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p.b_hi,
+                                           a->b + (CUdeviceptr)(a->n * ldb * 2), a->n, a->k,
+                                           ldb, pl.bn / 2, a->dtype, a->experts, b_rows * ldb));
     else
         p.b_hi = p.b_lo;
     p.a_ptr = a->a; p.d = a->d;
