@@ -57,7 +57,7 @@ GPU_HELPERS := tests/common/gpu.c tests/common/opcheck.c $(REF_SRCS)
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 
 all: $(LIB) build/bin/talon-info
-.PHONY: all test test-gpu sanitize bench clean check-fp8-div dist verify-dist install uninstall
+.PHONY: all examples test test-gpu sanitize bench clean check-fp8-div dist verify-dist install uninstall
 
 # A kernel depends on its sources, its table (include/talon/kernels/) and kernels/dev/ (the
 # -MMD dependency files), never on talon.h: editing the manual rebuilds no cubin. ptxas
@@ -87,6 +87,18 @@ build/bin/talon-info: tools/talon-info.c $(GPU_HELPERS) $(LIB)
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -MMD -MP -MF build/dep/talon-info.d $(GPU_HELPERS) $< $(LIB) -lm $(LIBS) -o $@
 
+# ---------------------------------------------------------------- examples
+# examples/: programs built as a user would build them: C99 (pedantic), talon.h + cuda.h +
+# libc, linked with the archive and libcuda (the toolkit's stub library at link time; the
+# driver's libcuda.so.1 when run).
+CUDA_STUBS := $(firstword $(wildcard $(CUDA_INC)/../lib64/stubs $(CUDA_INC)/../lib/stubs $(CUDA_INC)/../targets/*/lib/stubs))
+EXAMPLE_LIB_SRCS := examples/llm.c examples/safetensors.c examples/model_config.c examples/json.c
+EXAMPLES := build/bin/talon_generate
+examples: $(EXAMPLES)
+build/bin/talon_generate: examples/talon_generate.c $(EXAMPLE_LIB_SRCS) $(LIB)
+	$(call say,CC,$@)mkdir -p $(@D) build/dep
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic $(INC) -MMD -MP -MF build/dep/talon_generate.d $(filter %.c,$^) $(LIB) -L$(CUDA_STUBS) -lcuda -lm $(LIBS) -o $@
+
 # ---------------------------------------------------------------- CPU tests
 # tests/<dir>/test_<name>.c builds build/tests/test_<name> (vpath finds the source; names are
 # unique across directories). <dir> is core (dispatcher-wide) or a family; tests/common/ holds
@@ -107,6 +119,18 @@ build/tests/test_%: test_%.c tests/common/ref.c $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -I$(<D) -MMD -MP -MF build/dep/test_$*.d $(filter-out $<,$(filter %.c,$^)) $< -lcmocka -lm $(LIBS) -o $@
 
+# tests/examples/: the example program's host loaders (examples/*.c), which need neither the
+# cubins nor talon.h: their own rule (a static pattern, so it wins over the one above) builds
+# them C99, pedantic, with the example sources each test lists here (json.h: -MMD sees only
+# the headers of the test itself).
+EXAMPLE_TESTS := build/tests/test_json build/tests/test_safetensors build/tests/test_model_config
+build/tests/test_json: examples/json.c examples/json.h
+build/tests/test_safetensors: examples/safetensors.c examples/json.c examples/json.h
+build/tests/test_model_config: examples/model_config.c examples/json.c examples/json.h
+$(EXAMPLE_TESTS): build/tests/%: %.c
+	$(call say,CC,$@)mkdir -p $(@D) build/dep
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic -MMD -MP -MF build/dep/$*.d $(filter-out $<,$(filter %.c,$^)) $< -lcmocka -o $@
+
 # The header compiles as C99 and C++17, pedantic, header-only and against the archive.
 COMPILE_CHECKS := c99-header-only c99-archive cxx17-header-only cxx17-archive driver-abi
 build/compile/driver-abi: tests/core/driver_abi_check.c $(EMBED) tests/common/gpu.h
@@ -125,7 +149,7 @@ build/compile/cxx17-archive: tests/core/compile_check.c $(LIB)
 	$(call say,CXX,$@)mkdir -p $(@D)
 	$(Q)$(CXX) -x c++ -std=c++17 $(WARN) -pedantic $(INC) $< -x none $(LIB) $(LIBS) -o $@
 
-test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon-info build/lib/libtalon_bench.so
+test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon-info build/lib/libtalon_bench.so $(EXAMPLES)
 	$(Q)for t in $(CPU_TESTS); do $$t || exit 1; done
 	$(Q)for c in $(COMPILE_CHECKS); do build/compile/$$c || exit 1; done
 	$(Q)sh tests/check_version.sh

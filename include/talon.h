@@ -491,6 +491,34 @@ typedef struct talon_kv_append_args {
 } talon_kv_append_args;
 talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_append_args *args);
 
+/* ---------------------------------------------------------------- row gather (embeddings) */
+/* out[r, :] = in[indices[r], :] for r < rows: the token-embedding lookup (in = the embedding
+   table [vocab, hidden], indices = the token ids), or any selection of rows (say the last
+   position of each prompt before the LM head). Rows are copied bit for bit; a row whose index
+   is outside [0, in_rows) is written as zeros (in is never read outside its in_rows rows).
+     in: [in_rows, cols] with row stride in_stride; out: [rows, cols] with row stride
+     out_stride (elements; 0: cols); indices: [rows] int32 or int64 (index_dtype), read on the
+     device (a captured graph follows whatever ids the buffer holds at replay).
+     dtype: BF16, F16, F32 or FP8_E4M3 (only the element size matters: any 1-, 2- or 4-byte
+     data may be gathered under one of them).
+   Limits: rows in [1, 2^31-1], in_rows and cols >= 1, rows x ceil(row bytes / 4096) (16-byte
+   path) or rows x ceil(cols / 256) below 2^31. Pointers aligned to their element (indices to
+   its type); a 16-byte path when in and out are 16-byte aligned and the row and both strides
+   are multiples of 16 bytes. out must not overlap in or indices.
+   Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
+   out of range, an unsupported dtype or index_dtype, overlaps. One kernel; thread-safe;
+   legal inside stream capture (after preload). */
+typedef struct talon_gather_rows_args {
+    CUdeviceptr out;                /* [rows, cols] */
+    CUdeviceptr in;                 /* [in_rows, cols] */
+    CUdeviceptr indices;            /* [rows], index_dtype */
+    int64_t rows, cols, in_rows;
+    int64_t out_stride, in_stride;  /* elements; 0: cols */
+    talon_dtype dtype;              /* BF16 (0), F16, F32 or FP8_E4M3 */
+    talon_index_dtype index_dtype;  /* 0: int32 */
+} talon_gather_rows_args;
+talon_status talon_gather_rows(talon_ctx *ctx, CUstream stream, const talon_gather_rows_args *args);
+
 /* ---------------------------------------------------------------- attention (decode) */
 /* Paged KV cache (shared with kv_append): K and V are two tensors, each row-major and
    contiguous in `layout`: [num_pages, page_size, num_kv_heads, head_dim] (TALON_KV_NHD, 0) or

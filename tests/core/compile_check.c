@@ -73,6 +73,7 @@ static void check_more_ops(void) {
     talon_prefill_attention_paged_args paged;
     talon_rmsnorm_quant_fp8_args nq;
     talon_moe_gemm_args moe;
+    talon_gather_rows_args gather;
     talon_ctx *ctx = NULL;
     CUstream stream = NULL;
     int64_t sorted = 0, blocks = 0, bytes = -1;
@@ -187,6 +188,12 @@ static void check_more_ops(void) {
     expect(talon_moe_gemm(ctx, stream, &moe) == TALON_ERROR_INVALID_ARGUMENT,
            "talon_moe_gemm(NULL ctx)");
     moe.a_rows = TALON_MOE_ROWS_SORTED;
+
+    memset(&gather, 0, sizeof gather);
+    gather.out = 0x1000; gather.in = 0x2000; gather.indices = 0x3000; gather.rows = 4;
+    gather.cols = 64; gather.in_rows = 100; gather.index_dtype = TALON_INDEX_I64;
+    expect(talon_gather_rows(ctx, stream, &gather) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_gather_rows(NULL ctx)");
 }
 
 static void check_statuses(void) {

@@ -28,6 +28,7 @@ extern "C" {
 #include "prefill.h"
 #include "moe_gemm_plan.h"
 #include "moe_gemm.h"
+#include "gather.h"
 
 #ifdef __cplusplus
 }
