@@ -2,7 +2,7 @@
 
     python3 examples/bench_model.py --binary build/bin/talon_generate --workdir /tmp/b \
         [--arch llama|qwen3_moe] [--layers 4] [--batches 1,8,64] [--prompt-len 512] \
-        [--steps 64] [--compile-batches 64] [--json out.json]
+        [--steps 64] [--compile-batches 64] [--fp8] [--json out.json]
 
 The model: hf_reference.py's random Llama-3-8B-shaped (or Qwen3-30B-A3B-shaped) model with
 --layers layers, saved once and loaded by both. For each batch size B, B prompts of
@@ -18,7 +18,8 @@ The model: hf_reference.py's random Llama-3-8B-shaped (or Qwen3-30B-A3B-shaped) 
            is the peer.)
   compile: the same generate() with a static cache, which compiles the forward pass
            (cache_implementation="static"), at the batches of --compile-batches.
-Prefill tokens/s = B x prompt-len / prefill time. Targets (the whole-model issue's, for the
+--fp8 runs talon's fp8 mode (the peers stay bf16). Prefill tokens/s = B x prompt-len / prefill
+time. Targets (the whole-model issue's, for the
 dense model): decode step at batch 64 >= 2x transformers eager and >= 1.2x transformers with
 torch.compile; prefill tokens/s >= 1.1x transformers + SDPA.
 """
@@ -76,6 +77,7 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--compile-batches", default="64")
+    ap.add_argument("--fp8", action="store_true", help="talon's fp8 mode (llama only)")
     ap.add_argument("--json")
     a = ap.parse_args()
     import torch
@@ -87,7 +89,7 @@ def main():
     rng = random.Random(7)
     batches = [int(x) for x in a.batches.split(",")]
     compile_batches = {int(x) for x in a.compile_batches.split(",") if x}
-    result = {"arch": a.arch, "layers": a.layers, "prompt_len": a.prompt_len, "steps": a.steps,
+    result = {"arch": a.arch, "fp8": a.fp8, "layers": a.layers, "prompt_len": a.prompt_len, "steps": a.steps,
               "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "transformers": transformers.__version__, "rows": []}
     for B in batches:
@@ -96,7 +98,8 @@ def main():
         with open(pfile, "w") as f:
             f.writelines(" ".join(map(str, p)) + "\n" for p in prompts)
         args = [a.binary, "--model", a.workdir, "--prompts", pfile, "--new", str(a.steps + 1),
-                "--runs", "3"] + (["--profile"] if B == max(batches) else [])
+                "--runs", "3"] + (["--profile"] if B == max(batches) else []) + \
+            (["--fp8"] if a.fp8 else [])
         run = subprocess.run(args, capture_output=True, text=True)
         print(run.stdout, end="")
         print(run.stderr, end="", file=sys.stderr)
@@ -133,7 +136,7 @@ def main():
                           if k != "talon_stages_us"}))
         result["rows"].append(row)
         torch.cuda.empty_cache()
-    if a.arch == "llama":
+    if a.arch == "llama" and not a.fp8:
         big = [r for r in result["rows"] if r["batch"] == 64]
         targets = {}
         if big:

@@ -40,13 +40,20 @@
 #define PAGE_SIZE 16
 #define PI 3.14159265358979323846
 
+/* A linear layer's weight [n, k]: bf16, or (fp8 mode) e4m3 with one fp32 scale per 128 x 128
+   block, [ceil(n / 128), ceil(k / 128)] row-major (talon_gemm's TALON_GEMM_SCALE_BLOCK). */
+typedef struct weight {
+    CUdeviceptr w, scale;           /* scale 0: bf16 */
+} weight;
+
 typedef struct layer_weights {
-    CUdeviceptr attn_norm, wq, wk, wv, wo, mlp_norm;
+    CUdeviceptr attn_norm, mlp_norm;
+    weight wq, wk, wv, wo;
     CUdeviceptr q_norm, k_norm;     /* Qwen3: RMSNorm of each head of q and k, before rope */
     int moe;                        /* MoE MLP (router + experts) instead of a dense one */
-    CUdeviceptr w13, w2;            /* dense: [2I, H] (gate rows, then up), [H, I];
-                                       MoE: [E, 2I, H], [E, H, I] */
+    weight w13, w2;                 /* dense MLP: [2I, H] (gate rows, then up), [H, I] */
     CUdeviceptr router;             /* MoE: [E, H] */
+    CUdeviceptr e13, e2;            /* MoE experts: [E, 2I, H], [E, H, I] */
 } layer_weights;
 
 struct llm {
@@ -67,6 +74,8 @@ struct llm {
        intermediate (sorted rows), the expert outputs (pair rows) and their sum */
     CUdeviceptr router_logits, topk_weights, topk_ids, sorted_ids, expert_ids, num_post,
         moe_inter, moe_pairs, moe_out;
+    /* fp8 mode: the projections' input quantised per row and 128 columns (dense_input) */
+    CUdeviceptr act8, act8_scale;
     CUdeviceptr ids, positions, slots, cu_seqlens, last_rows, page_table, kv_lens, next_ids,
         top_values, topk_ws, decode_ws, prefill_ws;
     int64_t topk_ws_bytes, decode_ws_bytes;
@@ -144,6 +153,84 @@ static int upload(llm *m, const st_model *st, const char *name, int ndim, int64_
     return 0;
 }
 
+/* e4m3 (the fn variant: no infinities, largest 448) of x, rounded to nearest even and
+   saturated to +-448, as the GPU's cvt.rn.satfinite. */
+static uint8_t e4m3_from_float(float x) {
+    const uint8_t sign = x < 0 ? 0x80 : 0;
+    double a = fabs((double)x), q;
+    int e;
+    if (x != x) return 0x7f;
+    if (a >= 448.0) return sign | 0x7e;
+    if (a < 0.015625) /* subnormal: steps of 2^-9 (8 of them reach the smallest normal) */
+        return sign | (uint8_t)nearbyint(a * 512.0);
+    a = frexp(a, &e); /* a in [0.5, 1): value = a 2^e, mantissa 2a - 1 in steps of 1/8 */
+    q = nearbyint((2.0 * a - 1.0) * 8.0);
+    if (q == 8.0) {
+        q = 0.0;
+        e++;
+    }
+    if (e + 6 > 15 || (e + 6 == 15 && q == 7.0)) return sign | 0x7e;
+    return sign | (uint8_t)(((e + 6) << 3) | (int)q);
+}
+
+static float bf16_to_float(uint16_t b) {
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Uploads linear weight `name` ([n, k] bf16) into rows [row0, row0 + n) of w: as is, or in fp8
+   mode quantised per 128 x 128 block (scale = amax / 448; row0 a multiple of 128). */
+static int upload_linear(llm *m, const st_model *st, const char *name, int64_t n, int64_t k,
+                         const weight *w, int64_t row0, char *err, size_t err_len) {
+    const int64_t shape[2] = {n, k}, kb = (k + 127) / 128;
+    const uint16_t *src;
+    uint8_t *q;
+    float *scales;
+    int64_t bi, bj, i, j;
+    CUresult r;
+    if (!w->scale) return upload(m, st, name, 2, n, k, w->w, row0 * k * 2, err, err_len);
+    src = (const uint16_t *)st_expect(st, name, ST_BF16, 2, shape, err, err_len);
+    if (!src) return -1;
+    q = (uint8_t *)malloc((size_t)(n * k));
+    scales = (float *)malloc((size_t)(((n + 127) / 128) * kb) * sizeof(float));
+    if (!q || !scales) {
+        free(q); free(scales);
+        set_err(err, err_len, "llm: out of host memory quantising %s", name);
+        return -1;
+    }
+    for (bi = 0; bi < (n + 127) / 128; bi++)
+        for (bj = 0; bj < kb; bj++) {
+            float amax = 0, s;
+            for (i = bi * 128; i < n && i < bi * 128 + 128; i++)
+                for (j = bj * 128; j < k && j < bj * 128 + 128; j++) {
+                    const float v = fabsf(bf16_to_float(src[i * k + j]));
+                    if (v > amax) amax = v;
+                }
+            s = amax > 0 ? amax / 448.0f : 1.0f;
+            scales[bi * kb + bj] = s;
+            for (i = bi * 128; i < n && i < bi * 128 + 128; i++)
+                for (j = bj * 128; j < k && j < bj * 128 + 128; j++)
+                    q[i * k + j] = e4m3_from_float(bf16_to_float(src[i * k + j]) / s);
+        }
+    r = cuMemcpyHtoD(w->w + (CUdeviceptr)(row0 * k), q, (size_t)(n * k));
+    if (r == CUDA_SUCCESS)
+        r = cuMemcpyHtoD(w->scale + (CUdeviceptr)(row0 / 128 * kb * 4), scales,
+                         (size_t)(((n + 127) / 128) * kb) * sizeof(float));
+    free(q);
+    free(scales);
+    if (r != CUDA_SUCCESS) return cu_fail(r, "cuMemcpyHtoD(fp8 weight)", err, err_len);
+    return 0;
+}
+
+/* Allocates a linear weight [n, k] (bf16, or fp8 with its block scales). */
+static int new_weight(llm *m, weight *w, int64_t n, int64_t k, char *err, size_t err_len) {
+    if (!m->o.fp8) return dev_alloc(m, &w->w, n * k * 2, err, err_len);
+    if (dev_alloc(m, &w->w, n * k, err, err_len)) return -1;
+    return dev_alloc(m, &w->scale, ((n + 127) / 128) * ((k + 127) / 128) * 4, err, err_len);
+}
+
 static int load_weights(llm *m, const st_model *st, char *err, size_t err_len) {
     char name[160];
     int64_t l;
@@ -165,14 +252,13 @@ static int load_weights(llm *m, const st_model *st, char *err, size_t err_len) {
 #define LAYER(suffix) (snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, suffix), name)
         NEW(w->attn_norm, H);
         UP(LAYER("input_layernorm.weight"), 1, H, 0, w->attn_norm, 0);
-        NEW(w->wq, qn * H);
-        UP(LAYER("self_attn.q_proj.weight"), 2, qn, H, w->wq, 0);
-        NEW(w->wk, kvn * H);
-        UP(LAYER("self_attn.k_proj.weight"), 2, kvn, H, w->wk, 0);
-        NEW(w->wv, kvn * H);
-        UP(LAYER("self_attn.v_proj.weight"), 2, kvn, H, w->wv, 0);
-        NEW(w->wo, H * qn);
-        UP(LAYER("self_attn.o_proj.weight"), 2, H, qn, w->wo, 0);
+#define LINEAR(wt, rows, n, k, suffix, row0)                                                   \
+    if ((row0) == 0 && new_weight(m, &(wt), rows, k, err, err_len)) return -1;                 \
+    if (upload_linear(m, st, LAYER(suffix), n, k, &(wt), row0, err, err_len)) return -1
+        LINEAR(w->wq, qn, qn, H, "self_attn.q_proj.weight", 0);
+        LINEAR(w->wk, kvn, kvn, H, "self_attn.k_proj.weight", 0);
+        LINEAR(w->wv, kvn, kvn, H, "self_attn.v_proj.weight", 0);
+        LINEAR(w->wo, H, H, qn, "self_attn.o_proj.weight", 0);
         NEW(w->mlp_norm, H);
         UP(LAYER("post_attention_layernorm.weight"), 1, H, 0, w->mlp_norm, 0);
         if (m->c.arch == MODEL_QWEN3_MOE) {
@@ -188,22 +274,21 @@ static int load_weights(llm *m, const st_model *st, char *err, size_t err_len) {
             char expert[96];
             NEW(w->router, E * H);
             UP(LAYER("mlp.gate.weight"), 2, E, H, w->router, 0);
-            NEW(w->w13, E * 2 * J * H);
-            NEW(w->w2, E * H * J);
+            NEW(w->e13, E * 2 * J * H);
+            NEW(w->e2, E * H * J);
             for (e = 0; e < E; e++) {
 #define EXPERT(proj) (snprintf(expert, sizeof expert, "mlp.experts.%lld.%s", (long long)e, proj), LAYER(expert))
-                UP(EXPERT("gate_proj.weight"), 2, J, H, w->w13, (e * 2 * J) * H * 2);
-                UP(EXPERT("up_proj.weight"), 2, J, H, w->w13, (e * 2 * J + J) * H * 2);
-                UP(EXPERT("down_proj.weight"), 2, H, J, w->w2, e * H * J * 2);
+                UP(EXPERT("gate_proj.weight"), 2, J, H, w->e13, (e * 2 * J) * H * 2);
+                UP(EXPERT("up_proj.weight"), 2, J, H, w->e13, (e * 2 * J + J) * H * 2);
+                UP(EXPERT("down_proj.weight"), 2, H, J, w->e2, e * H * J * 2);
 #undef EXPERT
             }
-        } else {
-            NEW(w->w13, 2 * I * H); /* gate rows, then up rows: talon_gemm's gated layout */
-            UP(LAYER("mlp.gate_proj.weight"), 2, I, H, w->w13, 0);
-            UP(LAYER("mlp.up_proj.weight"), 2, I, H, w->w13, I * H * 2);
-            NEW(w->w2, H * I);
-            UP(LAYER("mlp.down_proj.weight"), 2, H, I, w->w2, 0);
+        } else { /* gate rows, then up rows: talon_gemm's gated layout */
+            LINEAR(w->w13, 2 * I, I, H, "mlp.gate_proj.weight", 0);
+            LINEAR(w->w13, 2 * I, I, H, "mlp.up_proj.weight", I);
+            LINEAR(w->w2, H, H, I, "mlp.down_proj.weight", 0);
         }
+#undef LINEAR
 #undef LAYER
     }
 #undef NEW
@@ -268,6 +353,13 @@ static int setup(llm *m, const char *dir, char *err, size_t err_len) {
         set_err(err, err_len, "llm: attention_bias = true is not supported");
         return -1;
     }
+    if (m->o.fp8 && (c->arch != MODEL_LLAMA || c->hidden_size % 128 || c->intermediate_size % 128 ||
+                     (c->num_attention_heads * c->head_dim) % 128 ||
+                     (c->num_key_value_heads * c->head_dim) % 128)) {
+        set_err(err, err_len, "llm: the fp8 mode takes Llama-style models whose projection "
+                "widths are multiples of 128 (128 x 128 weight blocks)");
+        return -1;
+    }
     m->layers = m->o.layers ? m->o.layers : c->num_hidden_layers;
     if (m->layers < 1 || m->layers > c->num_hidden_layers) {
         set_err(err, err_len, "llm: layers = %lld, the model has %lld", (long long)m->layers,
@@ -326,6 +418,12 @@ static int setup(llm *m, const char *dir, char *err, size_t err_len) {
     NEW(m->v, m->rows * m->Hk * m->D * 2);
     NEW(m->attn, m->rows * m->Hq * m->D * 2);
     NEW(m->mlp, m->rows * m->I * 2);
+    if (m->o.fp8) { /* the widest projection input: hidden, q heads or the MLP's width */
+        const int64_t k = m->I > m->H ? (m->I > m->Hq * m->D ? m->I : m->Hq * m->D)
+                                      : (m->H > m->Hq * m->D ? m->H : m->Hq * m->D);
+        NEW(m->act8, m->rows * k);
+        NEW(m->act8_scale, (k / 128) * ((m->rows + 3) / 4 * 4) * 4);
+    }
     if (m->E) {
         TL(talon_moe_align_block_size_capacity(m->rows, m->topk, m->E, 128, &m->sorted_cap,
                                                &m->blocks_cap));
@@ -429,6 +527,39 @@ static talon_status linear(llm *m, CUdeviceptr d, CUdeviceptr a, CUdeviceptr w, 
     return talon_gemm(m->ctx, m->stream, &g);
 }
 
+/* The input a [rows, k] of the projections that follow. fp8 mode: quantised to e4m3 per row
+   and 128 columns (talon_quant_fp8, group scales in the layout talon_gemm's block mode reads),
+   once for the projections that share it. bf16: nothing to do. */
+static talon_status dense_input(llm *m, CUdeviceptr a, int64_t rows, int64_t k) {
+    talon_quant_fp8_args q;
+    if (!m->o.fp8) return TALON_SUCCESS;
+    memset(&q, 0, sizeof q);
+    q.out = m->act8; q.in = a; q.scale = m->act8_scale; q.rows = rows; q.cols = k;
+    q.mode = TALON_QUANT_GROUP;
+    return talon_quant_fp8(m->ctx, m->stream, &q);
+}
+
+/* d[rows, n] = a w^T (+ d when residual; gated: w is [2n, k], SwiGLU) for a projection weight:
+   bf16, or fp8 with block scales on the quantised copy of a that the last dense_input made
+   (the callers quantise a right before its projections). */
+static talon_status dense(llm *m, CUdeviceptr d, CUdeviceptr a, const weight *w, int64_t rows,
+                          int64_t n, int64_t k, int residual, int gated) {
+    talon_gemm_args g;
+    if (!w->scale) return linear(m, d, a, w->w, rows, n, k, residual, gated, TALON_DTYPE_BF16);
+    memset(&g, 0, sizeof g);
+    g.d = d; g.a = m->act8; g.b = w->w; g.m = rows; g.n = n; g.k = k;
+    g.a_scale = m->act8_scale; g.b_scale = w->scale;
+    if (residual) g.c = d;
+    if (gated) {
+        g.gated = 1;
+        g.act = TALON_GEMM_ACT_SILU;
+    }
+    g.dtype = TALON_DTYPE_FP8_E4M3;
+    g.out_dtype = TALON_DTYPE_BF16;
+    g.scale = TALON_GEMM_SCALE_BLOCK;
+    return talon_gemm(m->ctx, m->stream, &g);
+}
+
 /* out[rows, cols] = rmsnorm(in) * w (cols 0: hidden); out may be in. */
 static talon_status rmsnorm(llm *m, CUdeviceptr out, CUdeviceptr in, CUdeviceptr w,
                             int64_t rows, int64_t cols) {
@@ -487,13 +618,13 @@ static int moe_mlp(llm *m, const layer_weights *w, CUdeviceptr h, int64_t rows, 
     g.sorted_capacity = m->sorted_cap; g.expert_ids_capacity = m->blocks_cap;
     MARK("moe gate/up (SwiGLU)");
     /* gate/up: the tokens' rows gathered, SwiGLU, sorted rows out */
-    g.d = m->moe_inter; g.a = h; g.b = w->w13; g.n = m->moe_I; g.k = m->H;
+    g.d = m->moe_inter; g.a = h; g.b = w->e13; g.n = m->moe_I; g.k = m->H;
     g.a_rows = TALON_MOE_ROWS_TOKEN; g.d_rows = TALON_MOE_ROWS_SORTED;
     g.act = TALON_GEMM_ACT_SILU; g.gated = 1;
     TL(talon_moe_gemm(m->ctx, m->stream, &g));
     MARK("moe down");
     /* down: sorted rows in, weighted by the router, one row per (token, slot) out */
-    g.d = m->moe_pairs; g.a = m->moe_inter; g.b = w->w2; g.n = m->H; g.k = m->moe_I;
+    g.d = m->moe_pairs; g.a = m->moe_inter; g.b = w->e2; g.n = m->H; g.k = m->moe_I;
     g.topk_weights = m->topk_weights;
     g.a_rows = TALON_MOE_ROWS_SORTED; g.d_rows = TALON_MOE_ROWS_PAIR;
     g.act = TALON_GEMM_ACT_NONE; g.gated = 0;
@@ -523,9 +654,10 @@ static int run_layers(llm *m, int64_t rows, int64_t batch, int decode, int64_t m
         MARK("attention norm");
         TL(norm_into(m, w->attn_norm, rows, &pending, &h));
         MARK("q, k, v projections");
-        TL(linear(m, m->q, h, w->wq, rows, qn, m->H, 0, 0, TALON_DTYPE_BF16));
-        TL(linear(m, m->k, h, w->wk, rows, kvn, m->H, 0, 0, TALON_DTYPE_BF16));
-        TL(linear(m, m->v, h, w->wv, rows, kvn, m->H, 0, 0, TALON_DTYPE_BF16));
+        TL(dense_input(m, h, rows, m->H));
+        TL(dense(m, m->q, h, &w->wq, rows, qn, m->H, 0, 0));
+        TL(dense(m, m->k, h, &w->wk, rows, kvn, m->H, 0, 0));
+        TL(dense(m, m->v, h, &w->wv, rows, kvn, m->H, 0, 0));
         if (w->q_norm) { /* in place, one row per head */
             MARK("q, k norms");
             TL(rmsnorm(m, m->q, m->q, w->q_norm, rows * m->Hq, m->D));
@@ -574,7 +706,8 @@ static int run_layers(llm *m, int64_t rows, int64_t batch, int decode, int64_t m
             TL(talon_prefill_attention(m->ctx, m->stream, &p));
         }
         MARK("o projection + residual");
-        TL(linear(m, m->x, m->attn, w->wo, rows, m->H, qn, 1, 0, TALON_DTYPE_BF16));
+        TL(dense_input(m, m->attn, rows, qn));
+        TL(dense(m, m->x, m->attn, &w->wo, rows, m->H, qn, 1, 0));
         MARK("mlp norm");
         TL(norm_into(m, w->mlp_norm, rows, &pending, &h));
         if (w->moe) {
@@ -582,9 +715,11 @@ static int run_layers(llm *m, int64_t rows, int64_t batch, int decode, int64_t m
             pending = 1;
         } else {
             MARK("mlp gate/up (SwiGLU)");
-            TL(linear(m, m->mlp, h, w->w13, rows, m->I, m->H, 0, 1, TALON_DTYPE_BF16));
+            TL(dense_input(m, h, rows, m->H));
+            TL(dense(m, m->mlp, h, &w->w13, rows, m->I, m->H, 0, 1));
             MARK("mlp down + residual");
-            TL(linear(m, m->x, m->mlp, w->w2, rows, m->H, m->I, 1, 0, TALON_DTYPE_BF16));
+            TL(dense_input(m, m->mlp, rows, m->I));
+            TL(dense(m, m->x, m->mlp, &w->w2, rows, m->H, m->I, 1, 0));
         }
     }
     if (pending) {

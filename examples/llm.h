@@ -16,6 +16,10 @@ typedef struct llm_options {
     int64_t max_prefill;   /* prompt tokens of one prefill call, all sequences together */
     int64_t layers;        /* 0: the config's num_hidden_layers; else the first `layers` */
     int all_logits;        /* llm_prefill may return every position's logits (more memory) */
+    int fp8;               /* Llama-style only: the projections' weights quantised at load to
+                              e4m3 with a scale per 128 x 128 block, their inputs per token and
+                              128 columns (DeepSeek-V3's scheme); embedding, norms, attention
+                              and the LM head stay bf16 */
 } llm_options;
 
 typedef struct llm llm;

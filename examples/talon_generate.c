@@ -2,7 +2,7 @@
 
      talon_generate --model DIR --prompts FILE [--new N] [--layers L] [--tokens OUT]
                     [--logits OUT] [--all-logits] [--max-seq S] [--force FILE]
-                    [--step-logits OUT] [--runs R] [--profile]
+                    [--step-logits OUT] [--runs R] [--profile] [--fp8]
 
    DIR holds config.json and model.safetensors (or a sharded index). FILE has one prompt per
    line, token ids separated by spaces. All prompts are prefilled together (one ragged batch),
@@ -20,6 +20,8 @@
    uploads included); --runs R repeats prefill and decode R times (the same prompts, fresh
    sequences) and reports the best; --profile then prints the decode step stage by stage
    (llm_profile_decode).
+   --fp8 runs the projections in fp8 (llm_options.fp8: weights quantised at load with a scale
+   per 128 x 128 block, activations per token and 128 columns).
    Exit status 0 on success; errors go to stderr. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -110,7 +112,7 @@ static double now_ms(void) {
 static int usage(void) {
     fprintf(stderr, "usage: talon_generate --model DIR --prompts FILE [--new N] [--layers L] "
                     "[--tokens OUT] [--logits OUT] [--all-logits] [--max-seq S] [--force FILE] "
-                    "[--step-logits OUT] [--runs R] [--profile]\n");
+                    "[--step-logits OUT] [--runs R] [--profile] [--fp8]\n");
     return 2;
 }
 
@@ -118,7 +120,7 @@ int main(int argc, char **argv) {
     const char *model = NULL, *prompt_file = NULL, *tokens_out = NULL, *logits_out = NULL,
                *force_file = NULL, *step_logits_out = NULL;
     long long new_tokens = 32, layers = 0, max_seq = 0, runs = 1, r;
-    int all_logits = 0, profile = 0, i, status = 1;
+    int all_logits = 0, profile = 0, fp8 = 0, i, status = 1;
     char err[1024];
     prompts p, forced;
     CUdevice dev = 0;
@@ -137,6 +139,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--all-logits")) { all_logits = 1; continue; }
         if (!strcmp(a, "--profile")) { profile = 1; continue; }
+        if (!strcmp(a, "--fp8")) { fp8 = 1; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage();
         if (!v) return usage();
         if (!strcmp(a, "--model")) model = v;
@@ -210,6 +213,7 @@ int main(int argc, char **argv) {
     o.max_prefill = p.total;
     o.layers = layers;
     o.all_logits = all_logits;
+    o.fp8 = fp8;
     m = llm_load(model, &o, ctx, stream, err, sizeof err);
     if (!m) {
         fprintf(stderr, "talon_generate: %s\n", err);
