@@ -26,7 +26,9 @@ Checks (the JSON has every number), per prompt:
      error of talon against fp32 at most 1.5x that of transformers' own bf16 evaluation plus
      1e-3 (talon as accurate as the reference implementation in the same precision; for the
      MoE model both bounds apply to all prompts together, as routing near-ties make single
-     prompts swing), and against transformers bf16 at most 3e-2;
+     prompts swing), and against transformers bf16 at most 2x transformers' own bf16 error
+     plus 1e-3 (two errors of that size sit about 1.4x apart; an absolute bound would fail
+     deep models, whose bf16 error grows with the layers: 5.4e-2 at 32);
    - greedy tokens: every divergence from transformers bf16 is a near-tie: at the first
      differing step, transformers' logit of its own token exceeds its logit of talon's token
      by at most 4x the largest |talon - transformers| difference of that step's logits; and
@@ -256,6 +258,8 @@ def main():
     ident = sum(r["tokens_identical"] for r in rows) / len(rows)
     ident32 = sum(r["hf_fp32_tokens_identical"] for r in rows) / len(rows)
     bound = lambda x, ref: x <= 1.5 * ref + 1e-3
+    # two evaluations each about `ref` from fp32 are about sqrt(2) ref from each other
+    apart = lambda x, ref: x <= 2 * ref + 1e-3
     overall = {k: (e / r) ** 0.5 for k, (e, r) in sq.items()}
     if a.arch == "qwen3_moe":
         # A token whose k-th and (k+1)-th experts score within rounding of each other goes to
@@ -263,11 +267,12 @@ def main():
         # prompt's error swings 2x either way (measured: 0.005 to 0.026): compare over all
         # prompts together.
         vs_fp32 = lambda phase: bound(overall[phase + "_talon_fp32"], overall[phase + "_hf_bf16_fp32"])
-        vs_hf = lambda phase: overall[phase + "_talon_hf_bf16"] <= 3e-2
+        vs_hf = lambda phase: apart(overall[phase + "_talon_hf_bf16"], overall[phase + "_hf_bf16_fp32"])
     else:
         vs_fp32 = lambda phase: all(bound(r[phase + "_rel_talon_fp32"], r[phase + "_rel_hf_bf16_fp32"])
                                     for r in rows)
-        vs_hf = lambda phase: all(r[phase + "_rel_talon_hf_bf16"] <= 3e-2 for r in rows)
+        vs_hf = lambda phase: all(apart(r[phase + "_rel_talon_hf_bf16"], r[phase + "_rel_hf_bf16_fp32"])
+                                  for r in rows)
     checks = {
         "prefill_logits_vs_fp32": vs_fp32("prefill"),
         "prefill_logits_vs_hf_bf16": vs_hf("prefill"),
