@@ -2,12 +2,13 @@
 
     python3 examples/hf_reference.py --binary build/bin/talon_generate --workdir /tmp/m \
         [--arch llama|qwen3_moe] [--layers 2] [--prompts 32] [--new 32] [--seed 0] \
-        [--json out.json]
+        [--fp8] [--tied] [--llama31-rope] [--json out.json]
 
 1. Builds a Llama-3-8B-shaped LlamaForCausalLM (hidden 4096, 32 q / 8 kv heads, head_dim 128,
    intermediate 14336, vocab 128256, rope theta 500000, untied LM head), or with --arch
    qwen3_moe a Qwen3-30B-A3B-shaped Qwen3MoeForCausalLM (hidden 2048, 32 q / 4 kv heads,
-   q/k norms, 128 experts of width 768, 8 per token, vocab 151936), with --layers layers,
+   q/k norms, 128 experts of width 768, 8 per token, vocab 151936), with --layers layers
+   (--tied: the LM head tied to the embedding; --llama31-rope: Llama 3.1's rope scaling),
    random-initialised from --seed (transformers' own init: normal, std 0.02), in bf16, and
    saves it with safetensors (config.json + model.safetensors) into --workdir; transformers
    then loads it back from there (from_pretrained) in bf16 and in fp32.
@@ -70,13 +71,13 @@ ARCHS = {
 }
 
 
-def build_model(workdir, layers, seed, arch="llama"):
+def build_model(workdir, layers, seed, arch="llama", **overrides):
     import torch
     import transformers
     config_class, model_class = {
         "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
         "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM)}[arch]
-    cfg = config_class(num_hidden_layers=layers, pad_token_id=None, **ARCHS[arch])
+    cfg = config_class(num_hidden_layers=layers, pad_token_id=None, **{**ARCHS[arch], **overrides})
     torch.manual_seed(seed)
     with torch.device("cuda"):
         model = model_class(cfg)
@@ -143,6 +144,9 @@ def main():
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fp8", action="store_true", help="talon's fp8 mode (llama only)")
+    ap.add_argument("--tied", action="store_true", help="the LM head tied to the embedding")
+    ap.add_argument("--llama31-rope", action="store_true",
+                    help="Llama 3.1's rope scaling (factor 8; talon builds a cos/sin cache)")
     ap.add_argument("--json")
     a = ap.parse_args()
 
@@ -150,7 +154,15 @@ def main():
     import transformers
     os.makedirs(a.workdir, exist_ok=True)
     t0 = time.time()
-    build_model(a.workdir, a.layers, a.seed, a.arch)
+    overrides = {}
+    if a.tied:
+        overrides["tie_word_embeddings"] = True
+    if a.llama31_rope:
+        overrides["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                     "high_freq_factor": 4.0,
+                                     "original_max_position_embeddings": 8192}
+        overrides["max_position_embeddings"] = 131072
+    build_model(a.workdir, a.layers, a.seed, a.arch, **overrides)
     model = load_model(a.workdir, torch.bfloat16)
     vocab = model.config.vocab_size
     prompts = draw_prompts(a.prompts, a.seed, vocab)
@@ -163,7 +175,7 @@ def main():
              ("tokens.txt", "logits.bin", "force.txt", "step_logits.bin")}
     run = talon(a, "--prompts", pfile, "--tokens", files["tokens.txt"], "--logits",
                 files["logits.bin"], "--all-logits")
-    result = {"arch": a.arch, "fp8": a.fp8, "transformers": transformers.__version__, "torch": torch.__version__,
+    result = {"arch": a.arch, "fp8": a.fp8, "tied": a.tied, "llama31_rope": a.llama31_rope, "transformers": transformers.__version__, "torch": torch.__version__,
               "gpu": torch.cuda.get_device_name(), "layers": a.layers, "prompts": len(prompts),
               "new_tokens": a.new, "prompt_lens": [len(p) for p in prompts],
               "build_s": round(t_build, 1), "talon_stdout": run.stdout.strip(),
@@ -177,10 +189,11 @@ def main():
     talon_tokens = [list(map(int, line.split())) for line in open(files["tokens.txt"])]
     model32 = load_model(a.workdir, torch.float32)
     model8 = emulate_fp8(torch, load_model(a.workdir, torch.float32)) if a.fp8 else None
-    inv = model32.model.rotary_emb.inv_freq.double()
-    theta, hd = ARCHS[a.arch]["rope_theta"], ARCHS[a.arch]["head_dim"]
-    exact = theta ** (-torch.arange(0, hd, 2, device=inv.device, dtype=torch.float64) / hd)
-    result["hf_rope_inv_freq_rel_err"] = float(((inv - exact) / exact).abs().max())
+    if not a.llama31_rope:  # the frequencies the reference really uses (see load_model)
+        inv = model32.model.rotary_emb.inv_freq.double()
+        theta, hd = ARCHS[a.arch]["rope_theta"], ARCHS[a.arch]["head_dim"]
+        exact = theta ** (-torch.arange(0, hd, 2, device=inv.device, dtype=torch.float64) / hd)
+        result["hf_rope_inv_freq_rel_err"] = float(((inv - exact) / exact).abs().max())
 
     # transformers: prefill logits (bf16, fp32), greedy generation (bf16 with its logits, fp32)
     hf = []
