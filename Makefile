@@ -92,7 +92,8 @@ build/bin/talon-info: tools/talon-info.c $(GPU_HELPERS) $(LIB)
 # libc, linked with the archive and libcuda (the toolkit's stub library at link time; the
 # driver's libcuda.so.1 when run).
 CUDA_STUBS := $(firstword $(wildcard $(CUDA_INC)/../lib64/stubs $(CUDA_INC)/../lib/stubs $(CUDA_INC)/../targets/*/lib/stubs))
-EXAMPLE_LIB_SRCS := examples/llm.c examples/safetensors.c examples/model_config.c examples/json.c
+EXAMPLE_LIB_SRCS := examples/llm.c examples/sample.c examples/safetensors.c examples/model_config.c \
+                    examples/json.c
 EXAMPLES := build/bin/talon_generate
 examples: $(EXAMPLES)
 build/bin/talon_generate: examples/talon_generate.c $(EXAMPLE_LIB_SRCS) $(LIB)
@@ -123,13 +124,15 @@ build/tests/test_%: test_%.c tests/common/ref.c $(EMBED)
 # cubins nor talon.h: their own rule (a static pattern, so it wins over the one above) builds
 # them C99, pedantic, with the example sources each test lists here (json.h: -MMD sees only
 # the headers of the test itself).
-EXAMPLE_TESTS := build/tests/test_json build/tests/test_safetensors build/tests/test_model_config
+EXAMPLE_TESTS := build/tests/test_json build/tests/test_safetensors build/tests/test_model_config \
+                 build/tests/test_sample
 build/tests/test_json: examples/json.c examples/json.h
 build/tests/test_safetensors: examples/safetensors.c examples/json.c examples/json.h
 build/tests/test_model_config: examples/model_config.c examples/json.c examples/json.h
+build/tests/test_sample: examples/sample.c examples/sample.h
 $(EXAMPLE_TESTS): build/tests/%: %.c
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic -MMD -MP -MF build/dep/$*.d $(filter-out $<,$(filter %.c,$^)) $< -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic -MMD -MP -MF build/dep/$*.d $(filter-out $<,$(filter %.c,$^)) $< -lcmocka -lm -o $@
 
 # The header compiles as C99 and C++17, pedantic, header-only and against the archive.
 COMPILE_CHECKS := c99-header-only c99-archive cxx17-header-only cxx17-archive driver-abi

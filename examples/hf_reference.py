@@ -2,13 +2,14 @@
 
     python3 examples/hf_reference.py --binary build/bin/talon_generate --workdir /tmp/m \
         [--arch llama|qwen3_moe] [--layers 2] [--prompts 32] [--new 32] [--seed 0] \
-        [--fp8] [--tied] [--llama31-rope] [--json out.json]
+        [--fp8] [--tied] [--llama31-rope] [--top-k K [--temperature T]] [--json out.json]
 
 1. Builds a Llama-3-8B-shaped LlamaForCausalLM (hidden 4096, 32 q / 8 kv heads, head_dim 128,
    intermediate 14336, vocab 128256, rope theta 500000, untied LM head), or with --arch
    qwen3_moe a Qwen3-30B-A3B-shaped Qwen3MoeForCausalLM (hidden 2048, 32 q / 4 kv heads,
    q/k norms, 128 experts of width 768, 8 per token, vocab 151936), with --layers layers
-   (--tied: the LM head tied to the embedding; --llama31-rope: Llama 3.1's rope scaling),
+   (--tied: the LM head tied to the embedding; --llama31-rope: Llama 3.1's rope scaling;
+   --top-k: check top-k sampling instead, see check_sampling),
    random-initialised from --seed (transformers' own init: normal, std 0.02), in bf16, and
    saves it with safetensors (config.json + model.safetensors) into --workdir; transformers
    then loads it back from there (from_pretrained) in bf16 and in fp32.
@@ -145,6 +146,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fp8", action="store_true", help="talon's fp8 mode (llama only)")
     ap.add_argument("--tied", action="store_true", help="the LM head tied to the embedding")
+    ap.add_argument("--top-k", type=int, default=1, help="> 1: check talon's top-k sampling")
+    ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--llama31-rope", action="store_true",
                     help="Llama 3.1's rope scaling (factor 8; talon builds a cos/sin cache)")
     ap.add_argument("--json")
@@ -173,9 +176,12 @@ def main():
     t_build = time.time() - t0
     files = {k: os.path.join(a.workdir, k) for k in
              ("tokens.txt", "logits.bin", "force.txt", "step_logits.bin")}
+    if a.top_k > 1:
+        return check_sampling(a, torch, model, prompts, pfile, files, vocab, t_build)
     run = talon(a, "--prompts", pfile, "--tokens", files["tokens.txt"], "--logits",
                 files["logits.bin"], "--all-logits")
-    result = {"arch": a.arch, "fp8": a.fp8, "tied": a.tied, "llama31_rope": a.llama31_rope, "transformers": transformers.__version__, "torch": torch.__version__,
+    result = {"arch": a.arch, "fp8": a.fp8, "tied": a.tied, "llama31_rope": a.llama31_rope,
+              "transformers": transformers.__version__, "torch": torch.__version__,
               "gpu": torch.cuda.get_device_name(), "layers": a.layers, "prompts": len(prompts),
               "new_tokens": a.new, "prompt_lens": [len(p) for p in prompts],
               "build_s": round(t_build, 1), "talon_stdout": run.stdout.strip(),
@@ -316,6 +322,56 @@ def main():
     print(f"greedy tokens identical to transformers bf16: talon {100 * ident:.0f}%, transformers fp32 "
           f"{100 * ident32:.0f}% of {len(rows)} prompts; checks {checks}")
     result["pass"] = ok
+    return finish(a, result)
+
+
+def check_sampling(a, torch, model, prompts, pfile, files, vocab, t_build):
+    """talon with --top-k: along the sequences talon itself sampled, its decode logits against
+    transformers' (teacher-forced on talon's tokens: bf16 and fp32, the bounds of the greedy
+    check, over all prompts) and every sampled token among the top k of transformers' bf16
+    logits at its step (less a tolerance of 4x the largest |talon - transformers| there)."""
+    np = __import__("numpy")
+    steps = a.new - 1
+    run = talon(a, "--prompts", pfile, "--tokens", files["tokens.txt"], "--step-logits",
+                files["step_logits.bin"], "--top-k", str(a.top_k), "--temperature",
+                str(a.temperature), "--seed", str(a.seed))
+    result = {"arch": a.arch, "top_k": a.top_k, "temperature": a.temperature,
+              "prompts": len(prompts), "new_tokens": a.new, "build_s": round(t_build, 1),
+              "talon_stdout": run.stdout.strip(), "talon_rc": run.returncode}
+    if run.returncode:
+        result["pass"] = False
+        return finish(a, result)
+    tokens = [list(map(int, line.split())) for line in open(files["tokens.txt"])]
+    step_logits = torch.from_numpy(np.fromfile(files["step_logits.bin"], dtype="float32")).view(
+        steps, len(prompts), vocab)
+    model32 = load_model(a.workdir, torch.float32)
+    err = {"talon_fp32": [0.0, 0.0], "hf_bf16_fp32": [0.0, 0.0], "talon_hf_bf16": [0.0, 0.0]}
+    outside, greedy_like = 0, 0
+    for i, p in enumerate(prompts):
+        full = torch.tensor([p + tokens[i][:steps]], device="cuda")
+        with torch.no_grad():
+            hb = model(full).logits[0, len(p):len(p) + steps].float().cpu()
+            h32 = model32(full).logits[0, len(p):len(p) + steps].float().cpu()
+        t = step_logits[:, i]
+        for key, x, y in (("talon_fp32", t, h32), ("hf_bf16_fp32", hb, h32), ("talon_hf_bf16", t, hb)):
+            err[key][0] += float((x - y).norm()) ** 2
+            err[key][1] += float(y.norm()) ** 2
+        for s in range(1, steps):  # token s was drawn from step s - 1's logits
+            tok, row, tr = tokens[i][s], hb[s - 1], t[s - 1]
+            tol = 4 * float((tr - row).abs().max())
+            if float(row[tok]) < float(row.topk(a.top_k).values[-1]) - tol:
+                outside += 1
+            greedy_like += tok == int(tr.argmax())
+    rel = {k: (e / r) ** 0.5 for k, (e, r) in err.items()}
+    drawn = len(prompts) * (steps - 1)
+    checks = {"decode_logits_vs_fp32": rel["talon_fp32"] <= 1.5 * rel["hf_bf16_fp32"] + 1e-3,
+              "decode_logits_vs_hf_bf16": rel["talon_hf_bf16"] <= 2 * rel["hf_bf16_fp32"] + 1e-3,
+              "tokens_in_top_k": outside == 0}
+    result.update(overall_rel=rel, sampled=drawn, outside_top_k=outside,
+                  greedy_fraction=greedy_like / drawn, checks=checks, **{"pass": all(checks.values())})
+    print(f"sampling top-{a.top_k} T={a.temperature}: decode logits over all prompts {rel}; "
+          f"{drawn} sampled tokens, {outside} outside transformers' top {a.top_k}, "
+          f"{100 * greedy_like / drawn:.0f}% the argmax; checks {checks}")
     return finish(a, result)
 
 

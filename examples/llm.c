@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "safetensors.h"
+#include "sample.h"
 
 #define MAX_ALLOCS 4096
 #define MAX_MARKS 2048
@@ -63,6 +64,7 @@ struct llm {
     CUstream stream;
     int64_t layers, H, Hq, Hk, D, I, V;
     int64_t E, topk, moe_I;         /* MoE: experts, experts per token, expert width */
+    int64_t top_k;                  /* sampling candidates: 1 = greedy */
     int64_t sorted_cap, blocks_cap; /* moe_align's capacities for `rows` tokens */
     CUdeviceptr embed, final_norm, lm_head, rope_cache;
     layer_weights *w;
@@ -78,6 +80,12 @@ struct llm {
     CUdeviceptr act8, act8_scale;
     CUdeviceptr ids, positions, slots, cu_seqlens, last_rows, page_table, kv_lens, next_ids,
         top_values, topk_ws, decode_ws, prefill_ws;
+    /* top-k sampling: talon_topk's k candidates per sequence ([max_batch, top_k]), the host
+       draws from them (sample.h) and writes next_ids */
+    CUdeviceptr cand_ids;
+    float *cand_values_host;
+    int32_t *cand_ids_host;
+    uint64_t rng;
     int64_t topk_ws_bytes, decode_ws_bytes;
     /* the sequences of the last prefill */
     int64_t batch;
@@ -373,6 +381,13 @@ static int setup(llm *m, const char *dir, char *err, size_t err_len) {
                 (long long)m->o.max_prefill);
         return -1;
     }
+    m->top_k = m->o.top_k > 1 ? m->o.top_k : 1;
+    if (m->top_k > 1024 || m->top_k > c->vocab_size || (m->top_k > 1 && !(m->o.temperature > 0))) {
+        set_err(err, err_len, "llm: top_k = %lld (at most 1024 and the vocabulary) with "
+                "temperature %g (> 0)", (long long)m->o.top_k, (double)m->o.temperature);
+        return -1;
+    }
+    m->rng = m->o.seed;
     m->H = c->hidden_size; m->Hq = c->num_attention_heads; m->Hk = c->num_key_value_heads;
     m->D = c->head_dim; m->I = c->intermediate_size; m->V = c->vocab_size;
     if (c->arch == MODEL_QWEN3_MOE) {
@@ -448,7 +463,16 @@ static int setup(llm *m, const char *dir, char *err, size_t err_len) {
     NEW(m->page_table, m->num_pages * 4);
     NEW(m->kv_lens, m->o.max_batch * 4);
     NEW(m->next_ids, m->o.max_batch * 4);
-    NEW(m->top_values, m->o.max_batch * 4);
+    NEW(m->top_values, m->o.max_batch * m->top_k * 4);
+    if (m->top_k > 1) {
+        NEW(m->cand_ids, m->o.max_batch * m->top_k * 4);
+        m->cand_values_host = (float *)malloc((size_t)(m->o.max_batch * m->top_k) * 4);
+        m->cand_ids_host = (int32_t *)malloc((size_t)(m->o.max_batch * m->top_k) * 4);
+        if (!m->cand_values_host || !m->cand_ids_host) {
+            set_err(err, err_len, "llm: out of host memory");
+            return -1;
+        }
+    }
     CU(cuMemcpyHtoD(m->page_table, m->page_table_host, (size_t)m->num_pages * 4));
 
     /* Workspaces: the largest over every batch size a call may use (sizes need not grow with
@@ -460,7 +484,7 @@ static int setup(llm *m, const char *dir, char *err, size_t err_len) {
         memset(&t, 0, sizeof t);
         memset(&d, 0, sizeof d);
         memset(&p, 0, sizeof p);
-        t.cols = m->V; t.k = 1; t.dtype = TALON_DTYPE_F32;
+        t.cols = m->V; t.k = m->top_k; t.dtype = TALON_DTYPE_F32;
         d.num_qo_heads = m->Hq; d.num_kv_heads = m->Hk; d.head_dim = m->D;
         d.page_size = PAGE_SIZE; d.page_table_stride = m->pages_per_seq;
         d.max_kv_len = m->o.max_seq;
@@ -506,6 +530,7 @@ void llm_free(llm *m) {
         if (m->mark_events[i]) cuEventDestroy(m->mark_events[i]);
     for (i = 0; i < m->num_allocs; i++) cuMemFree(m->allocs[i]);
     free(m->w); free(m->k_cache); free(m->v_cache); free(m->seq_len); free(m->page_table_host);
+    free(m->cand_values_host); free(m->cand_ids_host);
     free(m);
 }
 
@@ -757,11 +782,12 @@ static int head(llm *m, int64_t batch, CUdeviceptr last_rows, char *err, size_t 
     TL(rmsnorm(m, m->h, src, m->final_norm, batch, 0));
     MARK("lm head");
     TL(linear(m, m->logits, m->h, m->lm_head, batch, m->V, m->H, 0, 0, TALON_DTYPE_F32));
-    MARK("greedy top-1");
+    MARK(m->top_k > 1 ? "top-k candidates" : "greedy top-1");
     memset(&t, 0, sizeof t);
-    t.out_values = m->top_values; t.out_indices = m->next_ids; t.in = m->logits;
+    t.out_values = m->top_values; t.in = m->logits;
+    t.out_indices = m->top_k > 1 ? m->cand_ids : m->next_ids; /* greedy: the next input */
     t.workspace = m->topk_ws; t.workspace_bytes = m->topk_ws_bytes;
-    t.rows = batch; t.cols = m->V; t.k = 1; t.sorted = 1; t.dtype = TALON_DTYPE_F32;
+    t.rows = batch; t.cols = m->V; t.k = m->top_k; t.sorted = 1; t.dtype = TALON_DTYPE_F32;
     TL(talon_topk(m->ctx, m->stream, &t));
     return 0;
 }
@@ -769,6 +795,22 @@ static int head(llm *m, int64_t batch, CUdeviceptr last_rows, char *err, size_t 
 static int64_t slot_of(const llm *m, int64_t seq, int64_t pos) {
     return (int64_t)m->page_table_host[seq * m->pages_per_seq + pos / PAGE_SIZE] * PAGE_SIZE +
            pos % PAGE_SIZE;
+}
+
+/* Top-k sampling (top_k > 1): waits for the step, draws each sequence's token from its k
+   candidates on the host and queues it into next_ids (a pageable copy: read on return). */
+static int sample_next(llm *m, int64_t batch, char *err, size_t err_len) {
+    const int64_t k = m->top_k;
+    int32_t next[1024];
+    int64_t b;
+    CU(cuStreamSynchronize(m->stream));
+    CU(cuMemcpyDtoH(m->cand_values_host, m->top_values, (size_t)(batch * k) * 4));
+    CU(cuMemcpyDtoH(m->cand_ids_host, m->cand_ids, (size_t)(batch * k) * 4));
+    for (b = 0; b < batch; b++)
+        next[b] = sample_top_k(m->cand_values_host + b * k, m->cand_ids_host + b * k, (int)k,
+                               m->o.temperature, &m->rng);
+    CU(cuMemcpyHtoDAsync(m->next_ids, next, (size_t)batch * 4, m->stream));
+    return 0;
 }
 
 int llm_prefill(llm *m, int64_t batch, const int32_t *tokens, const int64_t *offsets,
@@ -850,6 +892,7 @@ int llm_prefill(llm *m, int64_t batch, const int32_t *tokens, const int64_t *off
         }
     }
     CUG(cuEventRecord(stop, m->stream));
+    if (m->top_k > 1 && sample_next(m, batch, err, err_len)) goto done;
     CUG(cuStreamSynchronize(m->stream));
     if (forward_ms) {
         float ms = 0;
@@ -940,6 +983,7 @@ int llm_decode(llm *m, int64_t steps, const int32_t *force, int32_t *out, float 
         for (b = 0; b < B; b++) m->seq_len[b]++;
         if (force) CUG(cuMemcpyHtoDAsync(m->next_ids, force + s * B, (size_t)B * 4, m->stream));
         CUG(cuGraphLaunch(m->step_graph, m->stream));
+        if (m->top_k > 1 && sample_next(m, B, err, err_len)) goto done;
         CUG(cuMemcpyDtoDAsync(history + (CUdeviceptr)(s * B * 4), m->next_ids, (size_t)B * 4,
                               m->stream));
         if (logits) { /* a synchronous copy does not wait for a non-blocking stream */

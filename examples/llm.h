@@ -1,6 +1,7 @@
 /* llm.h - a decoder-only transformer on talon alone, Llama-style or Qwen3-MoE-style: weights
    from a Hugging Face directory (config.json + safetensors, bf16), a batch of prompts
-   prefilled at once (ragged), then greedy decode steps, each a replay of one CUDA graph.
+   prefilled at once (ragged), then decode steps (greedy, or top-k sampling), each a replay of
+   one CUDA graph.
    Needs a current CUcontext. */
 #ifndef TALON_EXAMPLES_LLM_H
 #define TALON_EXAMPLES_LLM_H
@@ -16,6 +17,10 @@ typedef struct llm_options {
     int64_t max_prefill;   /* prompt tokens of one prefill call, all sequences together */
     int64_t layers;        /* 0: the config's num_hidden_layers; else the first `layers` */
     int all_logits;        /* llm_prefill may return every position's logits (more memory) */
+    int64_t top_k;         /* 0 or 1: greedy (on the GPU); else sample from the top_k logits
+                              (talon_topk on the GPU, the draw on the host, sample.h) */
+    float temperature;     /* top_k > 1: > 0 */
+    uint64_t seed;         /* top_k > 1: the sampler's seed */
     int fp8;               /* Llama-style only: the projections' weights quantised at load to
                               e4m3 with a scale per 128 x 128 block, their inputs per token and
                               128 columns (DeepSeek-V3's scheme); embedding, norms, attention
@@ -33,7 +38,8 @@ void llm_free(llm *m);
 const model_config *llm_config(const llm *m);
 
 /* Prefills `batch` prompts (sequence b: lens[b] tokens at tokens + offsets[b]) into fresh
-   sequences 0..batch-1 and picks each one's first generated token (greedy) into next[b].
+   sequences 0..batch-1 and picks each one's first generated token (greedy or sampled, as the
+   options say) into next[b].
    logits (optional, host fp32): the last position's logits of each prompt, [batch, vocab], or
    with all_positions (needs llm_options.all_logits) every position's, [sum of lens, vocab].
    forward_ms (optional): the GPU time of the forward pass, from the embedding lookup to the
@@ -44,7 +50,8 @@ int llm_prefill(llm *m, int64_t batch, const int32_t *tokens, const int64_t *off
                 double *forward_ms, char *err, size_t err_len);
 
 /* Runs `steps` decode steps for the sequences of the last prefill, starting from the tokens it
-   returned: out [steps, batch] gets each step's greedy token. The first call captures the step
+   returned: out [steps, batch] gets each step's token (greedy, or sampled: then every step
+   waits for its candidates, the host draws, and the next replay reads the draws). The first call captures the step
    into a CUDA graph; each step replays it. Optional (0/NULL to leave out):
      force [steps, batch]: the token each step feeds instead of the previous step's choice
        (teacher forcing: step s processes force[s]), for checking the logits of a given path;

@@ -3,6 +3,7 @@
      talon_generate --model DIR --prompts FILE [--new N] [--layers L] [--tokens OUT]
                     [--logits OUT] [--all-logits] [--max-seq S] [--force FILE]
                     [--step-logits OUT] [--runs R] [--profile] [--fp8]
+                    [--top-k K [--temperature T] [--seed S]]
 
    DIR holds config.json and model.safetensors (or a sharded index). FILE has one prompt per
    line, token ids separated by spaces. All prompts are prefilled together (one ragged batch),
@@ -20,6 +21,9 @@
    uploads included); --runs R repeats prefill and decode R times (the same prompts, fresh
    sequences) and reports the best; --profile then prints the decode step stage by stage
    (llm_profile_decode).
+   --top-k K (> 1) samples each token from the K largest logits with probabilities
+   softmax(logit / T) (--temperature, default 1; --seed, default 0) instead of the greedy
+   choice: talon_topk picks the candidates on the GPU, the host draws (examples/sample.h).
    --fp8 runs the projections in fp8 (llm_options.fp8: weights quantised at load with a scale
    per 128 x 128 block, activations per token and 128 columns).
    Exit status 0 on success; errors go to stderr. */
@@ -112,14 +116,17 @@ static double now_ms(void) {
 static int usage(void) {
     fprintf(stderr, "usage: talon_generate --model DIR --prompts FILE [--new N] [--layers L] "
                     "[--tokens OUT] [--logits OUT] [--all-logits] [--max-seq S] [--force FILE] "
-                    "[--step-logits OUT] [--runs R] [--profile] [--fp8]\n");
+                    "[--step-logits OUT] [--runs R] [--profile] [--fp8] [--top-k K --temperature T "
+                    "--seed S]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     const char *model = NULL, *prompt_file = NULL, *tokens_out = NULL, *logits_out = NULL,
                *force_file = NULL, *step_logits_out = NULL;
-    long long new_tokens = 32, layers = 0, max_seq = 0, runs = 1, r;
+    long long new_tokens = 32, layers = 0, max_seq = 0, runs = 1, r, top_k = 1;
+    double temperature = 1.0;
+    unsigned long long seed = 0;
     int all_logits = 0, profile = 0, fp8 = 0, i, status = 1;
     char err[1024];
     prompts p, forced;
@@ -152,6 +159,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--layers")) layers = atoll(v);
         else if (!strcmp(a, "--max-seq")) max_seq = atoll(v);
         else if (!strcmp(a, "--runs")) runs = atoll(v);
+        else if (!strcmp(a, "--top-k")) top_k = atoll(v);
+        else if (!strcmp(a, "--temperature")) temperature = atof(v);
+        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
         else return usage();
         i++;
     }
@@ -214,6 +224,9 @@ int main(int argc, char **argv) {
     o.layers = layers;
     o.all_logits = all_logits;
     o.fp8 = fp8;
+    o.top_k = top_k;
+    o.temperature = (float)temperature;
+    o.seed = seed;
     m = llm_load(model, &o, ctx, stream, err, sizeof err);
     if (!m) {
         fprintf(stderr, "talon_generate: %s\n", err);
