@@ -98,7 +98,7 @@ EXAMPLES := build/bin/talon_generate
 examples: $(EXAMPLES)
 build/bin/talon_generate: examples/talon_generate.c $(EXAMPLE_LIB_SRCS) $(LIB)
 	$(call say,CC,$@)mkdir -p $(@D) build/dep
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic $(INC) -MMD -MP -MF build/dep/talon_generate.d $(filter %.c,$^) $(LIB) -L$(CUDA_STUBS) -lcuda -lm $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic $(INC) -MMD -MP -MF build/dep/talon_generate.d $(filter %.c,$^) $(LIB) $(if $(CUDA_STUBS),-L$(CUDA_STUBS)) -lcuda -lm $(LIBS) -o $@
 
 # ---------------------------------------------------------------- CPU tests
 # tests/<dir>/test_<name>.c builds build/tests/test_<name> (vpath finds the source; names are

@@ -63,7 +63,7 @@ struct llm {
     talon_ctx *ctx;
     CUstream stream;
     int64_t layers, H, Hq, Hk, D, I, V;
-    int64_t E, topk, moe_I;         /* MoE: experts, experts per token, expert width */
+    int64_t E, moe_k, moe_I;        /* MoE: experts, experts per token, expert width */
     int64_t top_k;                  /* sampling candidates: 1 = greedy */
     int64_t sorted_cap, blocks_cap; /* moe_align's capacities for `rows` tokens */
     CUdeviceptr embed, final_norm, lm_head, rope_cache;
@@ -119,6 +119,15 @@ static int cu_fail(CUresult r, const char *call, char *err, size_t n) {
     do {                                                                                       \
         CUresult r_ = (call);                                                                  \
         if (r_ != CUDA_SUCCESS) return cu_fail(r_, #call, err, err_len);                       \
+    } while (0)
+/* CU for functions that release what they hold at their `done:` label */
+#define CUG(call)                                                                              \
+    do {                                                                                       \
+        CUresult r_ = (call);                                                                  \
+        if (r_ != CUDA_SUCCESS) {                                                              \
+            cu_fail(r_, #call, err, err_len);                                                  \
+            goto done;                                                                         \
+        }                                                                                      \
     } while (0)
 #define TL(call)                                                                               \
     do {                                                                                       \
@@ -257,7 +266,8 @@ static int load_weights(llm *m, const st_model *st, char *err, size_t err_len) {
     }
     for (l = 0; l < m->layers; l++) {
         layer_weights *w = &m->w[l];
-#define LAYER(suffix) (snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, suffix), name)
+#define LAYER(suffix)                                                                          \
+    (snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, suffix), name)
         NEW(w->attn_norm, H);
         UP(LAYER("input_layernorm.weight"), 1, H, 0, w->attn_norm, 0);
 #define LINEAR(wt, rows, n, k, suffix, row0)                                                   \
@@ -285,7 +295,8 @@ static int load_weights(llm *m, const st_model *st, char *err, size_t err_len) {
             NEW(w->e13, E * 2 * J * H);
             NEW(w->e2, E * H * J);
             for (e = 0; e < E; e++) {
-#define EXPERT(proj) (snprintf(expert, sizeof expert, "mlp.experts.%lld.%s", (long long)e, proj), LAYER(expert))
+#define EXPERT(proj)                                                                           \
+    (snprintf(expert, sizeof expert, "mlp.experts.%lld.%s", (long long)e, proj), LAYER(expert))
                 UP(EXPERT("gate_proj.weight"), 2, J, H, w->e13, (e * 2 * J) * H * 2);
                 UP(EXPERT("up_proj.weight"), 2, J, H, w->e13, (e * 2 * J + J) * H * 2);
                 UP(EXPERT("down_proj.weight"), 2, H, J, w->e2, e * H * J * 2);
@@ -391,7 +402,9 @@ static int setup(llm *m, const char *dir, char *err, size_t err_len) {
     m->H = c->hidden_size; m->Hq = c->num_attention_heads; m->Hk = c->num_key_value_heads;
     m->D = c->head_dim; m->I = c->intermediate_size; m->V = c->vocab_size;
     if (c->arch == MODEL_QWEN3_MOE) {
-        m->E = c->num_experts; m->topk = c->num_experts_per_tok; m->moe_I = c->moe_intermediate_size;
+        m->E = c->num_experts;
+        m->moe_k = c->num_experts_per_tok;
+        m->moe_I = c->moe_intermediate_size;
     }
     m->w = (layer_weights *)calloc((size_t)m->layers, sizeof *m->w);
     m->k_cache = (CUdeviceptr *)calloc((size_t)m->layers, sizeof(CUdeviceptr));
@@ -440,16 +453,16 @@ static int setup(llm *m, const char *dir, char *err, size_t err_len) {
         NEW(m->act8_scale, (k / 128) * ((m->rows + 3) / 4 * 4) * 4);
     }
     if (m->E) {
-        TL(talon_moe_align_block_size_capacity(m->rows, m->topk, m->E, 128, &m->sorted_cap,
+        TL(talon_moe_align_block_size_capacity(m->rows, m->moe_k, m->E, 128, &m->sorted_cap,
                                                &m->blocks_cap));
         NEW(m->router_logits, m->rows * m->E * 2);
-        NEW(m->topk_weights, m->rows * m->topk * 4);
-        NEW(m->topk_ids, m->rows * m->topk * 4);
+        NEW(m->topk_weights, m->rows * m->moe_k * 4);
+        NEW(m->topk_ids, m->rows * m->moe_k * 4);
         NEW(m->sorted_ids, m->sorted_cap * 4);
         NEW(m->expert_ids, m->blocks_cap * 4);
         NEW(m->num_post, 16);
         NEW(m->moe_inter, m->sorted_cap * m->moe_I * 2);
-        NEW(m->moe_pairs, m->rows * m->topk * m->H * 2);
+        NEW(m->moe_pairs, m->rows * m->moe_k * m->H * 2);
         NEW(m->moe_out, m->rows * m->H * 2);
     }
     NEW(m->last, m->o.max_batch * m->H * 2);
@@ -626,20 +639,20 @@ static int moe_mlp(llm *m, const layer_weights *w, CUdeviceptr h, int64_t rows, 
     TL(linear(m, m->router_logits, h, w->router, rows, m->E, m->H, 0, 0, TALON_DTYPE_BF16));
     memset(&r, 0, sizeof r);
     r.topk_weights = m->topk_weights; r.topk_ids = m->topk_ids; r.logits = m->router_logits;
-    r.tokens = rows; r.experts = m->E; r.k = m->topk; r.logits_dtype = TALON_DTYPE_BF16;
+    r.tokens = rows; r.experts = m->E; r.k = m->moe_k; r.logits_dtype = TALON_DTYPE_BF16;
     r.renormalize = m->c.norm_topk_prob;
     TL(talon_moe_router_topk(m->ctx, m->stream, &r));
     MARK("moe_align");
     memset(&al, 0, sizeof al);
     al.sorted_token_ids = m->sorted_ids; al.expert_ids = m->expert_ids;
     al.num_tokens_post_padded = m->num_post; al.topk_ids = m->topk_ids;
-    al.tokens = rows; al.k = m->topk; al.experts = m->E; al.block_size = 128;
+    al.tokens = rows; al.k = m->moe_k; al.experts = m->E; al.block_size = 128;
     al.sorted_capacity = m->sorted_cap; al.expert_ids_capacity = m->blocks_cap;
     TL(talon_moe_align_block_size(m->ctx, m->stream, &al));
     memset(&g, 0, sizeof g);
     g.sorted_token_ids = m->sorted_ids; g.expert_ids = m->expert_ids;
     g.num_tokens_post_padded = m->num_post;
-    g.tokens = rows; g.topk = m->topk; g.experts = m->E; g.block_size = 128;
+    g.tokens = rows; g.topk = m->moe_k; g.experts = m->E; g.block_size = 128;
     g.sorted_capacity = m->sorted_cap; g.expert_ids_capacity = m->blocks_cap;
     MARK("moe gate/up (SwiGLU)");
     /* gate/up: the tokens' rows gathered, SwiGLU, sorted rows out */
@@ -656,7 +669,7 @@ static int moe_mlp(llm *m, const layer_weights *w, CUdeviceptr h, int64_t rows, 
     TL(talon_moe_gemm(m->ctx, m->stream, &g));
     MARK("moe_sum");
     memset(&sum, 0, sizeof sum);
-    sum.out = m->moe_out; sum.in = m->moe_pairs; sum.tokens = rows; sum.k = m->topk;
+    sum.out = m->moe_out; sum.in = m->moe_pairs; sum.tokens = rows; sum.k = m->moe_k;
     sum.hidden = m->H;
     TL(talon_moe_sum(m->ctx, m->stream, &sum));
     return 0;
@@ -870,7 +883,6 @@ int llm_prefill(llm *m, int64_t batch, const int32_t *tokens, const int64_t *off
     }
     cu[batch] = (int32_t)total;
     m->batch = batch;
-#define CUG(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { cu_fail(r_, #call, err, err_len); goto done; } } while (0)
     CUG(cuMemcpyHtoDAsync(m->ids, ids, (size_t)total * 4, m->stream));
     CUG(cuMemcpyHtoDAsync(m->positions, pos, (size_t)total * 4, m->stream));
     CUG(cuMemcpyHtoDAsync(m->slots, slots, (size_t)total * 8, m->stream));
@@ -903,7 +915,6 @@ int llm_prefill(llm *m, int64_t batch, const int32_t *tokens, const int64_t *off
     if (logits)
         CUG(cuMemcpyDtoH(logits, all_positions ? m->all_logits : m->logits,
                          (size_t)((all_positions ? total : batch) * m->V) * 4));
-#undef CUG
     rc = 0;
 done:
     if (start) cuEventDestroy(start);
@@ -956,7 +967,6 @@ int llm_decode(llm *m, int64_t steps, const int32_t *force, int32_t *out, float 
                     (long long)m->o.max_seq);
             return -1;
         }
-#define CUG(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { cu_fail(r_, #call, err, err_len); goto done; } } while (0)
     CUG(cuMemAlloc(&history, (size_t)(steps * B) * 4 + 16));
     if (m->step_graph && m->graph_batch != B) {
         cuGraphExecDestroy(m->step_graph);
@@ -999,7 +1009,6 @@ int llm_decode(llm *m, int64_t steps, const int32_t *force, int32_t *out, float 
         CUG(cuEventElapsedTime(&ms, start, stop));
         *step_ms = steps ? ms / (double)steps : 0;
     }
-#undef CUG
     rc = 0;
 done:
     if (start) cuEventDestroy(start);
@@ -1041,7 +1050,6 @@ int llm_profile_decode(llm *m, int reps, llm_stage_time *out, int max, int *coun
         MARK("end");
     }
     m->profiling = 0;
-#define CUG(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { cu_fail(r_, #call, err, err_len); goto done; } } while (0)
     CUG(cuStreamEndCapture(m->stream, &g));
     CUG(cuGraphInstantiate(&exec, g, 0));
     if (m->marks >= MAX_MARKS) {
@@ -1068,7 +1076,6 @@ int llm_profile_decode(llm *m, int reps, llm_stage_time *out, int max, int *coun
             total += ms * 1e3 / reps;
         }
     }
-#undef CUG
     *count = n;
     if (step_us) *step_us = total;
     rc = 0;

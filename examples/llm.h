@@ -51,8 +51,8 @@ int llm_prefill(llm *m, int64_t batch, const int32_t *tokens, const int64_t *off
 
 /* Runs `steps` decode steps for the sequences of the last prefill, starting from the tokens it
    returned: out [steps, batch] gets each step's token (greedy, or sampled: then every step
-   waits for its candidates, the host draws, and the next replay reads the draws). The first call captures the step
-   into a CUDA graph; each step replays it. Optional (0/NULL to leave out):
+   waits for its candidates, the host draws, and the next replay reads the draws). The first
+   call captures the step into a CUDA graph; each step replays it. Optional (0/NULL to leave out):
      force [steps, batch]: the token each step feeds instead of the previous step's choice
        (teacher forcing: step s processes force[s]), for checking the logits of a given path;
      logits [steps, batch, vocab] (host fp32): each step's logits (a copy after every step);
