@@ -57,7 +57,7 @@ GPU_HELPERS := tests/common/gpu.c tests/common/opcheck.c $(REF_SRCS)
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 
 all: $(LIB) build/bin/talon-info
-.PHONY: all examples test test-gpu sanitize bench clean check-fp8-div dist verify-dist install uninstall
+.PHONY: all examples fuzz test test-gpu sanitize bench clean check-fp8-div dist verify-dist install uninstall
 
 # A kernel depends on its sources, its table (include/talon/kernels/) and kernels/dev/ (the
 # -MMD dependency files), never on talon.h: editing the manual rebuilds no cubin. ptxas
@@ -163,6 +163,17 @@ test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon
 	$(Q)sh tests/core/test_readme.sh "$(CC)" $(CUDA_INC)
 	$(Q)sh tests/test_dist.sh
 	@echo "make test: all CPU tests passed"
+
+# ---------------------------------------------------------------- fuzzing
+# tests/core/fuzz_ops.c: every op's args through the fake driver under libFuzzer, ASan and
+# UBSan (clang). `make fuzz` runs it for FUZZ_SECONDS from the corpus in build/fuzz/corpus.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+build/fuzz/fuzz_ops: tests/core/fuzz_ops.c tests/common/fake_driver.h $(EMBED) $(HEADERS)
+	$(call say,CC,$@)mkdir -p $(@D)/corpus
+	$(Q)$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 $(INC) -Itests/common $< -lcmocka -lm $(LIBS) -o $@
+fuzz: build/fuzz/fuzz_ops
+	$(Q)build/fuzz/fuzz_ops -max_total_time=$(FUZZ_SECONDS) -max_len=1024 -artifact_prefix=build/fuzz/ build/fuzz/corpus
 
 # ---------------------------------------------------------------- GPU tests and benchmarks
 # GPU binaries carry libcmocka.so.0 beside them (rpath $ORIGIN): the H100 has no cmocka.

@@ -21,7 +21,7 @@
 
 /* ================================================================ fake driver */
 #define FAKE_CU ((CUcontext)(uintptr_t)0xC0C0)
-#define FAKE_MAX 256
+#define FAKE_MAX 1024 /* modules and function handles: more than the kernels of the table */
 
 typedef struct fake_launch {
     CUfunction fn;
@@ -48,6 +48,12 @@ static struct fake {
     CUresult launch_result;
     CUstreamCaptureStatus capture;
     CUresult encode_result;   /* cuTensorMapEncodeTiled fails with this */
+    int fault_at;             /* fault injection: the fault_at-th counted driver call (1-based;
+                                 the error-text calls are not counted) fails with fault_result */
+    CUresult fault_result;
+    int calls;                /* counted driver calls so far */
+    const char *fault_call;   /* the call that failed, once it has */
+    int quick_loads;          /* cuModuleLoadData without its nap (tests with no threads) */
     /* observations */
     int memsets; /* cuMemsetD32Async calls, the last one's arguments in fill */
     struct { CUdeviceptr dst; unsigned value; size_t n; CUstream stream; int before_launch; } fill;
@@ -139,7 +145,21 @@ static int fake_loaded_modules(void) {
 #define FAKE_ERRORS(X)                                                                         \
     X(CUDA_SUCCESS) X(CUDA_ERROR_INVALID_VALUE) X(CUDA_ERROR_INVALID_HANDLE)                   \
     X(CUDA_ERROR_INVALID_IMAGE) X(CUDA_ERROR_NO_BINARY_FOR_GPU) X(CUDA_ERROR_NOT_FOUND)        \
-    X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES) X(CUDA_ERROR_UNKNOWN) X(CUDA_ERROR_OUT_OF_MEMORY)
+
+/* Fault injection (fake.fault_at): counts the call and says whether it is the one to fail. */
+static int fake_fault(const char *call) {
+    int hit;
+    pthread_mutex_lock(&fake.lock);
+    hit = ++fake.calls == fake.fault_at;
+    if (hit) fake.fault_call = call;
+    pthread_mutex_unlock(&fake.lock);
+    return hit;
+}
+#define FAKE_FAULT(call)                                                                       \
+    do {                                                                                       \
+        if (fake_fault(call)) return fake.fault_result;                                        \
+    } while (0)
 
 static CUresult fake_cuGetErrorName(CUresult e, const char **s) {
     switch (e) {
@@ -156,13 +176,26 @@ static CUresult fake_cuGetErrorString(CUresult e, const char **s) {
     return CUDA_SUCCESS;
 }
 
-static CUresult fake_cuInit(unsigned int flags) { (void)flags; return CUDA_SUCCESS; }
+static CUresult fake_cuInit(unsigned int flags) {
+    (void)flags;
+    FAKE_FAULT("cuInit");
+    return CUDA_SUCCESS;
+}
 
-static CUresult fake_cuDriverGetVersion(int *v) { *v = fake.driver_version; return CUDA_SUCCESS; }
+static CUresult fake_cuDriverGetVersion(int *v) {
+    FAKE_FAULT("cuDriverGetVersion");
+    *v = fake.driver_version;
+    return CUDA_SUCCESS;
+}
 
-static CUresult fake_cuCtxGetCurrent(CUcontext *c) { *c = fake.current; return CUDA_SUCCESS; }
+static CUresult fake_cuCtxGetCurrent(CUcontext *c) {
+    FAKE_FAULT("cuCtxGetCurrent");
+    *c = fake.current;
+    return CUDA_SUCCESS;
+}
 
 static CUresult fake_cuCtxPushCurrent(CUcontext c) {
+    FAKE_FAULT("cuCtxPushCurrent");
     pthread_mutex_lock(&fake.lock);
     fake.pushes++;
     fake.last_pushed = c;
@@ -171,6 +204,7 @@ static CUresult fake_cuCtxPushCurrent(CUcontext c) {
 }
 
 static CUresult fake_cuCtxPopCurrent(CUcontext *c) {
+    FAKE_FAULT("cuCtxPopCurrent");
     pthread_mutex_lock(&fake.lock);
     fake.pops++;
     if (c) *c = fake.last_pushed;
@@ -178,10 +212,15 @@ static CUresult fake_cuCtxPopCurrent(CUcontext *c) {
     return CUDA_SUCCESS;
 }
 
-static CUresult fake_cuCtxGetDevice(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
+static CUresult fake_cuCtxGetDevice(CUdevice *d) {
+    FAKE_FAULT("cuCtxGetDevice");
+    *d = 0;
+    return CUDA_SUCCESS;
+}
 
 static CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
     (void)d;
+    FAKE_FAULT("cuDeviceGetAttribute");
     if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = fake.major;
     else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = fake.minor;
     else if (a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *v = fake.sms;
@@ -191,6 +230,7 @@ static CUresult fake_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice
 
 static CUresult fake_cuDeviceGetName(char *name, int len, CUdevice d) {
     (void)d;
+    FAKE_FAULT("cuDeviceGetName");
     snprintf(name, (size_t)len, "%s", fake.name);
     return CUDA_SUCCESS;
 }
@@ -199,12 +239,15 @@ static CUresult fake_cuModuleLoadData(CUmodule *m, const void *data) {
     struct timespec nap = {0, 5 * 1000 * 1000}; /* long enough for racing threads to pile up */
     CUresult r = CUDA_SUCCESS;
     int i, image = -1;
+    FAKE_FAULT("cuModuleLoadData");
     for (i = 0; i < TALON__NUM_IMAGES; i++)
         if (data == talon__images[i].data) image = i;
     pthread_mutex_lock(&fake.lock);
     if (image < 0) {
         fake.bad_images++;
         r = CUDA_ERROR_INVALID_IMAGE;
+    } else if (fake.nmodules == FAKE_MAX) {
+        r = CUDA_ERROR_OUT_OF_MEMORY; /* the fake's table is full: raise FAKE_MAX */
     } else {
         fake.load_calls[image]++;
         if (fake.load_result != CUDA_SUCCESS &&
@@ -217,13 +260,14 @@ static CUresult fake_cuModuleLoadData(CUmodule *m, const void *data) {
         *m = MODULE_HANDLE(fake.nmodules++);
     }
     pthread_mutex_unlock(&fake.lock);
-    nanosleep(&nap, NULL);
+    if (!fake.quick_loads) nanosleep(&nap, NULL);
     return r;
 }
 
 static CUresult fake_cuModuleUnload(CUmodule m) {
     int i = MODULE_INDEX(m);
     CUresult r = CUDA_SUCCESS;
+    FAKE_FAULT("cuModuleUnload");
     pthread_mutex_lock(&fake.lock);
     if (i < 0 || i >= fake.nmodules || !fake.modules[i].loaded) {
         fake.bad_unloads++;
@@ -238,12 +282,15 @@ static CUresult fake_cuModuleUnload(CUmodule m) {
 static CUresult fake_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     int i = MODULE_INDEX(m), k = kernel_index(name);
     CUresult r = CUDA_SUCCESS;
+    FAKE_FAULT("cuModuleGetFunction");
     pthread_mutex_lock(&fake.lock);
     if (i < 0 || i >= fake.nmodules || !fake.modules[i].loaded)
         r = CUDA_ERROR_INVALID_HANDLE;
     else if (k < 0 || talon__kernels[k].image != fake.modules[i].image ||
              (fake.getfn_fail_symbol && !strcmp(name, fake.getfn_fail_symbol)))
         r = CUDA_ERROR_NOT_FOUND;
+    else if (fake.nfns == FAKE_MAX)
+        r = CUDA_ERROR_OUT_OF_MEMORY; /* the fake's table is full: raise FAKE_MAX */
     else {
         fake.fns[fake.nfns].kernel = k;
         fake.fns[fake.nfns].module = i;
@@ -255,6 +302,7 @@ static CUresult fake_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *
 
 static CUresult fake_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
     (void)f; (void)a; (void)v;
+    FAKE_FAULT("cuFuncSetAttribute");
     return CUDA_SUCCESS;
 }
 
@@ -294,12 +342,14 @@ static CUresult fake_launch_record(CUfunction f, unsigned gx, unsigned gy, unsig
 static CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                     unsigned bx, unsigned by, unsigned bz, unsigned smem,
                                     CUstream stream, void **params, void **extra) {
+    FAKE_FAULT("cuLaunchKernel");
     return fake_launch_record(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra, 0);
 }
 
 /* Only the attribute talon uses is accepted; anything else in the config is an error. */
 static CUresult fake_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
                                       void **extra) {
+    FAKE_FAULT("cuLaunchKernelEx");
     if (!c || c->numAttrs != 1 || !c->attrs ||
         c->attrs[0].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION ||
         c->attrs[0].value.programmaticStreamSerializationAllowed != 1)
@@ -311,6 +361,7 @@ static CUresult fake_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, voi
 
 static CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
     (void)s;
+    FAKE_FAULT("cuStreamIsCapturing");
     pthread_mutex_lock(&fake.lock);
     fake.capturing_calls++;
     *status = fake.capture;
@@ -320,6 +371,7 @@ static CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *stat
 
 /* Records the last memset (and whether it came before any launch). */
 static CUresult fake_cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t n, CUstream s) {
+    FAKE_FAULT("cuMemsetD32Async");
     pthread_mutex_lock(&fake.lock);
     fake.memsets++;
     fake.fill.dst = dst; fake.fill.value = value; fake.fill.n = n; fake.fill.stream = s;
@@ -338,6 +390,7 @@ static CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataTyp
                                             CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
                                             CUtensorMapFloatOOBfill oob) {
     cuuint32_t i;
+    FAKE_FAULT("cuTensorMapEncodeTiled");
     pthread_mutex_lock(&fake.lock);
     fake.encodes++;
     fake.enc.type = type; fake.enc.rank = rank; fake.enc.addr = addr;

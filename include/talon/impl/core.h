@@ -270,7 +270,12 @@ static talon_status talon__load_image(talon_ctx *ctx, int image) {
             return talon__fail_cu(d, TALON_ERROR_MODULE_LOAD, r, what);
         }
     }
-    d->cuCtxPopCurrent(&prev);
+    if ((r = d->cuCtxPopCurrent(&prev)) != CUDA_SUCCESS) { /* still current: undo the load */
+        d->cuModuleUnload(module);
+        snprintf(what, sizeof what, "cuCtxPopCurrent (after loading image \"%s\")",
+                 talon__images[image].name);
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, what);
+    }
     for (k = 0; k < TALON__NUM_KERNELS; k++)
         if (talon__kernels[k].image == image)
             __atomic_store_n(&ctx->functions[k], fns[k], __ATOMIC_RELEASE);
@@ -295,7 +300,8 @@ talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options)
     talon_ctx *ctx;
     CUcontext cu = o->context, prev;
     CUdevice dev;
-    CUresult r;
+    CUresult r, r2;
+    const char *call;
     int major = 0, minor = 0, sms = 0;
     char name[128];
     talon_status s;
@@ -317,17 +323,31 @@ talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options)
                            "current on this thread (cuCtxSetCurrent or cuDevicePrimaryCtxRetain)");
     if ((r = d->cuCtxPushCurrent(cu)) != CUDA_SUCCESS)
         return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_create: cuCtxPushCurrent");
+    /* the device's facts, each call named in the message if it fails */
+    call = "talon_ctx_create: cuCtxGetDevice";
     r = d->cuCtxGetDevice(&dev);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        call = "talon_ctx_create: cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)";
         r = d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-    if (r == CUDA_SUCCESS)
+    }
+    if (r == CUDA_SUCCESS) {
+        call = "talon_ctx_create: cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)";
         r = d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-    if (r == CUDA_SUCCESS) r = d->cuDeviceGetName(name, (int)sizeof name, dev);
-    if (r == CUDA_SUCCESS)
+    }
+    if (r == CUDA_SUCCESS) {
+        call = "talon_ctx_create: cuDeviceGetName";
+        r = d->cuDeviceGetName(name, (int)sizeof name, dev);
+    }
+    if (r == CUDA_SUCCESS) {
+        call = "talon_ctx_create: cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)";
         r = d->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
-    d->cuCtxPopCurrent(&prev);
-    if (r != CUDA_SUCCESS)
-        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_create: querying the device");
+    }
+    /* the caller's context stack as it was: a failed pop is reported, not ignored */
+    if ((r2 = d->cuCtxPopCurrent(&prev)) != CUDA_SUCCESS && r == CUDA_SUCCESS) {
+        r = r2;
+        call = "talon_ctx_create: cuCtxPopCurrent";
+    }
+    if (r != CUDA_SUCCESS) return talon__fail_cu(d, TALON_ERROR_DRIVER, r, call);
     if (major != 9 || minor != 0)
         return talon__fail(TALON_ERROR_UNSUPPORTED_DEVICE,
                            "talon_ctx_create: device %d \"%s\" is sm_%d%d; talon's cubins are "

@@ -108,7 +108,8 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
     if (a->residual)
         TALON__TRY(talon__check_stride(op, "residual_stride", a->residual_stride, a->cols,
                                        &p.residual_stride));
-    if (a->rows > 0 && a->cols > 0) { /* the outputs (out, token scales) meet no input */
+    /* the outputs (out, token scales) meet no input; rows out of range: talon__norm says so */
+    if (a->rows > 0 && a->rows <= TALON__GRID_MAX && a->cols > 0) {
         const int64_t out_b = talon__rows_bytes(a->rows, a->cols, p.out_stride, 1);
         const int64_t in_b = talon__rows_bytes(a->rows, a->cols, p.in_stride, 2);
         const int64_t res_b = talon__rows_bytes(a->rows, a->cols, p.residual_stride, 2);

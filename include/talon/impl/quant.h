@@ -58,8 +58,18 @@ talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_
                                    (long long)a->scale_group_stride, (long long)a->rows,
                                    (long long)groups);
         }
-        scale_bytes = 4 * ((a->rows - 1) * p.scale_row_stride +
-                           (groups - 1) * p.scale_group_stride + 1);
+        { /* the scales' span, bounded: the kernel's scale offsets must not wrap */
+            int64_t r_part, g_part;
+            if (__builtin_mul_overflow(a->rows - 1, p.scale_row_stride, &r_part) ||
+                __builtin_mul_overflow(groups - 1, p.scale_group_stride, &g_part) ||
+                r_part > ((int64_t)1 << 60) || g_part > ((int64_t)1 << 60) ||
+                r_part + g_part > ((int64_t)1 << 60))
+                return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale_row_stride "
+                                   "= %lld with args->scale_group_stride = %lld spans more "
+                                   "than 2^60 scales", op, (long long)a->scale_row_stride,
+                                   (long long)a->scale_group_stride);
+            scale_bytes = 4 * (r_part + g_part + 1);
+        }
     }
     out_bytes = talon__rows_bytes(a->rows, a->cols, p.out_stride, 1);
     in_bytes = talon__rows_bytes(a->rows, a->cols, p.in_stride, 2);

@@ -99,14 +99,22 @@ static talon_status talon__check_float(const char *op, const char *name, float v
 }
 
 /* Bytes from the first element of a row-major rows x cols matrix with a row stride of ld
-   elements of esize bytes to the end of its last row (the span an overlap check compares). */
+   elements of esize bytes to the end of its last row (the span an overlap check compares);
+   INT64_MAX when that does not fit (no buffer spans 2^63 bytes: such arguments overlap
+   anything, and checks run before the sizes are bounded may see them). */
 static int64_t talon__rows_bytes(int64_t rows, int64_t cols, int64_t ld, int esize) {
-    return ((rows - 1) * ld + cols) * esize;
+    int64_t span;
+    if (__builtin_mul_overflow(rows - 1, ld, &span) || __builtin_add_overflow(span, cols, &span) ||
+        __builtin_mul_overflow(span, (int64_t)esize, &span))
+        return INT64_MAX;
+    return span;
 }
 
 /* Whether byte ranges [a, a + a_bytes) and [b, b + b_bytes) meet (0 when either is NULL). */
 static int talon__overlap(CUdeviceptr a, int64_t a_bytes, CUdeviceptr b, int64_t b_bytes) {
-    return a && b && a < b + (CUdeviceptr)b_bytes && b < a + (CUdeviceptr)a_bytes;
+    if (!a || !b) return 0;
+    /* distances, not ends: an end past 2^64 would wrap */
+    return a >= b ? a - b < (CUdeviceptr)b_bytes : b - a < (CUdeviceptr)a_bytes;
 }
 
 #define TALON__TRY(expr)                                                                       \
