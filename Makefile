@@ -166,13 +166,15 @@ test: $(CPU_TESTS) $(addprefix build/compile/,$(COMPILE_CHECKS)) build/bin/talon
 
 # ---------------------------------------------------------------- fuzzing
 # tests/core/fuzz_ops.c: every op's args through the fake driver under libFuzzer, ASan and
-# UBSan (clang). `make fuzz` runs it for FUZZ_SECONDS from the corpus in build/fuzz/corpus.
+# UBSan (clang). `make fuzz` writes a valid call of each op into build/fuzz/corpus (the seeds,
+# from the code), then searches from that corpus for FUZZ_SECONDS.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 build/fuzz/fuzz_ops: tests/core/fuzz_ops.c tests/common/fake_driver.h $(EMBED) $(HEADERS)
 	$(call say,CC,$@)mkdir -p $(@D)/corpus
 	$(Q)$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 $(INC) -Itests/common $< -lcmocka -lm $(LIBS) -o $@
 fuzz: build/fuzz/fuzz_ops
+	$(Q)FUZZ_SEEDS=build/fuzz/corpus build/fuzz/fuzz_ops > /dev/null 2>&1 || { echo "fuzz_ops: a seed is rejected" >&2; FUZZ_SEEDS=build/fuzz/corpus build/fuzz/fuzz_ops; exit 1; }
 	$(Q)build/fuzz/fuzz_ops -max_total_time=$(FUZZ_SECONDS) -max_len=1024 -artifact_prefix=build/fuzz/ build/fuzz/corpus
 
 # ---------------------------------------------------------------- GPU tests and benchmarks

@@ -359,8 +359,8 @@ talon_status talon_topk(talon_ctx *ctx, CUstream stream, const talon_topk_args *
      expert_ids: int32 [expert_ids_capacity]: block b < num_tokens_post_padded / block_size holds
        the expert whose group contains slot b * block_size; every later block holds -1 (vLLM
        writes 0 there; -1 lets a consumer sized by the capacity skip them).
-   Capacities are in elements and must cover the worst case for the shape, from
-   talon_moe_align_block_size_capacity:
+   Capacities are in elements (at most 2^31 - 1) and must cover the worst case for the
+   shape, from talon_moe_align_block_size_capacity:
      sorted >= tokens * k + min(experts, tokens * k) * (block_size - 1)
      expert_ids >= ceil(sorted / block_size)   (with `sorted` the minimum above)
    vLLM's own sizes (tokens * k + experts * (block_size - 1), and its block count) satisfy both.
@@ -890,7 +890,7 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
    (scale_row_stride 1, scale_group_stride = rows rounded up to a multiple of 4), as
    block-scaled fp8 GEMMs read them; row-major [rows, cols / 128] is scale_row_stride =
    cols / 128, scale_group_stride 1. Otherwise one stride must be 1 and the other at least
-   the first dimension's extent.
+   the first dimension's extent, and the scales written span at most 2^60 elements.
    Limits: rows in [1, 2^31); cols in [16, 2^24], a multiple of 16 (GROUP: of 128); strides
    (elements, 0 = cols) at least cols, in_stride a multiple of 8 and out_stride of 16; in and
    out 16-byte aligned, scale 4-byte aligned; out and the scales written must not overlap the

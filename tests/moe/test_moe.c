@@ -76,6 +76,12 @@ static const bad_row bad_rows[] = {
         ONE(AL(sorted_capacity, I64, 8191)), "args->sorted_capacity", "8191"),
     BAD(A " rejects expert_ids_capacity one below the worst case", OP_ALIGN,
         ONE(AL(expert_ids_capacity, I64, 127)), "args->expert_ids_capacity", "127"),
+    /* found by fuzzing (tests/core/fuzz_ops.c): the plan's slices overflowed */
+    BAD(A " rejects sorted_capacity 2^31", OP_ALIGN, ONE(AL(sorted_capacity, I64, 2147483648)),
+        "args->sorted_capacity", "2147483648"),
+    BAD(A " rejects expert_ids_capacity INT64_MAX", OP_ALIGN,
+        ONE(AL(expert_ids_capacity, I64, INT64_MAX)), "args->expert_ids_capacity",
+        "9223372036854775807"),
 
     {.name = S " rejects ctx NULL", .op = OP_SUM, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
     {.name = S " rejects args NULL", .op = OP_SUM, .kind = BAD_ARGS, .field = "args", .value = "NULL"},

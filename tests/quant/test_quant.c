@@ -57,6 +57,10 @@ static const bad_row bad_rows[] = {
     BAD("group: group-major stride below rows", ONE(Q(mode, ENUM, TALON_QUANT_GROUP),
         Q(scale_row_stride, I64, 1), Q(scale_group_stride, I64, 4095)), "args->scale_row_stride",
         "4095"),
+    /* found by fuzzing (tests/core/fuzz_ops.c): the scales' span overflowed */
+    BAD("group: scale_group_stride spanning 2^62 scales", ONE(Q(mode, ENUM, TALON_QUANT_GROUP),
+        Q(scale_row_stride, I64, 1), Q(scale_group_stride, I64, 4611686018427387904)),
+        "args->scale_row_stride", "4611686018427387904"),
     BAD("out overlaps in", ONE(Q(out, PTR, P_IN + 4096 * 2 * 4095)), "args->out", "0x21ffe000"),
     BAD("token scales inside out", ONE(Q(scale, PTR, P_OUT + 4096 * 100)), "args->scale",
         "0x10064000"),

@@ -69,6 +69,12 @@ talon_status talon_moe_align_block_size(talon_ctx *ctx, CUstream stream,
                            (long long)(a->sorted_capacity < sorted ? sorted : blocks),
                            (long long)a->tokens, (long long)a->k, (long long)a->experts,
                            (long long)a->block_size);
+    /* no shape needs more (the worst case stays below 2^23), and the plan's slice
+       arithmetic stays in range */
+    TALON__TRY(talon__check_range(op, "sorted_capacity", a->sorted_capacity, sorted,
+                                  TALON__GRID_MAX));
+    TALON__TRY(talon__check_range(op, "expert_ids_capacity", a->expert_ids_capacity, blocks,
+                                  TALON__GRID_MAX));
     n = a->tokens * a->k;
     pl = talon__moe_align_plan_make(n, a->sorted_capacity, a->expert_ids_capacity);
     memset(&p, 0, sizeof p);
