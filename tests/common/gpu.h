@@ -19,6 +19,7 @@
     X(cuCtxSetCurrent, 4000, (CUcontext))                                                      \
     X(cuCtxSynchronize, 2000, (void))                                                          \
     X(cuMemAlloc, 3020, (CUdeviceptr *, size_t))                                               \
+    X(cuMemGetInfo, 3020, (size_t *, size_t *))                                                \
     X(cuMemFree, 3020, (CUdeviceptr))                                                          \
     X(cuMemcpyHtoD, 3020, (CUdeviceptr, const void *, size_t))                                 \
     X(cuMemcpyDtoH, 3020, (void *, CUdeviceptr, size_t))                                       \
