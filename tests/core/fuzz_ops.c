@@ -4,7 +4,9 @@
    floats). Each call must either be rejected before anything reaches the driver (no launch,
    no memset, a message starting with the op's name) or launch; the workspace-size functions
    of the ops that have one must either fail with a message or give a size >= 0. Anything
-   else aborts (a finding), as does any sanitizer report. The search starts from a valid call
+   else aborts (a finding), as does any sanitizer report. One more input kind fuzzes the
+   functions around the ops (fuzz_api: status strings, moe_align capacities, context options,
+   the bundle description). The search starts from a valid call
    of each op (valid_args; FUZZ_SEEDS=dir writes them, as `make fuzz` does). */
 #include "fake_driver.h"
 
@@ -46,7 +48,8 @@ enum {
 #define FUZZ_ENUM(name, member) OP_##name,
     FUZZ_OPS(FUZZ_ENUM)
 #undef FUZZ_ENUM
-    NUM_OPS
+    NUM_OPS,
+    API = NUM_OPS /* the context and bundle functions (fuzz_api) */
 };
 
 static const char *const op_names[] = {
@@ -246,13 +249,52 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* The functions around the ops, on the input's bytes: talon_status_string of any value,
+   talon_moe_align_block_size_capacity of any shape (a message or capacities that hold the
+   worst case), talon_ctx_create with any options (success, then destroy and nothing left
+   loaded, or a message) and the bundle's description. */
+static void fuzz_api(const uint8_t *data, size_t n) {
+    struct { int32_t status; int64_t tokens, k, experts, block; uint32_t flags; uint64_t cu; } in;
+    talon_ctx_options o;
+    talon_ctx *c = NULL;
+    int64_t sorted = -1, blocks = -1;
+    const talon_bundle_info *bi = talon_bundle_info_get();
+    memset(&in, 0, sizeof in);
+    memcpy(&in, data, n < sizeof in ? n : sizeof in);
+    if (!talon_status_string((talon_status)in.status)) abort();
+    talon__error_buf[0] = '\0';
+    if (talon_moe_align_block_size_capacity(in.tokens, in.k, in.experts, in.block, &sorted,
+                                            &blocks) == TALON_SUCCESS) {
+        if (sorted < in.tokens * in.k || blocks < 1 || blocks * in.block < sorted) abort();
+    } else if (!talon_last_error()[0]) {
+        abort();
+    }
+    memset(&o, 0, sizeof o);
+    o.flags = in.flags & ~(uint32_t)TALON_CTX_PRELOAD; /* a preload per input would fill the
+                                                           fake driver's module table */
+    o.context = (CUcontext)(uintptr_t)in.cu;
+    talon__error_buf[0] = '\0';
+    if (talon_ctx_create(&c, &o) == TALON_SUCCESS) {
+        if (!c) abort();
+        talon_ctx_destroy(c);
+    } else if (c || strncmp(talon_last_error(), "talon_ctx_create", 16)) {
+        abort();
+    }
+    if (!bi || !bi->version || bi->num_kernels < 1 || !bi->kernel_names[bi->num_kernels - 1])
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     fuzz_args a;
     int op, launches, memsets;
     talon_status s;
     int64_t bytes;
     if (n < 1) return 0;
-    op = data[0] % NUM_OPS;
+    op = data[0] % (NUM_OPS + 1);
+    if (op == API) {
+        fuzz_api(data + 1, n - 1);
+        return 0;
+    }
     memset(&a, 0, sizeof a);
     memcpy(&a, data + 1, n - 1 < op_sizes[op] ? n - 1 : op_sizes[op]);
     launches = fake.launches;

@@ -3,8 +3,8 @@
    plain and programmatic-dependent launches, the memset of a tile counter, tensor map
    encodes, capture queries, preload, destroy) is replayed once per counted driver call with
    that one call failing (CUDA_ERROR_UNKNOWN). Each time:
-   - the step in which the call failed returns an error status, and talon_last_error() names
-     the failure (CUDA_ERROR_UNKNOWN and the call);
+   - the step in which the call failed returns an error status, and talon_last_error() starts
+     with the function called and names the failure (CUDA_ERROR_UNKNOWN and the call);
    - nothing leaks: after talon_ctx_destroy no module stays loaded (unless the failed call was
      that module's unload, or destroy's push of the context, without which nothing can be
      unloaded: destroy returns nothing to report it) and every context push was popped (but
@@ -107,7 +107,8 @@ static int run_with_fault(int n) {
             snprintf(what, sizeof what, "fault %d (%s) in %s", n, fake.fault_call,
                      step_names[step]);
             if (s == TALON_SUCCESS) fail_msg("%s: returned success", what);
-            if (!strstr(talon_last_error(), "CUDA_ERROR_UNKNOWN") ||
+            if (strncmp(talon_last_error(), step_names[step], strlen(step_names[step])) ||
+                !strstr(talon_last_error(), "CUDA_ERROR_UNKNOWN") ||
                 !strstr(talon_last_error(), fake.fault_call))
                 fail_msg("%s: message \"%s\" does not name the failure", what,
                          talon_last_error());

@@ -233,34 +233,37 @@ struct talon_ctx {
     CUfunction functions[TALON__NUM_KERNELS]; /* published with release, read with acquire */
 };
 
-/* Loads one image and resolves all its kernels; caller holds ctx->lock. Nothing is published
-   until every kernel resolved: the lock-free fast path in talon__launch would otherwise launch
-   a handle into a module that a later failure unloaded. */
-static talon_status talon__load_image(talon_ctx *ctx, int image) {
+/* Loads one image and resolves all its kernels, for the function `op` (named first in every
+   message); caller holds ctx->lock. Nothing is published until every kernel resolved: the
+   lock-free fast path in talon__launch would otherwise launch a handle into a module that a
+   later failure unloaded. */
+static talon_status talon__load_image(talon_ctx *ctx, int image, const char *op) {
     const talon__driver *d = ctx->drv;
     CUfunction fns[TALON__NUM_KERNELS] = {0};
     CUmodule module;
     CUcontext prev;
     CUresult r;
     int k;
-    char what[96];
+    char what[192];
     if (ctx->modules[image]) return TALON_SUCCESS;
-    if ((r = d->cuCtxPushCurrent(ctx->cu)) != CUDA_SUCCESS)
-        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "cuCtxPushCurrent");
+    if ((r = d->cuCtxPushCurrent(ctx->cu)) != CUDA_SUCCESS) {
+        snprintf(what, sizeof what, "%s: cuCtxPushCurrent", op);
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, what);
+    }
     r = d->cuModuleLoadData(&module, talon__images[image].data);
     if (r != CUDA_SUCCESS) {
         d->cuCtxPopCurrent(&prev);
-        snprintf(what, sizeof what, "cuModuleLoadData(image \"%s\", %zu bytes)",
+        snprintf(what, sizeof what, "%s: cuModuleLoadData(image \"%s\", %zu bytes)", op,
                  talon__images[image].name, talon__images[image].size);
         return talon__fail_cu(d, TALON_ERROR_MODULE_LOAD, r, what);
     }
     for (k = 0; k < TALON__NUM_KERNELS; k++) {
         const talon__kernel *kd = &talon__kernels[k];
         if (kd->image != image) continue;
-        snprintf(what, sizeof what, "cuModuleGetFunction(\"%s\")", kd->symbol);
+        snprintf(what, sizeof what, "%s: cuModuleGetFunction(\"%s\")", op, kd->symbol);
         r = d->cuModuleGetFunction(&fns[k], module, kd->symbol);
         if (r == CUDA_SUCCESS && kd->smem > 48 * 1024) {
-            snprintf(what, sizeof what, "cuFuncSetAttribute(\"%s\")", kd->symbol);
+            snprintf(what, sizeof what, "%s: cuFuncSetAttribute(\"%s\")", op, kd->symbol);
             r = d->cuFuncSetAttribute(fns[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                       kd->smem);
         }
@@ -272,7 +275,7 @@ static talon_status talon__load_image(talon_ctx *ctx, int image) {
     }
     if ((r = d->cuCtxPopCurrent(&prev)) != CUDA_SUCCESS) { /* still current: undo the load */
         d->cuModuleUnload(module);
-        snprintf(what, sizeof what, "cuCtxPopCurrent (after loading image \"%s\")",
+        snprintf(what, sizeof what, "%s: cuCtxPopCurrent (after loading image \"%s\")", op,
                  talon__images[image].name);
         return talon__fail_cu(d, TALON_ERROR_DRIVER, r, what);
     }
@@ -283,14 +286,20 @@ static talon_status talon__load_image(talon_ctx *ctx, int image) {
     return TALON_SUCCESS;
 }
 
-talon_status talon_ctx_preload(talon_ctx *ctx) {
+/* Every image, for the function `op` (talon_ctx_preload, or talon_ctx_create's preload). */
+static talon_status talon__preload(talon_ctx *ctx, const char *op) {
     talon_status s = TALON_SUCCESS;
     int i;
-    if (!ctx) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_preload: ctx is NULL");
     pthread_mutex_lock(&ctx->lock);
-    for (i = 0; i < TALON__NUM_IMAGES && s == TALON_SUCCESS; i++) s = talon__load_image(ctx, i);
+    for (i = 0; i < TALON__NUM_IMAGES && s == TALON_SUCCESS; i++)
+        s = talon__load_image(ctx, i, op);
     pthread_mutex_unlock(&ctx->lock);
     return s;
+}
+
+talon_status talon_ctx_preload(talon_ctx *ctx) {
+    if (!ctx) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_preload: ctx is NULL");
+    return talon__preload(ctx, "talon_ctx_preload");
 }
 
 talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options) {
@@ -364,7 +373,8 @@ talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options)
     ctx->cu = cu;
     ctx->sms = sms;
     pthread_mutex_init(&ctx->lock, NULL);
-    if ((o->flags & TALON_CTX_PRELOAD) && (s = talon_ctx_preload(ctx)) != TALON_SUCCESS) {
+    if ((o->flags & TALON_CTX_PRELOAD) &&
+        (s = talon__preload(ctx, "talon_ctx_create")) != TALON_SUCCESS) {
         talon_ctx_destroy(ctx);
         return s;
     }
@@ -437,7 +447,7 @@ static talon_status talon__kernel_fn(talon_ctx *ctx, CUstream stream, const char
                                "before capture",
                                op, kd->symbol);
         pthread_mutex_lock(&ctx->lock);
-        s = talon__load_image(ctx, kd->image);
+        s = talon__load_image(ctx, kd->image, op);
         pthread_mutex_unlock(&ctx->lock);
         if (s != TALON_SUCCESS) return s;
         f = __atomic_load_n(&ctx->functions[k], __ATOMIC_ACQUIRE);
