@@ -35,6 +35,15 @@ endif
 ARCH := sm_90a
 CC ?= cc
 CXX ?= c++
+# CROSS_COMPILE=aarch64-linux-gnu- builds the host side for another CPU (make dist for GH200).
+ifneq ($(CROSS_COMPILE),)
+ifeq ($(origin CC),default)
+CC := $(CROSS_COMPILE)gcc
+endif
+ifeq ($(origin CXX),default)
+CXX := $(CROSS_COMPILE)g++
+endif
+endif
 Q := $(if $(V),,@)
 say = $(if $(V),,@printf '  %-8s %s\n' $(1) $(2);)
 
@@ -54,7 +63,19 @@ LIB := build/lib/libtalon.a
 # tests/common/: what the tests share; tests/<family>/ref_*.c: a family's fp64 references.
 REF_SRCS := tests/common/ref.c $(wildcard tests/*/ref_*.c)
 GPU_HELPERS := tests/common/gpu.c tests/common/opcheck.c $(REF_SRCS)
-GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+# The commit the bundle records: from talon's own git repository only (a copy vendored into
+# another repository must not report that repository's HEAD), else from tools/commit, which
+# `git archive` fills in (export-subst in .gitattributes), else unknown. COMMIT_EPOCH is the
+# commit's time (release tarballs use it for their timestamps).
+TALON_TOPLEVEL := $(shell git -C "$(CURDIR)" rev-parse --show-toplevel 2>/dev/null)
+ifneq ($(and $(TALON_TOPLEVEL),$(realpath $(TALON_TOPLEVEL))),$(realpath $(CURDIR)))
+COMMIT_INFO := $(shell sed -n 's/^\([0-9a-f]\{40\}\) \([0-9]\{1,\}\)$$/\1 \2/p' tools/commit 2>/dev/null)
+else
+COMMIT_INFO := $(shell git log -1 --format='%H %ct' 2>/dev/null)
+endif
+COMMIT_FULL := $(word 1,$(COMMIT_INFO))
+COMMIT_EPOCH := $(word 2,$(COMMIT_INFO))
+GIT_COMMIT := $(if $(COMMIT_FULL),$(shell echo $(COMMIT_FULL) | cut -c1-12),unknown)
 
 all: $(LIB) build/bin/talon-info
 .PHONY: all examples fuzz test test-gpu sanitize bench clean check-fp8-div dist verify-dist install uninstall
@@ -75,7 +96,13 @@ $(EMBED): $(CUBINS) tools/embed.sh
 	$(call say,EMBED,$@)mkdir -p $(@D)
 	$(Q)sh tools/embed.sh $(NVCC_FULL_VERSION) $(ARCH) $(GIT_COMMIT) $(CUBINS) > $@.tmp && mv $@.tmp $@
 
-build/obj/talon.o: $(HEADERS) $(EMBED)
+# The archive's bytes depend on the compiler and its flags: a change of either rebuilds it
+# (make dist CC=clang after a gcc build must not ship the gcc objects).
+CC_ID := $(CC) $(CFLAGS) | $(shell $(CC) --version 2>/dev/null | head -n1)
+build/cc.stamp: FORCE
+	$(Q)mkdir -p $(@D) && printf '%s\n' '$(subst ','\'',$(CC_ID))' | cmp -s - $@ || printf '%s\n' '$(subst ','\'',$(CC_ID))' > $@
+
+build/obj/talon.o: $(HEADERS) $(EMBED) build/cc.stamp
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -pedantic $(INC) -ffile-prefix-map=$(CURDIR)=. -DTALON_IMPLEMENTATION -x c -c include/talon.h -o $@
 
