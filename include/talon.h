@@ -82,9 +82,9 @@
 #include <cuda.h>
 
 #define TALON_VERSION_MAJOR 0
-#define TALON_VERSION_MINOR 1
+#define TALON_VERSION_MINOR 2
 #define TALON_VERSION_PATCH 0
-#define TALON_VERSION_STRING "0.1.0"
+#define TALON_VERSION_STRING "0.2.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,7 +121,7 @@ const char *talon_last_error(void);
 int talon_version(void);
 
 typedef struct talon_bundle_info {
-    const char *version;            /* "0.1.0" */
+    const char *version;            /* "0.2.0" */
     const char *git_commit;         /* commit the bundle was built from */
     const char *nvcc_version;       /* e.g. "13.0.88" */
     const char *arch;               /* "sm_90a" */

@@ -72,7 +72,7 @@ dist-stage: $(foreach p,$(DIST_FILES),$(firstword $(subst :, ,$(p)))) tools/talo
 	find $(DIST_STAGE) -type d -exec chmod 0755 {} +; find $(DIST_STAGE) -type f -exec chmod 0644 {} +
 	$(Q)$(DIST_PY) manifest $(DIST_STAGE) --version $(DIST_VERSION) --commit $(DIST_COMMIT) \
 	    --epoch $(SOURCE_DATE_EPOCH) --nvcc $(NVCC_FULL_VERSION) --archs "$(ARCHS)" --name $(DIST_STEM) \
-	    --cc "$(CC)" --cflags "$(CFLAGS)" --cuda-include $(CUDA_INC) && chmod 0644 $(DIST_STAGE)/share/talon/MANIFEST.json
+	    --cc "$(CC)" --cflags="$(CFLAGS)" --cuda-include $(CUDA_INC) && chmod 0644 $(DIST_STAGE)/share/talon/MANIFEST.json
 
 # dist/ holds exactly one tarball and its SHA256SUMS. GNU tar: sorted names, fixed owner and
 # mtime; modes were fixed when staging; gzip -n leaves out the name and time.

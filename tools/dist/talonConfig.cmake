@@ -1,5 +1,5 @@
 # talon: precompiled sm_90a CUDA kernels behind a C API.
-#   find_package(talon 0.1 REQUIRED)
+#   find_package(talon 0.2 REQUIRED)
 #   target_link_libraries(app PRIVATE talon::talon)
 # talon::talon is the static archive (lib/libtalon.a) with include/ on the include path.
 # Header-only use (TALON_IMPLEMENTATION in exactly one file): link talon::headers instead (the
