@@ -26,6 +26,7 @@ import datetime
 import gc
 import importlib
 import json
+import math
 import os
 import re
 import sys
@@ -229,6 +230,38 @@ def markdown(doc):
     return "\n".join(rows)
 
 
+def summary(doc):
+    """One row per op of a results JSON (the README's table): its largest case (most FLOPs, else
+    most bytes) with its share of the ceiling, and over all its cases the geometric mean and
+    the range of the ratio to each peer and how many targets passed."""
+    ops = {}
+    for e in doc["results"]:
+        ops.setdefault(e["op"], []).append(e)
+    rows = ["| op | cases | largest case | talon us | ceiling share | peer/talon: geomean [min, max] over cases | targets met |",
+            "|---|---:|---|---:|---:|---|---:|"]
+    for op, cases in ops.items():
+        ok = [e for e in cases if "error" not in e]
+        if not ok:
+            rows.append(f"| {op} | {len(cases)} | error: {cases[0]['error']} | | | | |")
+            continue
+        head = max(ok, key=lambda e: (e.get("flops") or 0, e.get("bytes") or e.get("gbs", 0) * e["us"]))
+        share = (f"{head['tflops']:.0f} TFLOP/s" if "tflops" in head else
+                 f"{head['pct_copy']:.0f}% of copy" if "pct_copy" in head else "-")
+        ratios = {}
+        for e in ok:
+            for k, v in e.items():
+                if k.endswith("_over_talon") and isinstance(v, (int, float)) and v > 0:
+                    ratios.setdefault(k[:-len("_over_talon")], []).append(v)
+        peers = "; ".join(
+            f"{p} {math.exp(sum(map(math.log, r)) / len(r)):.2f}x [{min(r):.2f}, {max(r):.2f}]"
+            + (f" ({len(r)})" if len(r) != len(ok) else "")
+            for p, r in ratios.items()) or "-"
+        targets = [t for e in ok for t in e.get("targets", [])]
+        met = f"{sum(t['status'] == 'PASS' for t in targets)} of {len(targets)}" if targets else "-"
+        rows.append(f"| {op} | {len(cases)} | {head['label']} | {head['us']:.1f} | {share} | {peers} | {met} |")
+    return "\n".join(rows)
+
+
 def main(argv=None):
     global torch
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -237,13 +270,16 @@ def main(argv=None):
     ap.add_argument("--filter", default=None,
                     help="only cases whose 'op label' (as printed) contains this")
     ap.add_argument("--table", metavar="JSON", help="print a results JSON as Markdown; no GPU")
+    ap.add_argument("--summary", metavar="JSON", help="print one row per op of a results JSON "
+                    "as Markdown (the README's table); no GPU")
     ap.add_argument("--base", metavar="LIB", help="also time every case on this other build of "
                     "libtalon_bench.so (peer 'base': before/after a change in one run)")
     ap.add_argument("--no-peers", action="store_true", help="time talon (and --base) only")
     args = ap.parse_args(argv)
-    if args.table:
-        with open(args.table) as f:
-            print(markdown(json.load(f)))
+    if args.table or args.summary:
+        with open(args.table or args.summary) as f:
+            doc = json.load(f)
+        print(markdown(doc) if args.table else summary(doc))
         return 0
     import torch as _torch
     torch = _torch

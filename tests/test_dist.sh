@@ -92,7 +92,7 @@ copy_tree() {
         if [ "${2:-}" = with-cubins ]; then tar -cf - cubins | tar -xf - -C "$1"; fi
 }
 if [ "${TALON_DIST_FULL:-0}" = 1 ]; then copy_tree "$tmp/copy"; else copy_tree "$tmp/copy" with-cubins; fi
-if [ $in_git = 1 ]; then export GIT_DIR="$(git rev-parse --absolute-git-dir)" GIT_WORK_TREE="$tmp/copy"; fi
+if [ $in_git = 1 ]; then GIT_DIR=$(git rev-parse --absolute-git-dir); export GIT_DIR GIT_WORK_TREE="$tmp/copy"; fi
 if $MAKE -s --no-print-directory -j"$(nproc)" -C "$tmp/copy" dist DIST_DIR="$tmp/b" > "$tmp/make.log" 2>&1
 then ok; else cat "$tmp/make.log" >&2; fail "make dist in a copy of the tree"; fi
 unset GIT_DIR GIT_WORK_TREE
