@@ -42,6 +42,9 @@
 /* Every public argument struct of talon.h, and talon_ctx_options; fields in talon.h's order. */
 #define BENCH_STRUCTS(S, F) \
     S(talon_ctx_options, F(context, HANDLE) F(flags, U32)) \
+    S(talon_check_report, \
+      F(violated, I32) F(op, HANDLE) F(kernel, HANDLE) F(what, HANDLE) F(rule, HANDLE) \
+      F(index, I64) F(value, I64) F(bound, I64)) \
     S(talon_rmsnorm_args, \
       F(out, PTR) F(in, PTR) F(weight, PTR) F(rows, I64) F(cols, I64) F(out_stride, I64) \
       F(in_stride, I64) F(eps, F32) F(dtype, ENUM)) \
@@ -86,7 +89,8 @@
       F(o, PTR) F(lse, PTR) F(q, PTR) F(k_cache, PTR) F(v_cache, PTR) F(page_table, PTR) \
       F(kv_lens, PTR) F(workspace, PTR) F(workspace_bytes, I64) F(batch, I64) \
       F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) F(page_size, I64) \
-      F(page_table_stride, I64) F(max_kv_len, I64) F(window, I64) F(num_splits, I64) \
+      F(num_pages, I64) F(page_table_stride, I64) F(max_kv_len, I64) F(window, I64) \
+      F(num_splits, I64) \
       F(sm_scale, F32) F(logits_soft_cap, F32) F(k_scale, F32) F(v_scale, F32) \
       F(dtype, ENUM) F(kv_dtype, ENUM) F(layout, ENUM)) \
     S(talon_merge_attention_states_args, \

@@ -136,18 +136,25 @@ const talon_bundle_info *talon_bundle_info_get(void);
 /* ---------------------------------------------------------------- context */
 typedef struct talon_ctx talon_ctx;
 
-enum { TALON_CTX_PRELOAD = 1 }; /* load every module at create time */
+enum {
+    TALON_CTX_PRELOAD = 1, /* load every module at create time */
+    TALON_CTX_CHECKED = 2  /* kernels check the device-side indices they follow (CHECKED MODE) */
+};
 
 typedef struct talon_ctx_options {
     CUcontext context;  /* NULL: the context current on the calling thread */
-    unsigned flags;     /* TALON_CTX_PRELOAD */
+    unsigned flags;     /* TALON_CTX_PRELOAD | TALON_CTX_CHECKED */
 } talon_ctx_options;
 
 /* Creates a context bound to one CUcontext. options may be NULL (all defaults).
+   TALON_CTX_CHECKED allocates the checked mode's record: 40 bytes of device memory (cuMemAlloc),
+   zeroed on the legacy default stream and waited for; freed by talon_ctx_destroy.
    Errors: INVALID_ARGUMENT (out NULL, unknown flags, no current context), NO_DRIVER,
    UNSUPPORTED_DEVICE (names the device and its sm), MODULE_LOAD (with TALON_CTX_PRELOAD),
-   DRIVER, OUT_OF_MEMORY. Not legal during stream capture of the calling thread's streams
-   when TALON_CTX_PRELOAD is given. Thread-safe. */
+   DRIVER (also the record's allocation with TALON_CTX_CHECKED), OUT_OF_MEMORY. Not legal
+   during stream capture of the calling thread's streams when TALON_CTX_PRELOAD is given, nor
+   while any stream of the CUcontext captures in global mode when TALON_CTX_CHECKED is (the
+   legacy stream's memset). Thread-safe. */
 talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options);
 
 /* Loads every embedded module now (idempotent). Call before capturing a graph. */
@@ -156,6 +163,84 @@ talon_status talon_ctx_preload(talon_ctx *ctx);
 /* Unloads the modules and frees the context. NULL is a no-op. The caller guarantees no op is
    running on this ctx from another thread and no launched kernel still needs it. */
 void talon_ctx_destroy(talon_ctx *ctx);
+
+/* ---------------------------------------------------------------- checked mode */
+/* Device-side indices (page tables, kv_lens, slot_mapping, positions, gather indices, sorted
+   token ids) are read by the kernels, never by the host, so no argument check sees them; the
+   ops document what the caller guarantees about them. A context created with
+   TALON_CTX_CHECKED makes the kernels that follow such indices test each one they use against
+   the bound the caller declared in the op's args, and record the first violation in a
+   device-side record of the context, which talon_ctx_check reads back. A checked kernel does
+   not follow an index that fails its check: it does with the element what the list below
+   says, and goes on.
+   Off (the default), nothing is allocated and every launch passes the parameters it always
+   did (the record pointer 0); the kernels test that one uniform parameter where they would
+   check, and do nothing else. The cost, off against the build before checked mode and on
+   against off, per family: docs/notes/checked.md.
+
+   The checks (op: the index tensor, the rule a valid entry obeys; what the op does with a bad
+   one). Index in the report: the element's position in that tensor, from its start.
+     talon_kv_append        slot_mapping[t] < num_pages * page_size. The token is skipped
+                            (its cache rows untouched), as without checking. Negative slots
+                            are padding (a documented feature): skipped, not a violation.
+     talon_rope             positions[t] in [0, max_pos), with a cos_sin_cache only (theta
+                            mode takes any position). The token is left unchanged, as without.
+     talon_gather_rows      indices[r] in [0, in_rows). The row is written as zeros, as
+                            without.
+     talon_decode_attention kv_lens[b] in [0, max_kv_len]: clamped into it, as without (index
+                            b). page_table entries the kernel reads (those of the keys it
+                            attends: the first ceil(L / page_size) of row b, L the clamped
+                            kv_lens[b], with a window only the window's pages) in
+                            [0, num_pages) when args->num_pages is declared (> 0); else only
+                            >= 0 (bound reported: 2^31; a large id is then still followed). A
+                            bad entry is not followed: page 0 is read in its place, and o and
+                            lse of request b (every head) are NaN. Index: b x the row stride
+                            (page_table_stride or its default) + i for entry i of row b.
+     talon_prefill_attention_paged  kv_lens[b] in [0, max_kv_len] (clamped, as without;
+                            index b); page_table entries of the keys a tile reads (its blocks
+                            of keys below the clamped kv_lens[b]; causal masking and the window
+                            leave blocks out) in [0, num_pages): such a page reads as zeros, as
+                            without (index as decode's).
+     talon_moe_gemm         sorted_token_ids[s] in [0, tokens * topk] (tokens * topk is the
+                            padding sentinel) where the kernel reads it: a_rows TOKEN or PAIR,
+                            d_rows PAIR or topk_weights given, for the blocks with work. A bad
+                            id is treated as a padding slot (see the op), as without.
+                            num_tokens_post_padded in [0, 128 x min(expert_ids_capacity,
+                            floor(sorted_capacity / 128))] (the slots the kernel walks; index
+                            0): blocks past those are skipped, as without.
+   Not checked:
+     talon_moe_align_block_size's topk_ids and talon_moe_gemm's expert_ids: an id outside
+       [0, experts) is expert parallelism's masking (documented there), skipped by design;
+     talon_prefill_attention's and prefill_attention_paged's cu_seqlens: their violations read
+       zeros or write nothing outside the tensors (see the op), and are not recorded;
+     every other op follows no device-side index.
+   The first violation only: once recorded, later ones (of any kernel, any stream) are dropped
+   until talon_ctx_check clears the record. Which of several concurrent violations is first is
+   unspecified. Capture: the record's address is baked into a captured graph, so a graph
+   captured on a checked ctx checks at every replay. */
+typedef struct talon_check_report {
+    int violated;       /* 1: a violation was recorded (the fields describe it); 0: none (all 0) */
+    const char *op;     /* the op whose kernel found it, e.g. "talon_decode_attention" */
+    const char *kernel; /* that kernel's symbol (talon_bundle_info's kernel_names) */
+    const char *what;   /* the index tensor: the args field, e.g. "page_table" */
+    const char *rule;   /* what a valid entry is, e.g. "in [0, num_pages)" */
+    int64_t index;      /* the entry's position in that tensor */
+    int64_t value;      /* the value read there */
+    int64_t bound;      /* the declared bound it broke (num_pages, max_kv_len, ...) */
+} talon_check_report;
+
+/* Waits for the work of `stream` (0: every stream of the ctx's CUcontext, cuCtxSynchronize),
+   then reads the ctx's record into *report and clears it (a later violation is recorded
+   again). The record is per ctx: it reports the first violation of any of the ctx's work that
+   has finished, whatever its stream (a record a kernel of another stream is still writing is
+   waited for). The strings are static. Not an op: it synchronises, so it is not legal
+   during stream capture (a capturing `stream` is refused with INVALID_ARGUMENT, nothing
+   touched); with stream 0 none of the CUcontext's streams may be capturing in global mode.
+   Errors: INVALID_ARGUMENT (report or ctx NULL, a ctx created without TALON_CTX_CHECKED, a
+   capturing stream), DRIVER (a failed synchronisation or copy: the driver's error, e.g. a
+   kernel that faulted). On error *report is all zero. Thread-safe: concurrent calls on one
+   ctx take turns, and each violation is reported once. */
+talon_status talon_ctx_check(talon_ctx *ctx, CUstream stream, talon_check_report *report);
 
 /* ---------------------------------------------------------------- ops */
 /* Conventions for every op:
@@ -412,7 +497,7 @@ talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_
    cos and sin come from either
    - cos_sin_cache: fp32 [max_pos, rot_dim], row p = cos of pairs 0..rot_dim/2-1, then their
      sin (vLLM's layout). A token whose position is outside [0, max_pos) is left unchanged
-     (never read out of bounds); or
+     (never read out of bounds; a checked ctx records it: CHECKED MODE); or
    - theta (cos_sin_cache 0): inv_freq_i = theta^(-2i/rot_dim) and the angle p * inv_freq_i are
      computed in fp64 and reduced mod 2 pi there, then fast fp32 cos/sin (absolute error
      < 2^-21): the angle is off by less than 1e-14 |p| + 2e-7 rad (every int32/int64 position
@@ -452,7 +537,8 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
 /* Writes new keys and values into a paged KV cache:
        k_cache[slot_mapping[t], h, d] = k[t, h, d],  v_cache[...] = v[t, h, d]
    for every token t whose slot is in [0, num_pages * page_size); a negative slot (padding) or
-   one past the end skips the token, leaving its cache rows untouched.
+   one past the end skips the token, leaving its cache rows untouched (a checked ctx records
+   one past the end: CHECKED MODE).
    Cache layout (layout, shared with talon_decode_attention): K and V are two separate
    contiguous tensors, slot s = page * page_size + offset, each
        TALON_KV_NHD (0): [num_pages, page_size, Hk, D], element (s, h, d) at
@@ -495,7 +581,8 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
 /* out[r, :] = in[indices[r], :] for r < rows: the token-embedding lookup (in = the embedding
    table [vocab, hidden], indices = the token ids), or any selection of rows (say the last
    position of each prompt before the LM head). Rows are copied bit for bit; a row whose index
-   is outside [0, in_rows) is written as zeros (in is never read outside its in_rows rows).
+   is outside [0, in_rows) is written as zeros (in is never read outside its in_rows rows; a
+   checked ctx records the index: CHECKED MODE).
      in: [in_rows, cols] with row stride in_stride; out: [rows, cols] with row stride
      out_stride (elements; 0: cols); indices: [rows] int32 or int64 (index_dtype), read on the
      device (a captured graph follows whatever ids the buffer holds at replay).
@@ -546,7 +633,9 @@ talon_status talon_gather_rows(talon_ctx *ctx, CUstream stream, const talon_gath
    the page table row); page ids of the first ceil(kv_lens[b] / page_size) entries of each row
    are valid pages of the caches. Later entries are never read. Each cache holds fewer than
    2^32 rows of head_dim elements (pages * page_size * num_kv_heads; at the smallest row, 64
-   bytes, that is 256 GiB, so any cache that fits in a GPU's memory).
+   bytes, that is 256 GiB, so any cache that fits in a GPU's memory; checked on the host when
+   num_pages is given). A checked ctx (TALON_CTX_CHECKED) tests kv_lens and the page ids read
+   (against num_pages when given) and records the first bad one: CHECKED MODE.
    Split-KV: each (request, kv head) is split over `splits` CTAs, each taking an equal share
    of that request's attended keys; the partial (o, lse) go to the workspace and a merge kernel
    writes o and lse (one kernel, no workspace, when splits = 1). The split count depends only
@@ -591,6 +680,8 @@ typedef struct talon_decode_attention_args {
     int64_t num_qo_heads, num_kv_heads; /* [1, 1024]; num_qo_heads % num_kv_heads == 0 */
     int64_t head_dim;           /* 64, 128, 256 */
     int64_t page_size;          /* power of two in [1, 256] */
+    int64_t num_pages;          /* pages in each cache, optional: 0 (not declared) or [1, 2^31-1];
+                                   checked mode tests page ids against it (CHECKED MODE) */
     int64_t page_table_stride;  /* int32 elements between rows; 0: ceil(max_kv_len / page_size) */
     int64_t max_kv_len;         /* [1, 2^30]: bound on every kv_lens[b]; decides the split */
     int64_t window;             /* sliding window in keys; 0: all keys */
@@ -614,7 +705,8 @@ talon_status talon_decode_attention_workspace_size(talon_ctx *ctx,
 /* Errors (INVALID_ARGUMENT, nothing launched): NULL pointers (lse and a zero-size workspace
    may be 0), pointers not 16-byte aligned (q, o, caches, workspace) or 4-byte aligned (lse,
    page_table, kv_lens), shapes out of range, num_qo_heads not a multiple of num_kv_heads,
-   page_table_stride < ceil(max_kv_len / page_size), workspace_bytes too small, bad scales.
+   page_table_stride < ceil(max_kv_len / page_size), workspace_bytes too small, bad scales,
+   num_pages negative or over 2^31-1, or making a cache of 2^32 rows or more.
    Legal inside stream capture (after preload). Thread-safe. */
 talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
                                     const talon_decode_attention_args *args);
@@ -734,7 +826,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    0 <= kv_lens[b] <= max_kv_len and valid page ids in the first ceil(kv_lens[b] / page_size)
    entries of each page-table row (later entries are never read). Violations give wrong
    results but no access outside the buffers: kv_lens is clamped to [0, max_kv_len], and a
-   page id outside [0, num_pages) reads zeros.
+   page id outside [0, num_pages) reads zeros (a checked ctx records either: CHECKED MODE).
    Kernel: talon_prefill_attention's with another loader. Pages of 16 keys and more: one TMA
    copy per page and 64 columns of a block of keys (a block is 128 keys, 64 at head_dim 256);
    smaller pages (where that would be up to 128 copies a block): the rows are gathered by the
@@ -978,7 +1070,9 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
      talon_moe_sum(y -> out [tokens, H], weights 0: they were applied)
    Blocks past num_tokens_post_padded, and blocks of an expert outside [0, experts) (expert
    parallelism: experts on another GPU; moe_align's -1 blocks), are skipped: their d rows are
-   not written. Everything is read on the device: no host synchronisation, capturable.
+   not written. Everything is read on the device: no host synchronisation, capturable. A sorted
+   id above the sentinel is treated as padding; a checked ctx records it, and a
+   num_tokens_post_padded past the capacities (CHECKED MODE).
    Types: a, b and d of dtype (bf16 or f16); topk_weights fp32 [tokens, topk]; the three
    moe_align arrays int32. Accumulation in fp32 on the tensor cores; deterministic (no
    atomics).

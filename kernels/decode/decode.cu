@@ -27,6 +27,12 @@
 // bottleneck. The ring, copy, prefetch, CTA-shape and cluster variants tried against this design
 // (none clearly faster), and what separates it from cuDNN, are in docs/notes/decode.md.
 //
+// Checked mode (kernels/dev/check.cuh): kv_lens outside [0, max_kv_len] is recorded (and clamped,
+// as always); a page id at or past page_limit is recorded, page 0 is read in its place, and the
+// CTA's output rows become NaN (lse NaN; a partial's lse +inf, which makes the merged rows NaN),
+// so a request that read a bad page cannot pass for a good one. Off (check.record 0), the page
+// test is one uniform predicate per page load.
+//
 // Both cache layouts run the same code: a key row's address comes from strides the host derives
 // from the layout (page rows, slot and head strides). HND (a head's rows of a page contiguous, 4
 // KB at page 16) reads at NHD's rate.
@@ -35,6 +41,7 @@
 // (64, 128, 256) x heads per CTA (1, 2, 4: the group is cut into chunks of at most 4).
 // merge_splits reads n fp32 partials, merge_states two partials of the output type.
 #include "dev/async.cuh"
+#include "dev/check.cuh"
 #include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
 #include "dev/mma.cuh"
@@ -84,20 +91,34 @@ __device__ __forceinline__ void prime_ring(P &pages, I &issue, int start, int st
     }
 }
 
+// Page id `at` of page-table row pt; checked mode replaces an id at or past page_limit by 0 (a
+// page that exists). No flag is kept: one more live register made the d256 kernels spill; the
+// CTA finds out afterwards (bad_pages).
+__device__ __forceinline__ int page_id(const talon__decode_params &p, const int *pt, int at) {
+    const int id = __ldg(pt + at);
+    return checking(p.check) && unsigned(id) >= p.page_limit ? 0 : id;
+}
+
 // What a CTA works on: request b, kv head hk, its gn query heads from row row0 of q and o,
 // and its split's share [start, end) of the attended keys [lo, kv). Clamping keeps a bad
 // kv_lens inside the page-table row.
 struct Cta {
     int b, hk, gn, start, end;
     int64_t row0;
-    __device__ __forceinline__ explicit Cta(const talon__decode_params &p) {
+    // first: the kernel's start (kv_lens read through the read-only path, checked); else the
+    // checked epilogue's (a plain load: the compiler must not keep the first one live)
+    __device__ __forceinline__ Cta(const talon__decode_params &p, bool first) {
         const int hc = blockIdx.x % p.head_chunks, bh = blockIdx.x / p.head_chunks;
         hk = bh % p.num_kv_heads;
         b = bh / p.num_kv_heads;
         const int g0 = hc * p.heads_per_cta;
         gn = min(p.heads_per_cta, p.group - g0);
         row0 = ((int64_t)b * p.num_kv_heads + hk) * p.group + g0;
-        const int kv = min(max(__ldg(reinterpret_cast<const int *>(p.kv_lens) + b), 0), p.max_kv_len);
+        const int *lens = reinterpret_cast<const int *>(p.kv_lens) + b;
+        const int raw = first ? __ldg(lens) : *reinterpret_cast<const volatile int *>(lens);
+        if (first && checking(p.check) && (raw < 0 || raw > p.max_kv_len) && threadIdx.x == 0)
+            check_fail(p.check, TALON__CHECK_DECODE_KV_LEN, b, raw, p.max_kv_len);
+        const int kv = min(max(raw, 0), p.max_kv_len);
         const int lo = p.window > 0 ? max(kv - p.window, 0) : 0;
         const int chunk = (kv - lo + p.splits - 1) / p.splits;
         start = lo + (int)blockIdx.y * chunk;
@@ -105,12 +126,39 @@ struct Cta {
     }
 };
 
+// Checked mode, after the loop: whether the CTA's pages hold an invalid id, each found one
+// recorded (the first to reach the record stays); then the barrier the combine needs anyway
+// (unchecked: the barrier alone). The CTA's request and keys are derived again (kv_lens
+// re-read): kept from the start, they made the d256 kernels spill.
+__device__ __forceinline__ bool bad_pages(const talon__decode_params &p) {
+    if (!checking(p.check)) {
+        __syncthreads();
+        return false;
+    }
+    const Cta cta(p, false);
+    const int *pt = reinterpret_cast<const int *>(p.page_table) + (int64_t)cta.b * p.page_table_stride;
+    bool bad = false;
+    if (cta.start < cta.end)
+        for (int at = (cta.start >> p.page_shift) + int(threadIdx.x); at <= (cta.end - 1) >> p.page_shift; at += NT) {
+            const int id = pt[at];
+            if (unsigned(id) >= p.page_limit) {
+                check_fail(p.check, TALON__CHECK_DECODE_PAGE, (int64_t)cta.b * p.page_table_stride + at,
+                           id, p.page_limit);
+                bad = true;
+                break;
+            }
+        }
+    return __syncthreads_or(bad);
+}
+
 // The CTA's result: head h's elements [li * 8, li * 8 + 8) from the NK partial states
 // (max m, sum l, unnormalised acc, base 2) that its key groups left in shared memory.
+// bad (checked mode: the CTA read an invalid page id): NaN rows, and a partial lse of +inf,
+// which turns the merged rows NaN too.
 template <typename T, int D, int G, int NK>
 __device__ __forceinline__ void finish(const talon__decode_params &p, const float (*s_acc)[G][D],
                                        const float (*s_m)[G], const float (*s_l)[G], int h, int li,
-                                       int64_t row0) {
+                                       int64_t row0, bool bad) {
     float M = NEG_INF, L = 0.f, o[8] = {};
 #pragma unroll
     for (int k = 0; k < NK; k++) M = fmaxf(M, s_m[k][h]);
@@ -127,8 +175,12 @@ __device__ __forceinline__ void finish(const talon__decode_params &p, const floa
         o[6] = fmaf(w, y.z, o[6]); o[7] = fmaf(w, y.w, o[7]);
     }
     // No key: o = 0, lse = -inf (the merge then ignores this split).
-    const float inv = L > 0.f ? p.v_scale / L : 0.f;
-    const float lse = L > 0.f ? (M + log2f(L)) * LN2 : NEG_INF;
+    float inv = L > 0.f ? p.v_scale / L : 0.f;
+    float lse = L > 0.f ? (M + log2f(L)) * LN2 : NEG_INF;
+    if (bad) {
+        inv = __int_as_float(0x7fc00000); // NaN
+        lse = p.part_o ? -NEG_INF : inv;
+    }
 #pragma unroll
     for (int e = 0; e < 8; e++) o[e] *= inv;
     const int64_t row = row0 + h;
@@ -161,7 +213,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     float(*s_l)[G] = s_m + NKG;
 
     const int tid = threadIdx.x, kg = tid / TPK, li = tid % TPK;
-    const Cta cta(p);
+    const Cta cta(p, true);
     const int hk = cta.hk, b = cta.b, gn = cta.gn, start = cta.start, end = cta.end;
     const int64_t row0 = cta.row0;
 
@@ -191,7 +243,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
         if (step_base < end) {
 #pragma unroll
             for (int j = 0; j < KPI; j++)
-                pg[j] = __ldg(pt + (min(step_base + kg * KPI + j, end - 1) >> p.page_shift)) *
+                pg[j] = unsigned(page_id(p, pt, min(step_base + kg * KPI + j, end - 1) >> p.page_shift)) *
                         unsigned(p.page_rows);
         }
     };
@@ -280,7 +332,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
         }
     }
     cp_async_wait<0>();
-    __syncthreads(); // the ring becomes s_acc
+    const bool bad = bad_pages(p); // the ring becomes s_acc
 
     // Combine the key groups: thread (kg, li) finishes head kg's elements [li * 8, li * 8 + 8).
     if (li == 0) {
@@ -297,7 +349,7 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
         d[1] = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
     }
     __syncthreads();
-    if (kg < gn) finish<T, D, G, NKG>(p, s_acc, s_m, s_l, kg, li, row0);
+    if (kg < gn) finish<T, D, G, NKG>(p, s_acc, s_m, s_l, kg, li, row0, bad);
 }
 
 // Tensor-core version (fp8 caches; 16-bit ones with D <= 128, groups of 2 to 4 heads). Each warp
@@ -332,7 +384,7 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
     float(*s_l)[G] = s_m + NW;
 
     const int tid = threadIdx.x, w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    const Cta cta(p);
+    const Cta cta(p, true);
     const int hk = cta.hk, b = cta.b, gn = cta.gn, start = cta.start, end = cta.end;
     const int64_t row0 = cta.row0;
 
@@ -397,7 +449,7 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
         if (step_base < end) {
 #pragma unroll
             for (int j = 0; j < NCP; j++)
-                pg[j] = __ldg(pt + (min(step_base + w * KW + r0 + j * (32 / CPR), end - 1) >> p.page_shift)) *
+                pg[j] = unsigned(page_id(p, pt, min(step_base + w * KW + r0 + j * (32 / CPR), end - 1) >> p.page_shift)) *
                         unsigned(p.page_rows);
         }
     };
@@ -538,7 +590,7 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
         }
     }
     cp_async_wait<0>();
-    __syncthreads(); // the ring becomes s_acc
+    const bool bad = bad_pages(p); // the ring becomes s_acc
 
 #pragma unroll
     for (int e = 0; e < 2; e++)
@@ -564,7 +616,7 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
         }
     }
     __syncthreads();
-    if (tid < gn * (D / 8)) finish<T, D, G, NW>(p, s_acc, s_m, s_l, tid / (D / 8), tid % (D / 8), row0);
+    if (tid < gn * (D / 8)) finish<T, D, G, NW>(p, s_acc, s_m, s_l, tid / (D / 8), tid % (D / 8), row0, bad);
 }
 
 // n states of [rows, head_dim]: o = sum_i exp(lse_i - lse) o_i, lse = ln sum_i exp(lse_i).

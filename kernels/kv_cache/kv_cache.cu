@@ -10,8 +10,12 @@
 // instead of a division (faster; two units per thread instead measured slower). The streaming
 // hint (as rope's) was not taken; HND and NHD cost the same. Measurements: docs/notes/kv_cache.md.
 //
+// Checked mode records a slot past the cache (kernels/dev/check.cuh); the token is skipped either
+// way.
+//
 // Variants (one row each in include/talon/kernels/kv_cache.def): cache type (input type/fp8) x
 // element type x VEC, where VEC = 8 is the 16-byte path and VEC = 1 takes any layout.
+#include "dev/check.cuh"
 #include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
 #include "talon/kernels/kv_cache.def"
@@ -62,6 +66,14 @@ __device__ __forceinline__ void kv_copy(const talon__kv_params &p) {
 #pragma unroll
     for (int i = 0; i < U; i++) {
         if (slot[i] < 0 || slot[i] >= p.num_slots) {
+            // checked mode: a slot past the cache (negative ones are padding), recorded by the
+            // token's first unit (its index recomputed here, off the hot path)
+            if (checking(p.check) && slot[i] >= p.num_slots) {
+                const uint32_t unit = (blockIdx.x * U + i) * blockDim.x + threadIdx.x;
+                const uint32_t t = (__umulhi(unit, p.div_m) + unit) >> p.div_l;
+                if (unit == t * units_per_token)
+                    check_fail(p.check, TALON__CHECK_KV_APPEND_SLOT, t, slot[i], p.num_slots);
+            }
             dst[i] = -1;
             continue;
         }

@@ -12,7 +12,12 @@
 //     threads, skipping padding slots; a SORTED d by TMA stores.
 // Blocks past num_tokens_post_padded or of an expert outside [0, experts) are skipped by
 // producer and consumers alike (they read the same ids).
+// Checked mode (kernels/dev/check.cuh) records a sorted id above the sentinel (negative ones
+// included; treated as padding, as always) where a thread reads one, and a
+// num_tokens_post_padded outside [0, the slots the grid walks] (thread 0 of CTA 0). Expert ids
+// outside [0, experts) are expert parallelism's skipped blocks, not violations.
 #include "dev/async.cuh"
+#include "dev/check.cuh"
 #include "dev/kernel.cuh"
 #include "dev/scheduler.cuh"
 #include "dev/tma.cuh"
@@ -30,10 +35,14 @@ __device__ __forceinline__ int block_expert(const talon__moe_gemm_params &p, int
     return unsigned(e) < unsigned(p.experts) ? e : -1;
 }
 
-// The pair of sorted slot s, or -1 for a padding slot (the sentinel, or any id >= pairs).
+// The pair of sorted slot s, or -1 for a padding slot (the sentinel, or any id >= pairs;
+// checked mode records one above the sentinel).
 __device__ __forceinline__ int slot_pair(const talon__moe_gemm_params &p, int s) {
     const unsigned f = __ldg(reinterpret_cast<const unsigned *>(p.sorted_token_ids) + s);
-    return f < unsigned(p.pairs) ? int(f) : -1;
+    if (f < unsigned(p.pairs)) return int(f);
+    if (f > unsigned(p.pairs) && checking(p.check))
+        check_fail(p.check, TALON__CHECK_MOE_GEMM_SORTED_ID, s, int(f), p.pairs);
+    return -1;
 }
 
 // One warpgroup's 64 rows (sorted slots s0..s0 + 63) x bn columns of the tile through the
@@ -119,6 +128,8 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
     const bool gather = p.a_rows != TALON__MOE_ROWS_SORTED;
     const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
     const int num_post = __ldg(reinterpret_cast<const int *>(p.num_post));
+    if (checking(p.check) && (num_post < 0 || num_post > p.blocks * BM) && blockIdx.x == 0 && threadIdx.x == 0)
+        check_fail(p.check, TALON__CHECK_MOE_GEMM_NUM_POST, 0, num_post, int64_t(p.blocks) * BM);
     const int wg = warpgroup_index();
     if (threadIdx.x == 0) {
         // a stage fills with b's TMA bytes (one arrive_expect_tx) and, gathering, the 128

@@ -34,7 +34,11 @@
 // order). KV_GATHER (pages under 16 keys, where one box per page is too many: each costs
 // 40-60 ns of TMA issue, 128 a block at pages of 1): the producer warpgroup's 128 threads copy
 // the rows by 16-byte cp.async, zero-filling rows past the keys (docs/notes/prefill.md).
+// Checked mode (kernels/dev/check.cuh), paged only: the lead producer thread records a kv_lens
+// outside [0, max_kv_len] (clamped, as always), the producer lanes a page id outside the cache
+// (read as zeros, as always).
 #include "dev/async.cuh"
+#include "dev/check.cuh"
 #include "dev/kernel.cuh"
 #include "dev/math.cuh"
 #include "dev/pipeline.cuh"
@@ -71,8 +75,10 @@ struct Tile {
     int b, h, m0, q0, q_len, k0, kv_len, off, nb_lo, nb_hi;
 };
 
+// report: checked mode records a bad kv_lens (the lead producer thread only).
 template <int BN, bool PAGED>
-__device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, Tile &tl) {
+__device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, Tile &tl,
+                                        bool report = false) {
     // t = ((b, kv head), query block from the last, query head of the group)
     const int per_pair = p.m_blocks * p.group, hk_count = p.num_qo_heads / p.group;
     const int pair = t / per_pair, r = t % per_pair;
@@ -86,7 +92,10 @@ __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, T
     if (tl.m0 >= tl.q_len) return false; // nothing of this request here
     if constexpr (PAGED) {
         tl.k0 = 0;
-        tl.kv_len = min(max(__ldg(reinterpret_cast<const int *>(p.kv_lens) + tl.b), 0), p.max_kv_len);
+        const int raw = __ldg(reinterpret_cast<const int *>(p.kv_lens) + tl.b);
+        if (report && checking(p.check) && (raw < 0 || raw > p.max_kv_len))
+            check_fail(p.check, TALON__CHECK_PAGED_KV_LEN, tl.b, raw, p.max_kv_len);
+        tl.kv_len = min(max(raw, 0), p.max_kv_len);
     } else {
         tl.k0 = __ldg(cu_k + tl.b);
         tl.kv_len = max(__ldg(cu_k + tl.b + 1) - tl.k0, 0);
@@ -168,7 +177,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             Tile tl;
             int t = -1;
             if (lead) {
-                while (next < unsigned(tiles) && !tile_of<BN, PAGED>(p, int(next), tl))
+                while (next < unsigned(tiles) && !tile_of<BN, PAGED>(p, int(next), tl, true))
                     next = gridDim.x + atomicAdd(counter, 1u);
                 t = next < unsigned(tiles) ? int(next) : -1;
                 mbar_wait(q_empty, q_phase ^ 1);
@@ -226,6 +235,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         const int page = j < tl.kv_len ? __ldg(pt + (j >> p.page_shift)) : -1;
                         const int slot = j & ((1 << p.page_shift) - 1);
                         const bool ok = unsigned(page) < unsigned(p.num_pages);
+                        if (!ok && j < tl.kv_len && checking(p.check))
+                            check_fail(p.check, TALON__CHECK_PAGED_PAGE,
+                                       int64_t(tl.b) * p.page_table_stride + (j >> p.page_shift), page, p.num_pages);
                         const int c1 = p.layout == 0 ? hk : slot;
                         const int c2 = p.layout == 0 ? (ok ? (page << p.page_shift) + slot : -rows)
                                                      : (ok ? page * hk_count + hk : -1);
@@ -254,6 +266,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         if (unsigned(page) < unsigned(p.num_pages))
                             mine = p.layout == 0 ? ((unsigned(page) << p.page_shift) + slot) * hk_count + hk
                                                  : ((unsigned(page) * hk_count + hk) << p.page_shift) + slot;
+                        else if (j < tl.kv_len && checking(p.check))
+                            check_fail(p.check, TALON__CHECK_PAGED_PAGE,
+                                       int64_t(tl.b) * p.page_table_stride + (j >> p.page_shift), page, p.num_pages);
                     }
                     const uint32_t dst = uint32_t((4 * w + lane / 8) * 128 + (((lane % 8) ^ ((4 * w + lane / 8) % 8)) << 4));
                     auto copy = [&](Pipeline<STAGES> *pipe, T *ring, CUdeviceptr cache) {

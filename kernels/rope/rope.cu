@@ -10,13 +10,14 @@
 // vectors of a head, so a warp reads whole 128-byte lines. The rotated rows are stored with
 // the streaming hint (faster at 4096 tokens; on the loads it gained nothing:
 // docs/notes/rope.md). Elements past rot_dim are never touched; a token whose position is
-// outside the cache is skipped.
+// outside the cache is skipped (checked mode: and recorded).
 //
 // Variants (one row each in include/talon/kernels/rope.def): style (NeoX/GPT-J; NeoX with one
 // head per thread on the 16-byte path, for a cos/sin cache) x element type x VEC, where VEC = 8
 // is the 16-byte path and VEC = 1 takes any layout. On the 16-byte path a thread rotates 8
 // pairs (NeoX: 8 elements from each half) or 4 pairs (GPT-J: 8 interleaved elements).
 #include <type_traits>
+#include "dev/check.cuh"
 #include "dev/kernel.cuh"
 #include "talon/kernels/rope.def"
 
@@ -93,7 +94,11 @@ __device__ __forceinline__ void rope(const talon__rope_params &p) {
     // theta mode's arithmetic overlaps them.
     float c[VP], s[VP];
     if (p.cos_sin) {
-        if (pos < 0 || pos >= p.max_pos) return;
+        if (pos < 0 || pos >= p.max_pos) {
+            if (checking(p.check) && r == 0) // the token's first thread records it
+                check_fail(p.check, TALON__CHECK_ROPE_POSITION, t, pos, p.max_pos);
+            return;
+        }
         const float *row = reinterpret_cast<const float *>(p.cos_sin) + pos * p.rot_dim;
         load_f32s<VP>(row + i0, c);
         load_f32s<VP>(row + half + i0, s);

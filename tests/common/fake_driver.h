@@ -35,6 +35,7 @@ typedef struct fake_launch {
 
 #define FAKE_LOG 16 /* launches kept in fake.log; fake.launches counts them all */
 #define FAKE_ENC_LOG 8
+#define FAKE_ALLOCS 16 /* live cuMemAlloc blocks (checked mode's records) */
 
 static struct fake {
     pthread_mutex_t lock;
@@ -69,6 +70,12 @@ static struct fake {
         CUtensorMapL2promotion l2;
         CUtensorMapFloatOOBfill oob;
     } enc, enc_log[FAKE_ENC_LOG];
+    /* device memory: cuMemAlloc hands out host memory (calloc), so a test can read and plant
+       what a kernel would write (checked mode's record); cuMemsetD32Async and
+       cuMemcpyDtoHAsync act on it */
+    struct { CUdeviceptr ptr; size_t bytes; } allocs[FAKE_ALLOCS];
+    int nallocs, bad_frees, stream_syncs, ctx_syncs, dtoh_copies;
+    CUstream last_sync; /* the last cuStreamSynchronize's stream */
     int load_calls[TALON__NUM_IMAGES], bad_images;
     int pushes, pops, capturing_calls, launches, stale_launches, bad_unloads;
     CUcontext last_pushed;
@@ -87,6 +94,8 @@ static struct fake {
 #define FN_INDEX(f) ((int)(((uintptr_t)(f) - 0x800000) / 16))
 
 static void fake_reset(void) {
+    int i;
+    for (i = 0; i < fake.nallocs; i++) free((void *)(uintptr_t)fake.allocs[i].ptr); /* leaked */
     memset(&fake, 0, sizeof fake);
     pthread_mutex_init(&fake.lock, NULL);
     fake.major = 9;
@@ -369,13 +378,90 @@ static CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *stat
     return CUDA_SUCCESS;
 }
 
-/* Records the last memset (and whether it came before any launch). */
+/* The live allocation holding [p, p + n), -1 if none; caller holds fake.lock. */
+static int fake_alloc_of(CUdeviceptr p, size_t n) {
+    int i;
+    for (i = 0; i < fake.nallocs; i++)
+        if (p >= fake.allocs[i].ptr && p - fake.allocs[i].ptr + n <= fake.allocs[i].bytes) return i;
+    return -1;
+}
+
+static int fake_live_allocs(void) { return fake.nallocs; }
+
+/* Records the last memset (and whether it came before any launch); fills it when it lands
+   in fake device memory (elsewhere the addresses are made up). */
 static CUresult fake_cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t n, CUstream s) {
+    size_t i;
     FAKE_FAULT("cuMemsetD32Async");
     pthread_mutex_lock(&fake.lock);
     fake.memsets++;
     fake.fill.dst = dst; fake.fill.value = value; fake.fill.n = n; fake.fill.stream = s;
     fake.fill.before_launch = fake.launches == 0;
+    if (fake_alloc_of(dst, 4 * n) >= 0)
+        for (i = 0; i < n; i++) memcpy((char *)(uintptr_t)dst + 4 * i, &value, 4);
+    pthread_mutex_unlock(&fake.lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuMemAlloc(CUdeviceptr *p, size_t bytes) {
+    void *mem;
+    CUresult r = CUDA_SUCCESS;
+    FAKE_FAULT("cuMemAlloc");
+    pthread_mutex_lock(&fake.lock);
+    if (fake.nallocs == FAKE_ALLOCS || !(mem = calloc(1, bytes ? bytes : 1))) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        memset(mem, 0xa5, bytes); /* cuMemAlloc does not zero */
+        *p = (CUdeviceptr)(uintptr_t)mem;
+        fake.allocs[fake.nallocs].ptr = *p;
+        fake.allocs[fake.nallocs++].bytes = bytes;
+    }
+    pthread_mutex_unlock(&fake.lock);
+    return r;
+}
+
+static CUresult fake_cuMemFree(CUdeviceptr p) {
+    int i;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    FAKE_FAULT("cuMemFree");
+    pthread_mutex_lock(&fake.lock);
+    for (i = 0; i < fake.nallocs; i++)
+        if (fake.allocs[i].ptr == p) {
+            free((void *)(uintptr_t)p);
+            fake.allocs[i] = fake.allocs[--fake.nallocs];
+            r = CUDA_SUCCESS;
+            break;
+        }
+    if (r != CUDA_SUCCESS) fake.bad_frees++;
+    pthread_mutex_unlock(&fake.lock);
+    return r;
+}
+
+static CUresult fake_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s) {
+    CUresult r = CUDA_SUCCESS;
+    (void)s;
+    FAKE_FAULT("cuMemcpyDtoHAsync");
+    pthread_mutex_lock(&fake.lock);
+    fake.dtoh_copies++;
+    if (fake_alloc_of(src, bytes) < 0) r = CUDA_ERROR_INVALID_VALUE;
+    else memcpy(dst, (const void *)(uintptr_t)src, bytes);
+    pthread_mutex_unlock(&fake.lock);
+    return r;
+}
+
+static CUresult fake_cuStreamSynchronize(CUstream s) {
+    FAKE_FAULT("cuStreamSynchronize");
+    pthread_mutex_lock(&fake.lock);
+    fake.stream_syncs++;
+    fake.last_sync = s;
+    pthread_mutex_unlock(&fake.lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuCtxSynchronize(void) {
+    FAKE_FAULT("cuCtxSynchronize");
+    pthread_mutex_lock(&fake.lock);
+    fake.ctx_syncs++;
     pthread_mutex_unlock(&fake.lock);
     return CUDA_SUCCESS;
 }
@@ -437,11 +523,12 @@ static int teardown(void **state) {
     g_ctx = NULL;
     talon__driver_fake = &fake_driver;
     if (fake.pushes != fake.pops || fake_loaded_modules() || fake.bad_unloads ||
-        fake.bad_images || fake.stale_launches) {
+        fake.bad_images || fake.stale_launches || fake_live_allocs() || fake.bad_frees) {
         print_error("teardown: pushes %d pops %d, modules still loaded %d, bad unloads %d, "
-                    "bad images %d, stale launches %d\n",
+                    "bad images %d, stale launches %d, device allocations left %d, bad frees "
+                    "%d\n",
                     fake.pushes, fake.pops, fake_loaded_modules(), fake.bad_unloads,
-                    fake.bad_images, fake.stale_launches);
+                    fake.bad_images, fake.stale_launches, fake_live_allocs(), fake.bad_frees);
         return -1;
     }
     return 0;

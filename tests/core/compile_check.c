@@ -253,6 +253,24 @@ static void check_ctx(void) {
     talon_ctx_destroy(ctx);
     talon_ctx_destroy(NULL);
     expect(talon_ctx_preload(NULL) == TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_preload(NULL)");
+    {
+        talon_check_report report;
+        memset(&report, 0xff, sizeof report);
+        expect(talon_ctx_check(NULL, NULL, &report) == TALON_ERROR_INVALID_ARGUMENT &&
+                   report.violated == 0 && report.op == NULL,
+               "talon_ctx_check(NULL ctx)");
+    }
+    opt.flags = (unsigned)TALON_CTX_CHECKED;
+    ctx = NULL;
+    s = talon_ctx_create(&ctx, &opt);
+    if (s == TALON_SUCCESS) {
+        talon_check_report report;
+        expect(talon_ctx_check(ctx, NULL, &report) == TALON_SUCCESS && report.violated == 0,
+               "talon_ctx_check(checked ctx)");
+    } else {
+        expect(ctx == NULL && talon_last_error()[0] != '\0', "talon_ctx_create(TALON_CTX_CHECKED)");
+    }
+    talon_ctx_destroy(ctx);
 }
 
 int main(void) {

@@ -73,8 +73,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 /* The functions around the ops, on the input's bytes: talon_status_string of any value,
    talon_moe_align_block_size_capacity of any shape (a message or capacities that hold the
-   worst case), talon_ctx_create with any options (success, then destroy and nothing left
-   loaded, or a message) and the bundle's description. */
+   worst case), talon_ctx_create with any options (success, then talon_ctx_check and destroy
+   and nothing left loaded, or a message) and the bundle's description. */
 static void fuzz_api(const uint8_t *data, size_t n) {
     struct { int32_t status; int64_t tokens, k, experts, block; uint32_t flags; uint64_t cu; } in;
     talon_ctx_options o;
@@ -97,7 +97,13 @@ static void fuzz_api(const uint8_t *data, size_t n) {
     o.context = (CUcontext)(uintptr_t)in.cu;
     talon__error_buf[0] = '\0';
     if (talon_ctx_create(&c, &o) == TALON_SUCCESS) {
+        talon_check_report report;
         if (!c) abort();
+        /* a checked ctx reads back a clean record; any other refuses, with a message */
+        if (talon_ctx_check(c, (CUstream)(uintptr_t)in.cu, &report) !=
+                (o.flags & TALON_CTX_CHECKED ? TALON_SUCCESS : TALON_ERROR_INVALID_ARGUMENT) ||
+            report.violated)
+            abort();
         talon_ctx_destroy(c);
     } else if (c || strncmp(talon_last_error(), "talon_ctx_create", 16)) {
         abort();

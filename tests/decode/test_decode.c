@@ -82,6 +82,9 @@ D_EDIT(d_window_neg, a->window = -1)
 D_EDIT(d_splits_neg, a->num_splits = -1)
 D_EDIT(d_splits_big, a->num_splits = 257)
 D_EDIT(d_pt_stride, a->page_table_stride = 255) /* 4096 / 16 = 256 pages */
+D_EDIT(d_pages_neg, a->num_pages = -1)
+D_EDIT(d_pages_big, a->num_pages = 2147483648LL)
+D_EDIT(d_pages_rows, a->num_pages = 33554432) /* x 16 x 8 heads = 2^32 rows */
 D_EDIT(d_ws_small, a->num_splits = 4; a->workspace_bytes = 4 * 2 * 32 * 129 * 4 - 16)
 D_EDIT(d_ws_null, a->workspace = 0)
 D_EDIT(d_ws_mis, a->workspace = P_WS + 4)
@@ -151,6 +154,9 @@ static const bad_row bad_rows[] = {
     DB("num_splits -1", d_splits_neg, "args->num_splits", "-1"),
     DB("num_splits 257", d_splits_big, "args->num_splits", "257"),
     DB("page_table_stride shorter than max_kv_len's pages", d_pt_stride, "args->page_table_stride", "255"),
+    DB("num_pages -1", d_pages_neg, "args->num_pages", "-1"),
+    DB("num_pages 2^31", d_pages_big, "args->num_pages", "2147483648"),
+    DB("num_pages making 2^32 cache rows", d_pages_rows, "args->num_pages", "33554432"),
     DB("workspace_size 16 bytes short", d_ws_small, "args->workspace_bytes", "132080"),
     DB("workspace NULL when splits > 1", d_ws_null, "args->workspace", "NULL"),
     DB("workspace not 16-byte aligned", d_ws_mis, "args->workspace", "0x800004"),

@@ -51,6 +51,11 @@ extern "C" {
                                 void **extra))                                                 \
     X(cuStreamIsCapturing, 10000, (CUstream stream, CUstreamCaptureStatus * status))           \
     X(cuMemsetD32Async, 3020, (CUdeviceptr dst, unsigned int value, size_t n, CUstream stream)) \
+    X(cuMemAlloc, 3020, (CUdeviceptr * dptr, size_t bytes))                                    \
+    X(cuMemFree, 3020, (CUdeviceptr dptr))                                                     \
+    X(cuMemcpyDtoHAsync, 3020, (void *dst, CUdeviceptr src, size_t bytes, CUstream stream))    \
+    X(cuStreamSynchronize, 2000, (CUstream stream))                                            \
+    X(cuCtxSynchronize, 2000, (void))                                                          \
     X(cuGetErrorName, 6000, (CUresult error, const char **str))                                \
     X(cuGetErrorString, 6000, (CUresult error, const char **str))                              \
     X(cuTensorMapEncodeTiled, 12000,                                                           \
@@ -228,6 +233,8 @@ struct talon_ctx {
     const talon__driver *drv;
     CUcontext cu;
     int sms;               /* the device's SM count: the plans' fact */
+    CUdeviceptr check;     /* TALON_CTX_CHECKED: the talon__check_record; else 0 */
+    pthread_mutex_t check_lock; /* one talon_ctx_check at a time reads and clears the record */
     pthread_mutex_t lock;
     CUmodule modules[TALON__NUM_IMAGES];     /* written under lock */
     CUfunction functions[TALON__NUM_KERNELS]; /* published with release, read with acquire */
@@ -302,6 +309,44 @@ talon_status talon_ctx_preload(talon_ctx *ctx) {
     return talon__preload(ctx, "talon_ctx_preload");
 }
 
+/* Checked mode: the record, allocated and zeroed (on the legacy stream, waited for) while
+   ctx->cu is current; on failure ctx->check holds whatever needs freeing. */
+static talon_status talon__check_create(talon_ctx *ctx) {
+    const talon__driver *d = ctx->drv;
+    const char *call = "talon_ctx_create: cuMemAlloc(checked-mode record)";
+    CUcontext prev;
+    CUresult r, r2;
+    typedef char talon__check_record_words[sizeof(talon__check_record) ==
+                                                   4 * TALON__CHECK_RECORD_WORDS ? 1 : -1];
+    if ((r = d->cuCtxPushCurrent(ctx->cu)) != CUDA_SUCCESS)
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_create: cuCtxPushCurrent");
+    r = d->cuMemAlloc(&ctx->check, sizeof(talon__check_record));
+    if (r == CUDA_SUCCESS) {
+        call = "talon_ctx_create: cuMemsetD32Async(checked-mode record)";
+        r = d->cuMemsetD32Async(ctx->check, 0, TALON__CHECK_RECORD_WORDS, 0);
+    }
+    if (r == CUDA_SUCCESS) {
+        call = "talon_ctx_create: cuStreamSynchronize(checked-mode record)";
+        r = d->cuStreamSynchronize(0);
+    }
+    if ((r2 = d->cuCtxPopCurrent(&prev)) != CUDA_SUCCESS && r == CUDA_SUCCESS) {
+        r = r2;
+        call = "talon_ctx_create: cuCtxPopCurrent";
+    }
+    if (r != CUDA_SUCCESS) return talon__fail_cu(d, TALON_ERROR_DRIVER, r, call);
+    (void)sizeof(talon__check_record_words);
+    return TALON_SUCCESS;
+}
+
+/* The checked-mode parameter of kernel k for a launch on ctx: zero unless ctx is checked (so an
+   unchecked launch passes the params it always did). */
+static void talon__check_set(const talon_ctx *ctx, talon__check *c, int k) {
+    memset(c, 0, sizeof *c);
+    if (!ctx->check) return;
+    c->record = ctx->check;
+    c->kernel = k;
+}
+
 talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options) {
     static const talon_ctx_options defaults = {NULL, 0};
     const talon_ctx_options *o = options ? options : &defaults;
@@ -317,7 +362,7 @@ talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options)
 
     if (!out) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_create: out is NULL");
     *out = NULL;
-    if (o->flags & ~(unsigned)TALON_CTX_PRELOAD)
+    if (o->flags & ~(unsigned)(TALON_CTX_PRELOAD | TALON_CTX_CHECKED))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                            "talon_ctx_create: options->flags = 0x%x has unknown bits", o->flags);
     if (!(d = talon__driver_get()))
@@ -373,6 +418,11 @@ talon_status talon_ctx_create(talon_ctx **out, const talon_ctx_options *options)
     ctx->cu = cu;
     ctx->sms = sms;
     pthread_mutex_init(&ctx->lock, NULL);
+    pthread_mutex_init(&ctx->check_lock, NULL);
+    if ((o->flags & TALON_CTX_CHECKED) && (s = talon__check_create(ctx)) != TALON_SUCCESS) {
+        talon_ctx_destroy(ctx);
+        return s;
+    }
     if ((o->flags & TALON_CTX_PRELOAD) &&
         (s = talon__preload(ctx, "talon_ctx_create")) != TALON_SUCCESS) {
         talon_ctx_destroy(ctx);
@@ -389,10 +439,100 @@ void talon_ctx_destroy(talon_ctx *ctx) {
     if (ctx->drv->cuCtxPushCurrent(ctx->cu) == CUDA_SUCCESS) {
         for (i = 0; i < TALON__NUM_IMAGES; i++)
             if (ctx->modules[i]) ctx->drv->cuModuleUnload(ctx->modules[i]);
+        if (ctx->check) ctx->drv->cuMemFree(ctx->check);
         ctx->drv->cuCtxPopCurrent(&prev);
     }
+    pthread_mutex_destroy(&ctx->check_lock);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
+}
+
+/* ---------------------------------------------------------------- checked mode */
+static const struct talon__check_site {
+    const char *op, *what, *rule;
+} talon__check_sites[TALON__CHECK_NUM_SITES] = {
+#define TALON__CHECK_SITE_ROW(site, op, what, rule) {op, what, rule},
+    TALON__CHECK_SITES(TALON__CHECK_SITE_ROW)
+#undef TALON__CHECK_SITE_ROW
+};
+
+/* Reads the record after `stream`'s work (0: every stream's) into *rec and zeroes it when it
+   holds a violation; the caller holds check_lock and has ctx->cu current. One still being
+   written (claimed, not done: a kernel of another stream is running) is waited for. */
+static talon_status talon__check_read(talon_ctx *ctx, CUstream stream, talon__check_record *rec) {
+    static const char op[] = "talon_ctx_check";
+    const talon__driver *d = ctx->drv;
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r;
+    int pass;
+    if (stream) {
+        if ((r = d->cuStreamIsCapturing(stream, &cap)) != CUDA_SUCCESS)
+            return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_check: cuStreamIsCapturing");
+        if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: stream %p is capturing; "
+                               "talon_ctx_check synchronises and is not legal during capture",
+                               op, (void *)stream);
+    }
+    for (pass = 0; pass < 2; pass++) {
+        if ((!stream || pass) && (r = d->cuCtxSynchronize()) != CUDA_SUCCESS)
+            return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_check: cuCtxSynchronize");
+        if ((r = d->cuMemcpyDtoHAsync(rec, ctx->check, sizeof *rec, stream)) != CUDA_SUCCESS)
+            return talon__fail_cu(d, TALON_ERROR_DRIVER, r,
+                                  "talon_ctx_check: cuMemcpyDtoHAsync(checked-mode record)");
+        if ((r = d->cuStreamSynchronize(stream)) != CUDA_SUCCESS)
+            return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_check: cuStreamSynchronize");
+        if (!rec->claim || rec->done) break;
+    }
+    if (!rec->claim) return TALON_SUCCESS;
+    if ((r = d->cuMemsetD32Async(ctx->check, 0, TALON__CHECK_RECORD_WORDS, stream)) != CUDA_SUCCESS)
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r,
+                              "talon_ctx_check: cuMemsetD32Async(checked-mode record)");
+    if ((r = d->cuStreamSynchronize(stream)) != CUDA_SUCCESS)
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_check: cuStreamSynchronize");
+    return TALON_SUCCESS;
+}
+
+talon_status talon_ctx_check(talon_ctx *ctx, CUstream stream, talon_check_report *report) {
+    static const char unknown[] = "(unknown: the record was not completely written)";
+    const talon__driver *d;
+    talon__check_record rec;
+    talon_status s;
+    CUcontext prev;
+    CUresult r;
+    if (!report) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_check: report is NULL");
+    memset(report, 0, sizeof *report);
+    if (!ctx) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_check: ctx is NULL");
+    if (!ctx->check)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "talon_ctx_check: the ctx was created "
+                           "without TALON_CTX_CHECKED (its kernels check no index)");
+    d = ctx->drv;
+    memset(&rec, 0, sizeof rec);
+    pthread_mutex_lock(&ctx->check_lock);
+    if ((r = d->cuCtxPushCurrent(ctx->cu)) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&ctx->check_lock);
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_check: cuCtxPushCurrent");
+    }
+    s = talon__check_read(ctx, stream, &rec);
+    r = d->cuCtxPopCurrent(&prev);
+    pthread_mutex_unlock(&ctx->check_lock);
+    if (s != TALON_SUCCESS) return s;
+    if (r != CUDA_SUCCESS)
+        return talon__fail_cu(d, TALON_ERROR_DRIVER, r, "talon_ctx_check: cuCtxPopCurrent");
+    if (!rec.claim) return TALON_SUCCESS;
+    report->violated = 1;
+    if (!rec.done || rec.site < 0 || rec.site >= TALON__CHECK_NUM_SITES || rec.kernel < 0 ||
+        rec.kernel >= TALON__NUM_KERNELS) {
+        report->op = report->kernel = report->what = report->rule = unknown;
+        return TALON_SUCCESS;
+    }
+    report->op = talon__check_sites[rec.site].op;
+    report->kernel = talon__kernels[rec.kernel].symbol;
+    report->what = talon__check_sites[rec.site].what;
+    report->rule = talon__check_sites[rec.site].rule;
+    report->index = rec.index;
+    report->value = rec.value;
+    report->bound = rec.bound;
+    return TALON_SUCCESS;
 }
 
 /* ---------------------------------------------------------------- launch */

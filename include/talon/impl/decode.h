@@ -68,6 +68,12 @@ talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
     TALON__TRY(talon__decode_plan_make(op, a, ctx->sms, &pl));
     TALON__TRY(talon__kv_strides(op, a->layout, a->page_size, a->num_kv_heads,
                                  a->head_dim * (fp8 ? 1 : 2), strides));
+    TALON__TRY(talon__check_range(op, "num_pages", a->num_pages, 0, TALON__GRID_MAX));
+    if (a->num_pages * a->page_size * a->num_kv_heads >= (1LL << 32))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->num_pages = %lld makes "
+                           "%lld rows of head_dim elements a cache (num_pages x page_size x "
+                           "num_kv_heads), 2^32 or more", op, (long long)a->num_pages,
+                           (long long)(a->num_pages * a->page_size * a->num_kv_heads));
     if (a->workspace_bytes < pl.ws_bytes)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
                            "%s: args->workspace_bytes = %lld is smaller than the %lld bytes "
@@ -108,6 +114,9 @@ talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
     p.v_scale = fp8 ? a->v_scale : 1.0f;
     TALON__TRY(talon__pick(op, &k, TALON__B_decode_heads, 4, (int)a->dtype, fp8,
                            (int)a->head_dim, pl.gmax));
+    talon__check_set(ctx, &p.check, k);
+    if (ctx->check) /* checked mode's page-id bound; undeclared: only negative ids are caught */
+        p.page_limit = a->num_pages ? (uint32_t)a->num_pages : 0x80000000u;
     TALON__TRY(talon__launch2d(ctx, stream, op, k,
                                a->batch * a->num_kv_heads * pl.head_chunks, pl.splits, &p));
     if (pl.splits > 1) {

@@ -55,6 +55,7 @@ talon_status talon_gather_rows(talon_ctx *ctx, CUstream stream, const talon_gath
     p.in_stride = p.in_stride * esize / unit;
     p.index64 = a->index_dtype == TALON_INDEX_I64;
     TALON__TRY(talon__pick(op, &k, TALON__B_gather_rows, 1, unit));
+    talon__check_set(ctx, &p.check, k);
     p.chunks = (p.row_units + talon__kernels[k].block - 1) / talon__kernels[k].block;
     if (p.chunks > TALON__GRID_MAX / a->rows)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,

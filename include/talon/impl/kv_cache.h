@@ -96,6 +96,7 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     p.units = (uint32_t)(units * a->tokens);
     TALON__TRY(talon__pick(op, &k, fp8 ? TALON__B_kv_append_fp8 : TALON__B_kv_append, 2,
                            (int)a->dtype, vec));
+    talon__check_set(ctx, &p.check, k);
     return talon__launch(ctx, stream, op, k, ((int64_t)p.units + per_block - 1) / per_block, &p);
 }
 

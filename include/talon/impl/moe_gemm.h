@@ -124,6 +124,7 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     p.blocks = pl.blocks; p.tiles_n = pl.tiles_n; p.group = pl.group;
     p.a_rows = (int)a->a_rows; p.d_rows = (int)a->d_rows; p.act = (int)a->act;
     TALON__TRY(talon__pick(op, &k, TALON__B_moe_gemm_tile, 3, (int)a->dtype, pl.bn, a->gated));
+    talon__check_set(ctx, &p.check, k);
     return talon__launch(ctx, stream, op, k, pl.grid, &p);
 }
 

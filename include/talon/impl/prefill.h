@@ -130,6 +130,7 @@ static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const
     TALON__TRY(talon__prefill_map(ctx, op, "q", &p->q_map, a->q, a->total_q, a->num_qo_heads,
                                   a->head_dim, qs, TALON__PREFILL_BM, a->dtype));
     TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 3, (int)a->dtype, (int)a->head_dim, kv));
+    if (kv != TALON__PREFILL_KV_CONTIGUOUS) talon__check_set(ctx, &p->check, k); /* paged only */
     return talon__launch_counted(ctx, stream, op, k, talon__prefill_grid(tiles, ctx->sms), p,
                                  a->workspace);
 }

@@ -76,6 +76,7 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
     TALON__TRY(talon__pick(op, &k,
                            one ? TALON__B_rope_neox1 : neox ? TALON__B_rope_neox : TALON__B_rope_gptj,
                            2, (int)a->dtype, vec));
+    talon__check_set(ctx, &p.check, k);
     block = talon__kernels[k].block;
     return talon__launch(ctx, stream, op, k, ((int64_t)p.threads + block - 1) / block, &p);
 }
