@@ -3,6 +3,7 @@
 #   make test       CPU tests (no GPU): dispatcher on a fake driver, bundle integrity,
 #                   header compile checks, CPU references
 #   make test-gpu   GPU tests on an H100/H200 (also under compute-sanitizer: make sanitize)
+#   make soak       random ops for 10 minutes on the GPU, outputs and memory checked
 #   make bench      benchmarks on an H100/H200: bench/ops.py, talon beside its PyTorch peers
 #                   (needs PyTorch with CUDA; writes bench/results/<date>-<gpu>-ops.json)
 #   V=1 shows commands. NVCC=/path/to/nvcc or CUDA_HOME=/usr/local/cuda pick the toolkit;
@@ -78,7 +79,7 @@ COMMIT_EPOCH := $(word 2,$(COMMIT_INFO))
 GIT_COMMIT := $(if $(COMMIT_FULL),$(shell echo $(COMMIT_FULL) | cut -c1-12),unknown)
 
 all: $(LIB) build/bin/talon-info
-.PHONY: all examples fuzz test test-gpu sanitize bench clean check-fp8-div dist verify-dist install uninstall
+.PHONY: all examples fuzz test test-gpu soak sanitize bench clean check-fp8-div dist verify-dist install uninstall
 
 # A kernel depends on its sources, its table (include/talon/kernels/) and kernels/dev/ (the
 # -MMD dependency files), never on talon.h: editing the manual rebuilds no cubin. ptxas
@@ -233,8 +234,11 @@ build/lib/libtalon_bench.so: bench/shim.c $(HEADERS) $(EMBED)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -fPIC -shared $(INC) $< $(LIBS) -o $@
 
 gpu-build: $(GPU_TESTS) $(DEV_TEST) build/bin/talon-info build/lib/libtalon_bench.so
+# test_gpu_soak runs TALON_SOAK_SECONDS (60 here; `make soak`: the full 600 s, seed printed)
 test-gpu: $(GPU_TESTS) $(DEV_TEST)
-	$(Q)for t in $(GPU_TESTS) $(DEV_TEST); do $$t || exit 1; done
+	$(Q)for t in $(GPU_TESTS) $(DEV_TEST); do TALON_SOAK_SECONDS=$${TALON_SOAK_SECONDS:-60} $$t || exit 1; done
+soak: build/tests/test_gpu_soak
+	$(Q)TALON_SOAK_SECONDS=$${TALON_SOAK_SECONDS:-600} build/tests/test_gpu_soak
 sanitize: $(GPU_TESTS) $(DEV_TEST)
 	$(Q)for t in $(GPU_TESTS) $(DEV_TEST); do TALON_TEST_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 1 --leak-check full $$t || exit 1; done
 	$(Q)for tool in racecheck synccheck; do TALON_TEST_QUICK=1 compute-sanitizer --tool $$tool --error-exitcode 1 $(DEV_TEST) || exit 1; done

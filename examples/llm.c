@@ -730,7 +730,7 @@ static int run_layers(llm *m, int64_t rows, int64_t batch, int decode, int64_t m
             d.workspace = m->decode_ws; d.workspace_bytes = m->decode_ws_bytes;
             d.batch = rows; d.num_qo_heads = m->Hq; d.num_kv_heads = m->Hk;
             d.head_dim = m->D; d.page_size = PAGE_SIZE; d.page_table_stride = m->pages_per_seq;
-            d.max_kv_len = m->o.max_seq;
+            d.max_kv_len = m->o.max_seq; d.num_pages = m->num_pages;
             TL(talon_decode_attention(m->ctx, m->stream, &d));
         } else {
             talon_prefill_attention_args p;

@@ -255,6 +255,46 @@ talon_status talon_ctx_check(talon_ctx *ctx, CUstream stream, talon_check_report
      stride are multiples of 8; otherwise an element-wise path handles any shape. Pointers
      must be aligned to the element size (2 bytes). */
 
+/* SIZE LIMITS
+   The kernels compute every element offset in 64 bits (a row's or token's base once, 32 bits
+   within it), so any tensor may pass 2^31 elements or bytes within its op's limits
+   (tests/core/test_gpu_limits.c runs every op once with offsets past 2^31). What bounds the
+   sizes is the launch grid (at most 2^31 - 1 blocks), TMA tensor maps (int32 coordinates,
+   dimensions up to 2^32, strides below 2^40 bytes) and the int32 positions, page ids and
+   32-bit cache rows of the attention kernels. Per op (sizes in elements; Hq, Hk: query and
+   kv heads; v: elements per access, 8 on the 16-byte path, else 1; each op's comment has the
+   details):
+     rmsnorm, fused_add_rmsnorm,   rows < 2^31 (a block per row); cols < 2^62
+       layernorm, rmsnorm_quant_fp8
+     silu_and_mul, gelu_and_mul    rows < 2^31; grid rows x ceil(cols / (256 v)) < 2^31
+     moe_router_topk               tokens <= 65536, experts <= 512, k <= 16
+     topk                          rows <= 1024, cols <= 262144, k <= 1024
+     moe_align_block_size          tokens <= 65536, k <= 64, experts <= 512; capacities < 2^31
+     moe_sum                       tokens, hidden < 2^31, k <= 64; grid
+                                   tokens x ceil(hidden / (256 v r)) < 2^31 (r: the op's)
+     rope                          tokens < 2^31, heads <= 2^20 each, head_dim <= 1024; its
+                                   threads < 2^31
+     kv_append                     tokens < 2^31, Hk <= 2^20, head_dim <= 1024;
+                                   tokens x 2 Hk head_dim / v < 2^31 - 256; a cache < 2^62
+     gather_rows                   rows < 2^31; in_rows, cols and each span < 2^59; grid
+                                   rows x ceil(row bytes / 4096) (else cols / 256) < 2^31
+     decode_attention              batch <= 2^24, heads <= 1024, max_kv_len <= 2^30,
+                                   num_pages < 2^31; a cache < 2^32 rows of head_dim (32-bit
+                                   row index); CTAs batch x Hk x ceil(group / 4) < 2^31; with
+                                   splits, merge blocks batch x Hq x head_dim / 128 < 2^31
+     merge_attention_states        rows < 2^22, head_dim <= 4096
+     prefill_attention             total_q, total_kv < 2^31 (TMA rows), batch <= 2^20,
+                                   strides <= 2^31; tiles ceil(max_seqlen_q / 128) x batch x
+                                   Hq < 2^31; max_seqlen_q + total_kv <= 2^31 - 256 (int32
+                                   positions)
+     prefill_attention_paged       as prefill_attention with max_kv_len (<= 2^30) for total_kv;
+                                   num_pages < 2^31, a cache < 2^32 rows of head_dim
+     gemm                          m <= 2^24; n, k <= 2^20; strides <= 2^36
+     quant_fp8                     rows < 2^31, cols <= 2^24; group scales span <= 2^60
+     moe_gemm                      tokens <= 65536, topk <= 64, experts <= 512; n, k <= 2^20;
+                                   strides <= 2^36; sorted_capacity < 2^31, expert_ids_capacity
+                                   <= 2^24; one expert's b below 2^40 bytes (a TMA stride) */
+
 typedef enum talon_dtype {
     TALON_DTYPE_BF16 = 0,   /* zero-initialised args mean bf16 */
     TALON_DTYPE_F16 = 1,
@@ -510,8 +550,9 @@ talon_status talon_moe_sum(talon_ctx *ctx, CUstream stream, const talon_moe_sum_
    (num_kv_heads must be 0 then).
    Math is fp32 (angles as above), one rounding per element.
    Limits: 2 <= rot_dim <= D <= 1024, rot_dim even (0: D); positions int32 or int64
-   (positions_dtype); tokens * ceil((Hq + Hk) / 2) * rot_dim / 2 / v < 2^31 threads, v = 8 (NeoX)
-   or 4 (GPT-J) pairs per thread on the 16-byte path, 1 otherwise.
+   (positions_dtype); tokens * g * rot_dim / 2 / v < 2^31 threads, v = 8 (NeoX) or 4 (GPT-J)
+   pairs per thread on the 16-byte path, 1 otherwise, g = ceil((Hq + Hk) / 2) heads per
+   thread, or Hq + Hk on the NeoX 16-byte path with a cos_sin_cache (one head per thread).
    A 16-byte path is used when q, k are 16-byte aligned, the strides and D are multiples of 8,
    rot_dim is a multiple of 16 (NeoX) or 8 (GPT-J) and the cache (if any) is 16-byte aligned;
    otherwise an element-wise path handles any layout. Positions must be aligned to their type,
@@ -559,7 +600,7 @@ talon_status talon_rope(talon_ctx *ctx, CUstream stream, const talon_rope_args *
    of 8 (and D, for HND); otherwise an element-wise path. page_size is a power of two. Two
    slots of one call that are equal race (either value may land); the inputs must not overlap
    the caches.
-   Limit: tokens * 2 * Hk * D / v < 2^31 - 512 (v = 8 on the 16-byte path, else 1). One
+   Limit: tokens * 2 * Hk * D / v < 2^31 - 256 (v = 8 on the 16-byte path, else 1). One
    kernel. */
 typedef enum talon_kv_layout { TALON_KV_NHD = 0, TALON_KV_HND = 1 } talon_kv_layout;
 
@@ -706,7 +747,9 @@ talon_status talon_decode_attention_workspace_size(talon_ctx *ctx,
    may be 0), pointers not 16-byte aligned (q, o, caches, workspace) or 4-byte aligned (lse,
    page_table, kv_lens), shapes out of range, num_qo_heads not a multiple of num_kv_heads,
    page_table_stride < ceil(max_kv_len / page_size), workspace_bytes too small, bad scales,
-   num_pages negative or over 2^31-1, or making a cache of 2^32 rows or more.
+   num_pages negative or over 2^31-1, or making a cache of 2^32 rows or more, more than
+   2^31-1 CTAs, or splits whose merge needs 2^31 blocks or more (batch x num_qo_heads x
+   head_dim / 128; only past 2^38 elements of o).
    Legal inside stream capture (after preload). Thread-safe. */
 talon_status talon_decode_attention(talon_ctx *ctx, CUstream stream,
                                     const talon_decode_attention_args *args);
@@ -782,7 +825,8 @@ typedef struct talon_prefill_attention_args {
     int64_t workspace_bytes;    /* bytes available at workspace */
     int64_t batch;              /* [1, 2^20] */
     int64_t total_q, total_kv;  /* rows of q / o and of k / v: [1, 2^31 - 1] */
-    int64_t max_seqlen_q;       /* [1, total_q]: bound on every request's query count */
+    int64_t max_seqlen_q;       /* [1, total_q]: bound on every request's query count;
+                                   max_seqlen_q + total_kv <= 2^31 - 256 (int32 positions) */
     int64_t num_qo_heads, num_kv_heads; /* [1, 1024]; num_qo_heads % num_kv_heads == 0 */
     int64_t head_dim;           /* q's and k's: 64, 128, 256, or 192 (with v_head_dim 128) */
     int64_t v_head_dim;         /* v's and o's: 0 or head_dim, or 128 with head_dim 192 */
@@ -803,9 +847,9 @@ talon_status talon_prefill_attention_workspace_size(talon_ctx *ctx,
 /* Errors (INVALID_ARGUMENT, nothing launched): NULL pointers (lse may be 0), pointers not
    16-byte aligned (q, k, v, o, workspace) or 4-byte aligned (lse, cu_seqlens_*), shapes out
    of range, num_qo_heads not a multiple of num_kv_heads, v_head_dim not matching head_dim,
-   strides below a token's heads or not a multiple of 8, workspace_bytes under 16, o
-   overlapping q, k, v, lse or the workspace. Legal inside stream capture (after preload).
-   Thread-safe. */
+   strides below a token's heads or not a multiple of 8, workspace_bytes under 16,
+   max_seqlen_q + total_kv over 2^31 - 256, o overlapping q, k, v, lse or the workspace.
+   Legal inside stream capture (after preload). Thread-safe. */
 talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                                      const talon_prefill_attention_args *args);
 
@@ -845,7 +889,8 @@ typedef struct talon_prefill_attention_paged_args {
     int64_t workspace_bytes;    /* bytes available at workspace */
     int64_t batch;              /* [1, 2^20] */
     int64_t total_q;            /* rows of q / o: [1, 2^31 - 1] */
-    int64_t max_seqlen_q;       /* [1, total_q]: bound on every request's query count */
+    int64_t max_seqlen_q;       /* [1, total_q]: bound on every request's query count;
+                                   max_seqlen_q + max_kv_len <= 2^31 - 256 (int32 positions) */
     int64_t max_kv_len;         /* [1, 2^30]: bound on every kv_lens[b] */
     int64_t num_pages;          /* pages in each cache: [1, 2^31 - 1] */
     int64_t page_size;          /* power of two in [1, 256] */
@@ -869,7 +914,8 @@ talon_status talon_prefill_attention_paged_workspace_size(
    cu_seqlens_q, the workspace and the shapes (head_dim 192 excluded), plus NULL or misaligned
    caches (16 bytes), page_table or kv_lens (4 bytes), page_size not a power of two in
    [1, 256], max_kv_len or num_pages out of range (caches of 2^32 rows or more included),
-   page_table_stride < ceil(max_kv_len / page_size), an unknown layout, o overlapping a cache.
+   max_seqlen_q + max_kv_len over 2^31 - 256, page_table_stride < ceil(max_kv_len /
+   page_size), an unknown layout, o overlapping a cache.
    Legal inside stream capture (after preload). Thread-safe. */
 talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
                                            const talon_prefill_attention_paged_args *args);

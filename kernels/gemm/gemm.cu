@@ -292,8 +292,9 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
         auto mainloop = [&](int m0, const TileCoord &tc) {
             if constexpr (BLOCK_SCALED) {
                 // a's scales: k-block rows of a_scale_ld floats; b's: one per 128-row block
-                // and k-block, rows of b_scale_ld (the half-tiles' blocks: gated, two)
-                const float *as = reinterpret_cast<const float *>(p.a_scale);
+                // and k-block, rows of b_scale_ld (the half-tiles' blocks: gated, two). a's
+                // row pointer steps in 64 bits: ceil(k / 128) x a_scale_ld may pass 2^31.
+                const float *as = reinterpret_cast<const float *>(p.a_scale) + int64_t(kb0) * p.a_scale_ld;
                 const float *bs = reinterpret_cast<const float *>(p.b_scale);
                 const int r = m0 + band * 64 + 16 * warp_in_warpgroup() + lane_index() / 4;
                 const int ra[2] = {r < p.m ? r : 0, r + 8 < p.m ? r + 8 : 0};
@@ -301,11 +302,11 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                 const float *bl = bs + (lo / 128) * p.b_scale_ld, *bh = bs + (hi / 128) * p.b_scale_ld;
                 float tmp[BN / 2];
                 zero(d);
-                for (int kb = kb0; kb < kb1; kb++) {
+                for (int kb = kb0; kb < kb1; kb++, as += p.a_scale_ld) {
                     // (loading these a k-block ahead, also as volatile loads, measured 4-8%
                     // slower on H100; releasing the stage before the adds 10%: gemm.md)
-                    const float a0 = __ldg(as + kb * p.a_scale_ld + ra[0]);
-                    const float a1 = __ldg(as + kb * p.a_scale_ld + ra[1]);
+                    const float a0 = __ldg(as + ra[0]);
+                    const float a1 = __ldg(as + ra[1]);
                     const float b0 = __ldg(bl + kb), b1 = __ldg(bh + kb);
                     const float c[2][2] = {{a0 * b0, a0 * b1}, {a1 * b0, a1 * b1}};
                     pipe->consumer_wait(st);

@@ -35,8 +35,10 @@
 // 40-60 ns of TMA issue, 128 a block at pages of 1): the producer warpgroup's 128 threads copy
 // the rows by 16-byte cp.async, zero-filling rows past the keys (docs/notes/prefill.md).
 // Checked mode (kernels/dev/check.cuh), paged only: the lead producer thread records a kv_lens
-// outside [0, max_kv_len] (clamped, as always), the producer lanes a page id outside the cache
-// (read as zeros, as always).
+// outside [0, max_kv_len] (clamped, as always), and a producer warp scans the page ids of each
+// tile's keys once, before its block loop (a page id outside the cache reads as zeros, as
+// always): the loop that issues the loads is the one an unchecked launch runs (a test inside
+// it cost the default path 1-2% at pages of 8 and 16).
 #include "dev/async.cuh"
 #include "dev/check.cuh"
 #include "dev/kernel.cuh"
@@ -74,6 +76,21 @@ __device__ __forceinline__ void mma_rs_mn(float (&d)[N / 2], const uint32_t (&a)
 struct Tile {
     int b, h, m0, q0, q_len, k0, kv_len, off, nb_lo, nb_hi;
 };
+
+// Checked mode, paged k/v: records the first page id outside [0, num_pages) among those the
+// tile's blocks of keys read (the warp's lanes take the page-table entries in turn).
+template <int BN>
+__device__ __forceinline__ void check_tile_pages(const talon__prefill_params &p, const Tile &tl) {
+    const int lo = tl.nb_lo * BN, hi = min(tl.nb_hi * BN, tl.kv_len);
+    if (lo >= hi) return;
+    const int64_t row = int64_t(tl.b) * p.page_table_stride;
+    const int *pt = reinterpret_cast<const int *>(p.page_table) + row;
+    for (int e = (lo >> p.page_shift) + lane_index(); e <= ((hi - 1) >> p.page_shift); e += 32) {
+        const int page = __ldg(pt + e);
+        if (unsigned(page) >= unsigned(p.num_pages))
+            check_fail(p.check, TALON__CHECK_PAGED_PAGE, row + e, page, p.num_pages);
+    }
+}
 
 // report: checked mode records a bad kv_lens (the lead producer thread only).
 template <int BN, bool PAGED>
@@ -204,6 +221,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             }
             if (t < 0) break;
             if (!lead) tile_of<BN, PAGED>(p, t, tl);
+            if constexpr (PAGED) {
+                if (checking(p.check) && warp_in_warpgroup() == 0) check_tile_pages<BN>(p, tl);
+            }
             const int hk = tl.h / p.group;
             for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
                 if constexpr (!PAGED) {
@@ -235,9 +255,6 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         const int page = j < tl.kv_len ? __ldg(pt + (j >> p.page_shift)) : -1;
                         const int slot = j & ((1 << p.page_shift) - 1);
                         const bool ok = unsigned(page) < unsigned(p.num_pages);
-                        if (!ok && j < tl.kv_len && checking(p.check))
-                            check_fail(p.check, TALON__CHECK_PAGED_PAGE,
-                                       int64_t(tl.b) * p.page_table_stride + (j >> p.page_shift), page, p.num_pages);
                         const int c1 = p.layout == 0 ? hk : slot;
                         const int c2 = p.layout == 0 ? (ok ? (page << p.page_shift) + slot : -rows)
                                                      : (ok ? page * hk_count + hk : -1);
@@ -266,9 +283,6 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         if (unsigned(page) < unsigned(p.num_pages))
                             mine = p.layout == 0 ? ((unsigned(page) << p.page_shift) + slot) * hk_count + hk
                                                  : ((unsigned(page) * hk_count + hk) << p.page_shift) + slot;
-                        else if (j < tl.kv_len && checking(p.check))
-                            check_fail(p.check, TALON__CHECK_PAGED_PAGE,
-                                       int64_t(tl.b) * p.page_table_stride + (j >> p.page_shift), page, p.num_pages);
                     }
                     const uint32_t dst = uint32_t((4 * w + lane / 8) * 128 + (((lane % 8) ^ ((4 * w + lane / 8) % 8)) << 4));
                     auto copy = [&](Pipeline<STAGES> *pipe, T *ring, CUdeviceptr cache) {

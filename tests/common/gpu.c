@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 gpu_driver cu;
 int gpu_call_failed;
@@ -132,4 +133,13 @@ int gpu_test_end(gpu_test *t, const char *what, long long cases, long long eleme
     cu.cuStreamDestroy(t->stream);
     talon_ctx_destroy(t->ctx);
     return failed ? 1 : 0;
+}
+
+long gpu_resident_bytes(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+    fclose(f);
+    return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
 }

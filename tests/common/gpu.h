@@ -75,6 +75,9 @@ CUdeviceptr gpu_alloc(size_t n);
 /* Seconds elapsed since t0 (CLOCK_MONOTONIC). */
 double gpu_seconds_since(const struct timespec *t0);
 
+/* The process's resident host memory in bytes (/proc/self/statm), or -1: the leak checks. */
+long gpu_resident_bytes(void);
+
 /* One test function's cases, failures and checked elements, and its clock. */
 typedef struct gpu_tally {
     const char *name;

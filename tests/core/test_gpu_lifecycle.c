@@ -19,15 +19,6 @@
 static gpu_test g;
 static long long g_elements;
 
-static long resident_bytes(void) {
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f) return -1;
-    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
-    fclose(f);
-    return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
-}
-
 static void test_create_destroy(void **state) {
     enum { ROWS = 16, COLS = 4096, WARM = 50 };
     const int cycles = g.quick ? 100 : 1000;
@@ -63,11 +54,11 @@ static void test_create_destroy(void **state) {
         }
         if (c == WARM) {
             GPU_CK(cu.cuMemGetInfo(&free0, &total));
-            rss0 = resident_bytes();
+            rss0 = gpu_resident_bytes();
         }
     }
     GPU_CK(cu.cuMemGetInfo(&free1, &total));
-    rss1 = resident_bytes();
+    rss1 = gpu_resident_bytes();
     print_message("test_gpu_lifecycle: %d contexts created, preloaded, used and destroyed; from "
                   "cycle %d to the last the device's free memory moved by %+.2f MiB, the "
                   "resident host memory by %+.2f MiB\n", cycles, WARM,

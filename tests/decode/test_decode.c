@@ -85,6 +85,9 @@ D_EDIT(d_pt_stride, a->page_table_stride = 255) /* 4096 / 16 = 256 pages */
 D_EDIT(d_pages_neg, a->num_pages = -1)
 D_EDIT(d_pages_big, a->num_pages = 2147483648LL)
 D_EDIT(d_pages_rows, a->num_pages = 33554432) /* x 16 x 8 heads = 2^32 rows */
+/* 2^29 CTAs (fine), but 2^32 blocks to merge the 2 splits */
+D_EDIT(d_merge_grid, a->batch = 1 << 24; a->num_qo_heads = 128; a->num_kv_heads = 32;
+       a->head_dim = 256; a->num_splits = 2)
 D_EDIT(d_ws_small, a->num_splits = 4; a->workspace_bytes = 4 * 2 * 32 * 129 * 4 - 16)
 D_EDIT(d_ws_null, a->workspace = 0)
 D_EDIT(d_ws_mis, a->workspace = P_WS + 4)
@@ -157,6 +160,7 @@ static const bad_row bad_rows[] = {
     DB("num_pages -1", d_pages_neg, "args->num_pages", "-1"),
     DB("num_pages 2^31", d_pages_big, "args->num_pages", "2147483648"),
     DB("num_pages making 2^32 cache rows", d_pages_rows, "args->num_pages", "33554432"),
+    DB("splits whose merge needs 2^32 blocks", d_merge_grid, "args->batch", "16777216"),
     DB("workspace_size 16 bytes short", d_ws_small, "args->workspace_bytes", "132080"),
     DB("workspace NULL when splits > 1", d_ws_null, "args->workspace", "NULL"),
     DB("workspace not 16-byte aligned", d_ws_mis, "args->workspace", "0x800004"),
@@ -174,6 +178,7 @@ static const bad_row bad_rows[] = {
     WB("num_qo_heads 12 with 8 kv heads", d_hq_mult, "args->num_qo_heads", "12"),
     WB("page_size 3", d_ps3, "args->page_size", "3"),
     WB("max_kv_len 0", d_max0, "args->max_kv_len", "0"),
+    WB("splits whose merge needs 2^32 blocks", d_merge_grid, "args->batch", "16777216"),
     {.name = "talon_merge_attention_states rejects ctx NULL", .op = OP_MERGE, .null_ctx = 1, .field = "ctx", .value = "NULL"},
     {.name = "talon_merge_attention_states rejects args NULL", .op = OP_MERGE, .null_args = 1, .field = "args", .value = "NULL"},
     MB("o NULL", m_o_null, "args->o", "NULL"),

@@ -103,6 +103,7 @@ static const bad_row bad_rows[] = {
     BAD("a grid over 2^31-1 CTAs", ONE(P(batch, I64, 1 << 20), P(total_q, I64, 1LL << 30),
         P(max_seqlen_q, I64, 1 << 20), P(num_qo_heads, I64, 1024), P(num_kv_heads, I64, 1024)),
         "args->max_seqlen_q", "1048576"),
+    BAD("max_seqlen_q + total_kv past 2^31 - 256 (int32 positions)", ONE(P(total_kv, I64, 2147482393LL)), "args->max_seqlen_q", "1000"),
     BAD("o overlapping q", ONE(P(o, PTR, P_Q + 4096 * 2 * 200)), "args->o", "0x30190000"),
     BAD("o overlapping v", ONE(P(o, PTR, P_V - 16)), "args->o", "0x4ffffff0"),
     BAD("lse overlapping o", ONE(P(lse, PTR, P_O + 64)), "args->o", "0x10000000"),
@@ -135,6 +136,7 @@ static const bad_row bad_rows[] = {
     BADP("num_pages 0", ONE(G(num_pages, I64, 0)), "args->num_pages", "0"),
     BADP("num_pages 2^31", ONE(G(num_pages, I64, 2147483648LL)), "args->num_pages", "2147483648"),
     BADP("caches of 2^32 rows", ONE(G(num_pages, I64, 1 << 25), G(page_size, I64, 16), G(k_cache, PTR, 0x100000000000LL), G(v_cache, PTR, 0x200000000000LL)), "args->num_pages", "33554432"),
+    BADP("max_seqlen_q + max_kv_len past 2^31 - 256 (int32 positions)", ONE(G(total_q, I64, 2147483647LL), G(max_seqlen_q, I64, 1 << 30), G(max_kv_len, I64, 1 << 30), G(o, PTR, 0x700000000000LL)), "args->max_seqlen_q", "1073741824"),
     BADP("workspace NULL", ONE(G(workspace, PTR, 0)), "args->workspace", "NULL"),
     BADP("workspace_bytes 0", ONE(G(workspace_bytes, I64, 0)), "args->workspace_bytes", "0"),
     BADP("layout 2", ONE(G(layout, ENUM, 2)), "args->layout", "2"),
@@ -171,11 +173,16 @@ static const launch_row launch_rows[] = {
     {.name = "prefill q/k 192, v 128 f16 -> _f16_d192", .set = ONE(P(head_dim, I64, 192), P(v_head_dim, I64, 128), P(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_f16_d192"},
     {.name = "prefill q/k 192, v 128, strides, v_head_dim 128 -> _bf16_d192", .set = ONE(P(head_dim, I64, 192), P(v_head_dim, I64, 128), P(q_stride, I64, 6144 + 8), P(v_stride, I64, 1032), P(o_stride, I64, 4096 + 16)), .symbol = "talon_prefill_attention_bf16_d192"},
     {.name = "prefill v_head_dim = head_dim -> _bf16_d64", .set = ONE(P(head_dim, I64, 64), P(v_head_dim, I64, 64)), .symbol = "talon_prefill_attention_bf16_d64"},
+    {.name = "prefill max_seqlen_q + total_kv = 2^31 - 256 -> _bf16_d128", .set = ONE(P(total_kv, I64, 2147482392LL)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill window 2^31-1 (no key excluded: passed as none) -> _bf16_d128", .set = ONE(P(window, I64, 2147483647LL), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill window = total_kv (passed as none) -> _bf16_d128", .set = ONE(P(window, I64, 1500)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill 12 tiles: 12 CTAs -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(num_qo_heads, I64, 4), P(num_kv_heads, I64, 4), P(max_seqlen_q, I64, 300)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "paged NHD page 16 bf16 d128 -> _pages_bf16_d128", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged HND page 256 f16 d256, table stride 300 -> _pages_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16), G(page_table_stride, I64, 300)), .symbol = "talon_prefill_attention_pages_f16_d256"},
     {.name = "paged HND page 64 d128 MQA, q/o strides -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 64), G(num_pages, I64, 1024), G(num_kv_heads, I64, 1), G(q_stride, I64, 4096 + 8), G(o_stride, I64, 8192)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged NHD page 1 d64, window, no lse -> _gather_bf16_d64", .op = OP_PAGED, .set = ONE(G(page_size, I64, 1), G(num_pages, I64, 65536), G(head_dim, I64, 64), G(window, I64, 4096), G(lse, PTR, 0), G(causal, INT, 0)), .symbol = "talon_prefill_attention_gather_bf16_d64"},
+    {.name = "paged window = max_kv_len (passed as none) -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(window, I64, 32768), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged window max_kv_len - 1 (kept) -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(window, I64, 32767)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged HND page 8 f16 d256 -> _gather_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 8), G(num_pages, I64, 8192), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_gather_f16_d256"},
     {.name = "paged NHD page 16, MQA, 2^31 page rows -> _gather_bf16_d128", .op = OP_PAGED, .set = ONE(G(num_pages, I64, 1 << 27), G(num_kv_heads, I64, 1), G(k_cache, PTR, 0x100000000000LL), G(v_cache, PTR, 0x200000000000LL)), .symbol = "talon_prefill_attention_gather_bf16_d128"},
 };
@@ -244,7 +251,7 @@ static void want_common(talon__prefill_params *want, const talon__prefill_params
     want->group = (int)(hq / hk);
     want->m_blocks = (int)((max_seqlen_q + 127) / 128);
     want->causal = causal;
-    want->window = (int)window;
+    want->window = (int)window; /* callers pass 0 for a window of every key or more, as the op */
     /* scores in log2 units: sm_scale log2(e), or sm_scale / cap inside cap log2(e) tanh(.) */
     want->scale = cap > 0 ? sm / cap : sm * 1.4426950408889634f;
     want->cap = cap * 1.4426950408889634f;
@@ -270,8 +277,8 @@ static void test_launch_paged(const launch_row *row) {
     check_map(&fake.enc_log[pages ? 2 : 0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
     memcpy(&got, fake.last.params, sizeof got);
     want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride, a.total_q, a.batch,
-                a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, a.causal, a.window,
-                a.sm_scale, a.logits_soft_cap);
+                a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, a.causal,
+                a.window >= a.max_kv_len ? 0 : a.window, a.sm_scale, a.logits_soft_cap);
     want.page_table = a.page_table;
     want.kv_lens = a.kv_lens;
     want.k_cache = a.k_cache;
@@ -344,7 +351,7 @@ static void test_launch(void **state) {
     memcpy(&got, fake.last.params, sizeof got);
     want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride ? a.o_stride : a.num_qo_heads * dv,
                 a.total_q, a.batch, a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q,
-                a.causal, a.window, a.sm_scale, a.logits_soft_cap);
+                a.causal, a.window >= a.total_kv ? 0 : a.window, a.sm_scale, a.logits_soft_cap);
     want.cu_seqlens_k = a.cu_seqlens_k;
     /* persistent: one CTA per SM (132 here), fewer for fewer tiles */
     tiles = want.m_blocks * a.batch * a.num_qo_heads;

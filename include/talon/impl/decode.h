@@ -30,6 +30,13 @@ static talon_status talon__decode_plan_make(const char *op, const talon_decode_a
                            "%s: args->batch = %lld with %lld kv heads needs more than 2^31-1 CTAs",
                            op, (long long)a->batch, (long long)a->num_kv_heads);
     splits = a->num_splits ? a->num_splits : talon__decode_splits(ctas, a->max_kv_len, sms);
+    /* the merge kernel's grid: 8 lanes per 8 elements of o, 128 threads a block */
+    if (splits > 1 && (a->batch * a->num_qo_heads * a->head_dim + 127) / 128 > TALON__GRID_MAX)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
+                           "%s: args->batch = %lld with %lld qo heads of head_dim %lld needs "
+                           "more than 2^31-1 blocks to merge %lld splits", op,
+                           (long long)a->batch, (long long)a->num_qo_heads,
+                           (long long)a->head_dim, (long long)splits);
     pl->splits = (int)splits;
     pl->part_o_bytes = splits * a->batch * a->num_qo_heads * a->head_dim * 4;
     pl->ws_bytes = splits == 1 ? 0 : (pl->part_o_bytes + splits * a->batch * a->num_qo_heads * 4 + 15) / 16 * 16;

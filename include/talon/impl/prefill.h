@@ -120,6 +120,24 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     return TALON_SUCCESS;
 }
 
+/* Query and key positions are int32 in the kernel: with max_seqlen_q + keys (the bound on a
+   request's key count: total_kv, or max_kv_len when paged) at most TALON__PREFILL_POS_MAX, every
+   position sum it forms (a tile's 128 rows or a block's 128 keys past one, minus a window)
+   stays in range. A window of `keys` or more excludes no key: passed as none, so that
+   pos - window cannot wrap either. */
+#define TALON__PREFILL_POS_MAX ((1LL << 31) - 256)
+static talon_status talon__prefill_positions(const char *op, const char *keys_name, int64_t keys,
+                                             const talon__prefill_common *a,
+                                             talon__prefill_params *p) {
+    if (a->max_seqlen_q + keys > TALON__PREFILL_POS_MAX)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->max_seqlen_q = %lld with "
+                           "args->%s = %lld: their sum must be at most 2^31 - 256 (int32 "
+                           "positions)", op, (long long)a->max_seqlen_q, keys_name,
+                           (long long)keys);
+    if (a->window >= keys) p->window = 0;
+    return TALON_SUCCESS;
+}
+
 /* Encodes q's map (the k and v maps are the caller's), zeroes the tile counter and launches
    the kernel for the k/v source kv (TALON__PREFILL_KV_*). */
 static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const char *op,
@@ -176,6 +194,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_k", a->cu_seqlens_k, 0, 4));
         TALON__TRY(talon__check_size(op, "total_kv", a->total_kv, TALON__GRID_MAX));
         TALON__TRY(talon__prefill_common_params(op, &c, &p, &qs, &o_bytes));
+        TALON__TRY(talon__prefill_positions(op, "total_kv", a->total_kv, &c, &p));
         k_row = a->num_kv_heads * a->head_dim;
         v_row = a->num_kv_heads * TALON__PREFILL_DV(a->head_dim);
         TALON__TRY(talon__prefill_check_stride(op, "k_stride", a->k_stride, k_row, &ks));
@@ -251,6 +270,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__prefill_common_params(op, &c, &p, &qs, &o_bytes));
         TALON__TRY(talon__check_pages(op, a->page_size, a->max_kv_len, a->page_table_stride,
                                       &pt_stride));
+        TALON__TRY(talon__prefill_positions(op, "max_kv_len", a->max_kv_len, &c, &p));
         TALON__TRY(talon__check_size(op, "num_pages", a->num_pages, TALON__GRID_MAX));
         TALON__TRY(talon__kv_strides(op, a->layout, a->page_size, a->num_kv_heads, 1, strides));
         if (a->num_pages * a->page_size * a->num_kv_heads >= (1LL << 32))
