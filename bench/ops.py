@@ -230,19 +230,26 @@ def markdown(doc):
     return "\n".join(rows)
 
 
-def summary(doc):
-    """One row per op of a results JSON (the README's table): its largest case (most FLOPs, else
-    most bytes) with its share of the ceiling, and over all its cases the geometric mean and
-    the range of the ratio to each peer and how many targets passed."""
-    ops = {}
-    for e in doc["results"]:
-        ops.setdefault(e["op"], []).append(e)
-    rows = ["| op | cases | largest case | talon us | ceiling share | peer/talon: geomean [min, max] over cases | targets met |",
-            "|---|---:|---|---:|---:|---|---:|"]
+def summary(docs):
+    """One row per op of results JSONs (the README's table; an op in several files: the last
+    one's): its largest case (most FLOPs, else most bytes) with its share of the ceiling, and
+    over all its cases the geometric mean and the range of the ratio to each peer and how many
+    targets passed. With several files a last column names the run (the file's name)."""
+    ops, run = {}, {}
+    for name, doc in docs:
+        mine = {}
+        for e in doc["results"]:
+            mine.setdefault(e["op"], []).append(e)
+        for op, cases in mine.items():
+            ops[op], run[op] = cases, name
+    many = len(docs) > 1
+    rows = ["| op | cases | largest case | talon us | ceiling share | peer/talon: geomean [min, max] over cases | targets met |"
+            + (" run |" if many else ""),
+            "|---|---:|---|---:|---:|---|---:|" + ("---|" if many else "")]
     for op, cases in ops.items():
         ok = [e for e in cases if "error" not in e]
         if not ok:
-            rows.append(f"| {op} | {len(cases)} | error: {cases[0]['error']} | | | | |")
+            rows.append(f"| {op} | {len(cases)} | error: {cases[0]['error']} | | | | |" + (f" {run[op]} |" if many else ""))
             continue
         head = max(ok, key=lambda e: (e.get("flops") or 0, e.get("bytes") or e.get("gbs", 0) * e["us"]))
         share = (f"{head['tflops']:.0f} TFLOP/s" if "tflops" in head else
@@ -250,7 +257,8 @@ def summary(doc):
         ratios = {}
         for e in ok:
             for k, v in e.items():
-                if k.endswith("_over_talon") and isinstance(v, (int, float)) and v > 0:
+                # base: talon itself (--base), not a peer
+                if k.endswith("_over_talon") and k != "base_over_talon" and isinstance(v, (int, float)) and v > 0:
                     ratios.setdefault(k[:-len("_over_talon")], []).append(v)
         peers = "; ".join(
             f"{p} {math.exp(sum(map(math.log, r)) / len(r)):.2f}x [{min(r):.2f}, {max(r):.2f}]"
@@ -258,7 +266,8 @@ def summary(doc):
             for p, r in ratios.items()) or "-"
         targets = [t for e in ok for t in e.get("targets", [])]
         met = f"{sum(t['status'] == 'PASS' for t in targets)} of {len(targets)}" if targets else "-"
-        rows.append(f"| {op} | {len(cases)} | {head['label']} | {head['us']:.1f} | {share} | {peers} | {met} |")
+        rows.append(f"| {op} | {len(cases)} | {head['label']} | {head['us']:.1f} | {share} | {peers} | {met} |"
+                    + (f" {run[op]} |" if many else ""))
     return "\n".join(rows)
 
 
@@ -270,16 +279,24 @@ def main(argv=None):
     ap.add_argument("--filter", default=None,
                     help="only cases whose 'op label' (as printed) contains this")
     ap.add_argument("--table", metavar="JSON", help="print a results JSON as Markdown; no GPU")
-    ap.add_argument("--summary", metavar="JSON", help="print one row per op of a results JSON "
-                    "as Markdown (the README's table); no GPU")
+    ap.add_argument("--summary", metavar="JSON", nargs="+", help="print one row per op of "
+                    "results JSONs as Markdown (the README's table; an op in several: the last "
+                    "file's); no GPU")
     ap.add_argument("--base", metavar="LIB", help="also time every case on this other build of "
                     "libtalon_bench.so (peer 'base': before/after a change in one run)")
     ap.add_argument("--no-peers", action="store_true", help="time talon (and --base) only")
     args = ap.parse_args(argv)
-    if args.table or args.summary:
-        with open(args.table or args.summary) as f:
-            doc = json.load(f)
-        print(markdown(doc) if args.table else summary(doc))
+    if args.table:
+        with open(args.table) as f:
+            print(markdown(json.load(f)))
+        return 0
+    if args.summary:
+        docs = []
+        for path in args.summary:
+            with open(path) as f:
+                stem = os.path.basename(path)[:-len(".json")]  # <date>-<gpu>-ops[-<tag>]
+                docs.append((stem[:10] + " " + stem.partition("-ops")[2].lstrip("-"), json.load(f)))
+        print(summary(docs))
         return 0
     import torch as _torch
     torch = _torch
