@@ -249,7 +249,7 @@ bench: build/lib/libtalon_bench.so
 # `make test`: 8.6e9 quotients, ~20 s with hardware FMA (-march=native).
 check-fp8-div: tools/fp8-div-check.c tests/common/ref.c tests/kv_cache/ref_kv_cache.c
 	$(call say,CC,build/bin/fp8-div-check)mkdir -p build/bin
-	$(Q)$(CC) -O3 -march=native -ffp-contract=off -std=c11 $(WARN) $(INC) -Itests/common -Itests/kv_cache $^ -lm -o build/bin/fp8-div-check
+	$(Q)$(CC) -O3 -march=native -ffp-contract=off -std=c11 $(WARN) $(INC) -Itests/common -Itests/kv_cache $^ -lm $(LIBS) -o build/bin/fp8-div-check
 	$(Q)build/bin/fp8-div-check
 
 clean:

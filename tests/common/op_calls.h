@@ -1,12 +1,11 @@
-/* Every op of talon.h behind one union and one number, for the tests that drive all of them
-   through the fake driver (include after fake_driver.h): tests/core/fuzz_ops.c (any bytes)
-   and tests/core/test_faults.c (valid calls under driver faults). op_call(ctx, op, args)
-   calls op on STREAM; op_valid_args fills a call each op accepts (fake addresses one GiB
-   apart, so no two buffers overlap; workspaces of 1 GiB). */
+/* Every op of talon.h behind one union and one number, for the tests that drive all of them:
+   through the fake driver tests/core/fuzz_ops.c (any bytes), test_faults.c (valid calls under
+   driver faults) and test_checked.c; on the GPU tests/core/op_cases.h (random valid shapes)
+   and test_gpu_checked.c. op_call(ctx, stream, op, args) calls op. Included after
+   fake_driver.h, it also gives STREAM and op_valid_args, which fills a call each op accepts
+   (fake addresses one GiB apart, so no two buffers overlap; workspaces of 1 GiB). */
 #ifndef TALON_TESTS_OP_CALLS_H
 #define TALON_TESTS_OP_CALLS_H
-
-#define STREAM ((CUstream)(uintptr_t)0x5157)
 
 typedef union op_args {
     talon_rmsnorm_args rmsnorm;
@@ -59,15 +58,20 @@ static const size_t op_sizes[] = {
 #undef OP_SIZE
 };
 
-static talon_status op_call(talon_ctx *ctx, int op, const op_args *a) {
+#if defined(__GNUC__)
+__attribute__((unused))
+#endif
+static talon_status op_call(talon_ctx *ctx, CUstream stream, int op, const op_args *a) {
     switch (op) {
-#define OP_CALL(name, member) case OP_##name: return talon_##name(ctx, STREAM, &a->member);
+#define OP_CALL(name, member) case OP_##name: return talon_##name(ctx, stream, &a->member);
         TEST_OPS(OP_CALL)
 #undef OP_CALL
     }
     return TALON__STATUS_COUNT;
 }
 
+#ifdef TALON_TESTS_FAKE_DRIVER_H
+#define STREAM ((CUstream)(uintptr_t)0x5157)
 #define GB (CUdeviceptr)0x40000000ull /* one fake buffer per GiB: no overlaps */
 
 static void op_valid_args(int op, op_args *a) {
@@ -186,5 +190,7 @@ static void op_valid_args(int op, op_args *a) {
         break;
     }
 }
+
+#endif /* TALON_TESTS_FAKE_DRIVER_H */
 
 #endif

@@ -27,22 +27,6 @@ enum { K_INPUT,    /* unchanged, bit for bit */
        K_OUTPUT,   /* the op's result, within tolerance */
        K_RESIDUAL  /* fused_add_rmsnorm's new residual, bit for bit */ };
 
-static double rtol_of(talon_dtype t) { return t == TALON_DTYPE_BF16 ? 0x1p-7 : 0x1p-10; }
-static double atol_of(talon_dtype t) { return t == TALON_DTYPE_BF16 ? 1e-5 : 1e-6; }
-
-/* bf16/f16 bits -> float through a table built from ref_to_f32 (the hot loops convert
-   billions of elements). */
-static float f32_table[2][65536];
-static pthread_once_t f32_table_once = PTHREAD_ONCE_INIT;
-static void f32_table_init(void) {
-    uint32_t b;
-    for (b = 0; b < 65536; b++) {
-        f32_table[0][b] = ref_to_f32(TALON_DTYPE_BF16, (uint16_t)b);
-        f32_table[1][b] = ref_to_f32(TALON_DTYPE_F16, (uint16_t)b);
-    }
-}
-#define TO_F32(dt, bits) (f32_table[(dt) == TALON_DTYPE_F16][(bits)])
-
 /* One unit in the last place of bf16/f16 at x (normal, nonzero; callers pass |x| >= atol):
    2^floor(log2 |x|), clamped to the smallest normal exponent, times 2^-7 or 2^-10. */
 static double ulp_of(talon_dtype t, double x) {
@@ -376,7 +360,7 @@ opcheck_job *opcheck_prepare(const opcheck_case *c, opcheck_result *r) {
     int64_t in_width;
     CUresult e;
 
-    pthread_once(&f32_table_once, f32_table_init);
+    ref_f32_table_init();
     memset(r, 0, sizeof *r);
     r->first.row = r->first.col = -1;
     if ((unsigned)c->op >= OPCHECK_NUM_OPS || (c->dtype != TALON_DTYPE_BF16 && c->dtype != TALON_DTYPE_F16) ||
@@ -626,11 +610,11 @@ static void compare(stats *st, const opcheck_job *j, int64_t row, const double *
                     const double *mag) {
     const tensor *t = &j->t[j->out];
     const talon_dtype dt = j->c.dtype;
-    const double rtol = rtol_of(dt), atol = atol_of(dt);
+    const double rtol = ref_rtol(dt), atol = ref_atol(dt);
     const uint16_t *d = t->back + row_start(t, row);
     int64_t c;
     for (c = 0; c < j->c.cols; c++) {
-        double dev = TO_F32(dt, d[c]), err = fabs(dev - ref[c]);
+        double dev = REF_TO_F32(dt, d[c]), err = fabs(dev - ref[c]);
         double tol = atol + rtol * fabs(ref[c]) + NOISE * mag[c], u;
         if (err != err) err = INFINITY; /* NaN */
         if (err > st->max_abs) st->max_abs = err;
@@ -677,7 +661,7 @@ static void check_rows(void *p, int64_t r0, int64_t r1, int tid) {
 
         switch (c->op) {
         case OPCHECK_RMSNORM:
-            for (k = 0; k < cols; k++) x[k] = TO_F32(dt, in[k]);
+            for (k = 0; k < cols; k++) x[k] = REF_TO_F32(dt, in[k]);
             ref_rmsnorm(x, j->w, ref, 1, cols, j->eps);
             for (k = 0; k < cols; k++) mag[k] = fabs(ref[k]);
             break;
@@ -686,9 +670,9 @@ static void check_rows(void *p, int64_t r0, int64_t r1, int tid) {
             const uint16_t *got = tres->back + row_start(tres, r);
             for (k = 0; k < cols; k++) {
                 /* fp32 add, one rounding: exactly what the kernel does */
-                float sum = TO_F32(dt, in[k]) + TO_F32(dt, res[k]);
+                float sum = REF_TO_F32(dt, in[k]) + REF_TO_F32(dt, res[k]);
                 rb[k] = ref_from_f32(dt, sum);
-                x[k] = TO_F32(dt, rb[k]);
+                x[k] = REF_TO_F32(dt, rb[k]);
                 if (got[k] != rb[k]) {
                     st->mismatches++;
                     note(st, "%s", "residual (must be exact)", r, k, got[k], rb[k],
@@ -703,7 +687,7 @@ static void check_rows(void *p, int64_t r0, int64_t r1, int tid) {
         case OPCHECK_LAYERNORM:
         case OPCHECK_LAYERNORM_BIAS: {
             double mean = 0, var = 0, rstd;
-            for (k = 0; k < cols; k++) x[k] = TO_F32(dt, in[k]);
+            for (k = 0; k < cols; k++) x[k] = REF_TO_F32(dt, in[k]);
             ref_layernorm(x, j->w, c->op == OPCHECK_LAYERNORM_BIAS ? j->b : NULL, ref, 1, cols,
                           j->eps);
             for (k = 0; k < cols; k++) mean += x[k];
@@ -718,7 +702,7 @@ static void check_rows(void *p, int64_t r0, int64_t r1, int tid) {
             enum ref_act act = c->op == OPCHECK_SILU       ? REF_SILU
                                : c->op == OPCHECK_GELU_ERF ? REF_GELU_ERF
                                                            : REF_GELU_TANH;
-            for (k = 0; k < 2 * cols; k++) x[k] = TO_F32(dt, in[k]);
+            for (k = 0; k < 2 * cols; k++) x[k] = REF_TO_F32(dt, in[k]);
             ref_gated(act, x, ref, 1, cols);
             for (k = 0; k < cols; k++) mag[k] = fabs(x[k] * x[cols + k]);
             break;

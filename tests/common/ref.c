@@ -1,7 +1,22 @@
 /* fp64 CPU references; see ref.h. */
 #include "ref.h"
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
+
+float ref_f32_table[2][65536];
+static pthread_once_t ref_f32_table_once = PTHREAD_ONCE_INIT;
+static void ref_f32_table_fill(void) {
+    uint32_t b;
+    for (b = 0; b < 65536; b++) {
+        ref_f32_table[0][b] = ref_to_f32(TALON_DTYPE_BF16, (uint16_t)b);
+        ref_f32_table[1][b] = ref_to_f32(TALON_DTYPE_F16, (uint16_t)b);
+    }
+}
+void ref_f32_table_init(void) { pthread_once(&ref_f32_table_once, ref_f32_table_fill); }
+
+double ref_rtol(talon_dtype t) { return t == TALON_DTYPE_BF16 ? 0x1p-7 : 0x1p-10; }
+double ref_atol(talon_dtype t) { return t == TALON_DTYPE_BF16 ? 1e-5 : 1e-6; }
 
 uint64_t ref_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -13,6 +13,15 @@ float ref_unit01(uint64_t *state);
 
 uint16_t ref_from_f32(talon_dtype t, float x); /* bf16 or f16 bits of x, rounded */
 float ref_to_f32(talon_dtype t, uint16_t bits);  /* exact */
+/* ref_to_f32 of every 16-bit pattern, for checks that convert millions of elements: call
+   ref_f32_table_init() (thread-safe, idempotent) once, then REF_TO_F32(t, bits). */
+extern float ref_f32_table[2][65536];
+void ref_f32_table_init(void);
+#define REF_TO_F32(t, bits) (ref_f32_table[(t) == TALON_DTYPE_F16][(bits)])
+/* The GPU tests' tolerance for a bf16/f16 output element, |dev - ref| <= atol + rtol |ref|:
+   rtol one unit in the last place, atol for tiny results (tests/common/opcheck.h says why). */
+double ref_rtol(talon_dtype t);
+double ref_atol(talon_dtype t);
 
 /* fp8 e4m3 bits of x, bit-exact with the device's cvt.rn.satfinite (__nv_cvt_float_to_fp8(x,
    __NV_SATFINITE, __NV_E4M3)): round to nearest even, |x| > 464 (and +-inf) saturate to +-448,

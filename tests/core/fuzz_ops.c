@@ -16,7 +16,7 @@
 
 static talon_ctx *ctx;
 
-static talon_status call(int op, const op_args *a) { return op_call(ctx, op, a); }
+static talon_status call(int op, const op_args *a) { return op_call(ctx, STREAM, op, a); }
 
 /* The ops with a workspace: its size function, on the same args (-2 when there is none). */
 static talon_status workspace_size(int op, const op_args *a, int64_t *bytes) {

@@ -35,14 +35,8 @@
 #include "../rope/ref_rope.h"
 #include "../router/ref_router.h"
 #include "../topk/ref_topk.h"
-/* op_calls.h's union, op numbers and names; its fake-driver helpers are not used here */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wunused-variable"
+/* op_calls.h: the union, op numbers and names, op_call */
 #include "op_calls.h"
-#pragma GCC diagnostic pop
-#undef STREAM
-#undef GB
 
 /* the functions a test program calls (each uses a subset of them) */
 #if defined(__GNUC__)
@@ -145,17 +139,6 @@ OC_API const char *oc_dtype_name(talon_dtype t) {
     }
 }
 
-/* bf16/f16 bits -> float, through tables (checks convert millions of elements) */
-static float oc_tab[2][65536];
-static pthread_once_t oc_tab_once = PTHREAD_ONCE_INIT;
-static void oc_tab_init(void) {
-    uint32_t b;
-    for (b = 0; b < 65536; b++) {
-        oc_tab[0][b] = ref_to_f32(TALON_DTYPE_BF16, (uint16_t)b);
-        oc_tab[1][b] = ref_to_f32(TALON_DTYPE_F16, (uint16_t)b);
-    }
-}
-static float oc_f(talon_dtype t, uint16_t b) { return oc_tab[t == TALON_DTYPE_F16][b]; }
 
 static uint16_t oc_get16(const uint8_t *p, int64_t i) {
     uint16_t v;
@@ -199,8 +182,6 @@ static int64_t oc_len(uint64_t *s, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 static int64_t oc_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-static double oc_rtol(talon_dtype t) { return t == TALON_DTYPE_BF16 ? 0x1p-7 : 0x1p-10; }
-static double oc_atol(talon_dtype t) { return t == TALON_DTYPE_BF16 ? 1e-5 : 1e-6; }
 
 /* Adds a buffer of `elems` elements of esize bytes (counted from the pointer talon gets),
    `off` elements after the allocation's start; IN/INOUT images start as 0xFF bytes (NaN in
@@ -1206,7 +1187,7 @@ static double gemm_input(const oc_case *c, uint64_t *s, const double *set, int n
     if (c->dt != TALON_DTYPE_FP8_E4M3) {
         const uint16_t b = oc_bits(c->dt, oc_u(s));
         memcpy(dst, &b, 2);
-        return oc_f(c->dt, b);
+        return REF_TO_F32(c->dt, b);
     }
     *dst = ref_e4m3_from_f32((float)set[(int)(ref_unit01(s) * (float)n) % n]);
     return ref_e4m3_to_f64(*dst);
@@ -1290,14 +1271,14 @@ static double nq_ref_row(const oc_job *j, int64_t r, double *x, double *w, doubl
     double amax = 0;
     int64_t k;
     for (k = 0; k < cols; k++) {
-        const float xv = oc_f(c->dt, oc_get16(oc_img(j, 0), r * ld + k));
+        const float xv = REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), r * ld + k));
         if (c->p.nq.residual) { /* fp32 add, one rounding (as the kernel) */
-            const float sum = xv + oc_f(c->dt, oc_get16(oc_img(j, 2), r * ld + k));
-            x[k] = oc_f(c->dt, oc_bits(c->dt, sum));
+            const float sum = xv + REF_TO_F32(c->dt, oc_get16(oc_img(j, 2), r * ld + k));
+            x[k] = REF_TO_F32(c->dt, oc_bits(c->dt, sum));
         } else {
             x[k] = xv;
         }
-        w[k] = oc_f(c->dt, oc_get16(oc_img(j, 1), k));
+        w[k] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 1), k));
     }
     ref_rmsnorm(x, w, y, 1, cols, (double)1e-6f);
     for (k = 0; k < cols; k++) amax = fabs(y[k]) > amax ? fabs(y[k]) : amax;
@@ -1390,7 +1371,7 @@ OC_API int oc_build(oc_job *j, const oc_case *c, talon_ctx *ctx) {
     int rc = -1;
     memset(j, 0, sizeof *j);
     j->c = *c;
-    pthread_once(&oc_tab_once, oc_tab_init);
+    ref_f32_table_init();
     switch (c->op) {
     case OP_rmsnorm: case OP_fused_add_rmsnorm: case OP_layernorm:
     case OP_silu_and_mul: case OP_gelu_and_mul: rc = norm_build(j); break;
@@ -1642,16 +1623,6 @@ OC_API void oc_args(const oc_job *j, const oc_dev *d, op_args *a) {
 #undef P
 }
 
-/* op on stream with these args */
-OC_API talon_status oc_call(talon_ctx *ctx, CUstream stream, int op, const op_args *a) {
-    switch (op) {
-#define OC_CALL(name, member) case OP_##name: return talon_##name(ctx, stream, &a->member);
-        TEST_OPS(OC_CALL)
-#undef OC_CALL
-    }
-    return TALON_ERROR_INVALID_ARGUMENT;
-}
-
 /* ================================================================ checks */
 /* |got - ref| <= tol (NaN never passes) */
 static void oc_cmp(oc_stats *st, const char *what, int64_t row, int64_t col, double got,
@@ -1691,37 +1662,37 @@ static void norm_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
     const int64_t ldr = c->p.norm.res_stride ? c->p.norm.res_stride : cols;
     const int oi = fused ? 0 : gated ? 1 : 2; /* the buffer holding the result */
     const int64_t ldo = fused ? ldx : ldy;
-    const double rtol = oc_rtol(dt), atol = oc_atol(dt);
+    const double rtol = ref_rtol(dt), atol = ref_atol(dt);
     const uint8_t *xin = oc_img(j, 0), *out = img[oi] + j->b[oi].off;
     double *x = (double *)malloc((size_t)(2 * w + 5 * cols) * sizeof(double));
     double *ref = x + 2 * w, *mag = ref + cols, *wv = mag + cols, *bv = wv + cols;
     int64_t r, k;
     if (!x) { oc_fail(st, "out of host memory"); return; }
     for (k = 0; k < cols; k++) {
-        wv[k] = gated ? 0.0 : oc_f(dt, oc_get16(oc_img(j, 1), k));
-        bv[k] = ln && c->p.norm.bias ? oc_f(dt, oc_get16(oc_img(j, 3), k)) : 0.0;
+        wv[k] = gated ? 0.0 : REF_TO_F32(dt, oc_get16(oc_img(j, 1), k));
+        bv[k] = ln && c->p.norm.bias ? REF_TO_F32(dt, oc_get16(oc_img(j, 3), k)) : 0.0;
     }
     for (r = 0; r < rows; r++) {
         if (c->op == OP_rmsnorm) {
-            for (k = 0; k < cols; k++) x[k] = oc_f(dt, oc_get16(xin, r * ldx + k));
+            for (k = 0; k < cols; k++) x[k] = REF_TO_F32(dt, oc_get16(xin, r * ldx + k));
             ref_rmsnorm(x, wv, ref, 1, cols, (double)1e-6f);
             for (k = 0; k < cols; k++) mag[k] = fabs(ref[k]);
         } else if (fused) {
             const uint8_t *res0 = oc_img(j, 2), *res = img[2] + j->b[2].off;
             for (k = 0; k < cols; k++) { /* the new residual: fp32 add, one rounding, exact */
-                const float sum = oc_f(dt, oc_get16(xin, r * ldx + k)) + oc_f(dt, oc_get16(res0, r * ldr + k));
+                const float sum = REF_TO_F32(dt, oc_get16(xin, r * ldx + k)) + REF_TO_F32(dt, oc_get16(res0, r * ldr + k));
                 const uint16_t want = oc_bits(dt, sum), got = oc_get16(res, r * ldr + k);
                 st->elements++;
                 if (got != want)
                     oc_fail(st, "residual[%lld, %lld] = 0x%04x, expected 0x%04x (exact)",
                             (long long)r, (long long)k, got, want);
-                x[k] = oc_f(dt, want);
+                x[k] = REF_TO_F32(dt, want);
             }
             ref_rmsnorm(x, wv, ref, 1, cols, (double)1e-6f);
             for (k = 0; k < cols; k++) mag[k] = fabs(ref[k]);
         } else if (ln) {
             double mean = 0, var = 0, rstd;
-            for (k = 0; k < cols; k++) x[k] = oc_f(dt, oc_get16(xin, r * ldx + k));
+            for (k = 0; k < cols; k++) x[k] = REF_TO_F32(dt, oc_get16(xin, r * ldx + k));
             ref_layernorm(x, wv, c->p.norm.bias ? bv : NULL, ref, 1, cols, (double)1e-5f);
             for (k = 0; k < cols; k++) mean += x[k];
             mean /= (double)cols;
@@ -1732,12 +1703,12 @@ static void norm_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
         } else {
             const enum ref_act act = c->op == OP_silu_and_mul ? REF_SILU
                                      : c->p.norm.approx ? REF_GELU_TANH : REF_GELU_ERF;
-            for (k = 0; k < w; k++) x[k] = oc_f(dt, oc_get16(xin, r * ldx + k));
+            for (k = 0; k < w; k++) x[k] = REF_TO_F32(dt, oc_get16(xin, r * ldx + k));
             ref_gated(act, x, ref, 1, cols);
             for (k = 0; k < cols; k++) mag[k] = fabs(x[k] * x[cols + k]);
         }
         for (k = 0; k < cols; k++)
-            oc_cmp(st, j->b[oi].name, r, k, oc_f(dt, oc_get16(out, r * ldo + k)), ref[k],
+            oc_cmp(st, j->b[oi].name, r, k, REF_TO_F32(dt, oc_get16(out, r * ldo + k)), ref[k],
                    atol + rtol * fabs(ref[k]) + 0x1p-18 * mag[k]);
     }
     oc_check_outside(st, j, oi, img[oi], rows, cols, ldo);
@@ -1757,7 +1728,7 @@ static void router_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
     for (r = 0; r < t; r++)
         for (i = 0; i < e; i++)
             x[r * e + i] = c->dt == TALON_DTYPE_F32 ? oc_getf(oc_img(j, 0), r * ld + i)
-                                                    : oc_f(c->dt, oc_get16(oc_img(j, 0), r * ld + i));
+                                                    : REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), r * ld + i));
     for (i = 0; i < e; i++) bias[i] = oc_getf(oc_img(j, 1), i);
     ref_moe_router_topk(x, c->p.router.bias ? bias : NULL, t, (int)e, (int)k, c->p.router.scoring,
                         c->p.router.renorm, rw, rid);
@@ -1798,7 +1769,7 @@ static void topk_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
     if (!x || !ref) { oc_fail(st, "out of host memory"); goto done; }
     for (r = 0; r < rows; r++) {
         for (t = 0; t < cols; t++)
-            x[t] = es == 4 ? oc_getf(in, r * ld + t) : oc_f(c->dt, oc_get16(in, r * ld + t));
+            x[t] = es == 4 ? oc_getf(in, r * ld + t) : REF_TO_F32(c->dt, oc_get16(in, r * ld + t));
         ref_topk_row(x, cols, k, ref);
         for (t = 0; t < k; t++) { /* values: the input element at the index, bit for bit */
             const int32_t id = oc_geti(img[2], r * k + t);
@@ -1867,16 +1838,16 @@ static void align_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
 static void sum_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
     const oc_case *c = &j->c;
     const int64_t t = c->p.sum.tokens, k = c->p.sum.k, h = c->p.sum.hidden;
-    const double rtol = oc_rtol(c->dt), atol = oc_atol(c->dt);
+    const double rtol = ref_rtol(c->dt), atol = ref_atol(c->dt);
     double *x = (double *)malloc((size_t)(t * k * h + t * k + 2 * t * h) * sizeof(double));
     double *w = x + t * k * h, *ref = w + t * k, *mag = ref + t * h;
     int64_t i;
     if (!x) { oc_fail(st, "out of host memory"); return; }
-    for (i = 0; i < t * k * h; i++) x[i] = oc_f(c->dt, oc_get16(oc_img(j, 0), i));
+    for (i = 0; i < t * k * h; i++) x[i] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), i));
     for (i = 0; i < t * k; i++) w[i] = oc_getf(oc_img(j, 1), i);
     ref_moe_sum(x, c->p.sum.weighted ? w : NULL, ref, mag, t, k, h);
     for (i = 0; i < t * h; i++)
-        oc_cmp(st, "out", i / h, i % h, oc_f(c->dt, oc_get16(img[2] + j->b[2].off, i)), ref[i],
+        oc_cmp(st, "out", i / h, i % h, REF_TO_F32(c->dt, oc_get16(img[2] + j->b[2].off, i)), ref[i],
                atol + rtol * fabs(ref[i]) + 0x1p-18 * mag[i]);
     oc_check_outside(st, j, 2, img[2], t, h, h);
     free(x);
@@ -1912,14 +1883,14 @@ static void rope_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
         for (h = 0; h < heads; h++) {
             const int64_t base = h < c->p.rope.hq ? g.q + t * g.row_q + h * d
                                                   : g.k + t * g.row_k + (h - c->p.rope.hq) * d;
-            for (i = 0; i < rot; i++) x[i] = oc_f(dt, oc_get16(init, base + i));
+            for (i = 0; i < rot; i++) x[i] = REF_TO_F32(dt, oc_get16(init, base + i));
             memcpy(y, x, (size_t)rot * sizeof(double));
             ref_rope_head(y, rot, c->p.rope.gptj, cs);
             for (i = 0; i < rot; i++) {
                 const int64_t partner = c->p.rope.gptj ? (i ^ 1) : (i < half ? i + half : i - half);
                 mask[base + i] = 1;
                 oc_cmp(st, h < c->p.rope.hq ? "q" : "k", t, (h % c->p.rope.hq) * d + i,
-                       oc_f(dt, oc_get16(dev, base + i)), y[i],
+                       REF_TO_F32(dt, oc_get16(dev, base + i)), y[i],
                        rhalf * fabs(y[i]) + noise * (fabs(x[i]) + fabs(x[partner])) + atol);
             }
         }
@@ -1957,7 +1928,7 @@ static void kv_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
                 const int64_t h = e / c->p.kv.d;
                 const int64_t at = c->p.kv.hnd ? ((pg * c->p.kv.hk + h) * c->p.kv.ps + off) * c->p.kv.d + e % c->p.kv.d
                                                : slot * g.row + e;
-                if (es == 1) want[kv][at] = ref_e4m3_from_f32(oc_f(c->dt, b) / scale);
+                if (es == 1) want[kv][at] = ref_e4m3_from_f32(REF_TO_F32(c->dt, b) / scale);
                 else oc_set16(want[kv], at, b);
             }
         }
@@ -2015,7 +1986,7 @@ static float *oc_cache_values(const oc_job *j, int bi, int fp8) {
     int64_t i;
     if (!v) return NULL;
     for (i = 0; i < n; i++)
-        v[i] = fp8 ? (float)ref_e4m3_to_f64(oc_img(j, bi)[i]) : oc_f(j->c.dt, oc_get16(oc_img(j, bi), i));
+        v[i] = fp8 ? (float)ref_e4m3_to_f64(oc_img(j, bi)[i]) : REF_TO_F32(j->c.dt, oc_get16(oc_img(j, bi), i));
     return v;
 }
 
@@ -2025,9 +1996,9 @@ static void oc_check_written(oc_stats *st, const char *what, const uint8_t *o, i
                              int64_t n, talon_dtype dt) {
     int64_t i;
     for (i = 0; i < n; i++)
-        if (!isfinite(oc_f(dt, oc_get16(o, at + i)))) {
+        if (!isfinite(REF_TO_F32(dt, oc_get16(o, at + i)))) {
             oc_fail(st, "%s element %lld = %g (not written?)", what, (long long)(at + i),
-                    (double)oc_f(dt, oc_get16(o, at + i)));
+                    (double)REF_TO_F32(dt, oc_get16(o, at + i)));
             return;
         }
     st->elements += n;
@@ -2036,7 +2007,7 @@ static void oc_check_written(oc_stats *st, const char *what, const uint8_t *o, i
 static void dec_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double budget) {
     const oc_case *c = &j->c;
     const int64_t hq = c->p.dec.hq, d = c->p.dec.d, rows = c->p.dec.batch * hq, group = hq / c->p.dec.hk;
-    const double rtol = oc_rtol(c->dt), atol = oc_atol(c->dt);
+    const double rtol = ref_rtol(c->dt), atol = ref_atol(c->dt);
     const double scale = c->p.dec.sm_scale != 0 ? c->p.dec.sm_scale : 1.0 / sqrt((double)d);
     const double ks = c->p.dec.fp8 ? c->p.dec.k_scale : 1.0, vs = c->p.dec.fp8 ? c->p.dec.v_scale : 1.0;
     int64_t stride, pages, row, i, t;
@@ -2067,7 +2038,7 @@ static void dec_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double
                     oc_fail(st, "lse[%lld] is NaN (not written?)", (long long)row);
                 continue;
             }
-            for (i = 0; i < d; i++) q[i] = oc_f(c->dt, oc_get16(oc_img(j, 0), row * d + i));
+            for (i = 0; i < d; i++) q[i] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), row * d + i));
             for (t = lo; t < len; t++) {
                 const int64_t page = oc_geti(oc_img(j, 3), bb * stride + t / c->p.dec.ps);
                 const int64_t at = oc_cache_at(c->p.dec.hnd, c->p.dec.ps, c->p.dec.hk, d, page,
@@ -2077,7 +2048,7 @@ static void dec_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double
             }
             lse = ref_attn_decode(q, kp, vp, len - lo, d, scale, c->p.dec.cap, ks, vs, o, mag, &smax);
             for (i = 0; i < d; i++) /* 2^-14 mag: what fp32 evaluation may cancel */
-                oc_cmp(st, "o", row, i, oc_f(c->dt, oc_get16(orow, row * d + i)), o[i],
+                oc_cmp(st, "o", row, i, REF_TO_F32(c->dt, oc_get16(orow, row * d + i)), o[i],
                        rtol * fabs(o[i]) + atol + 0x1p-14 * mag[i]);
             if (!c->p.dec.no_lse) {
                 const double got = oc_getf(img[6], row);
@@ -2098,7 +2069,7 @@ done:
 static void merge_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
     const oc_case *c = &j->c;
     const int64_t rows = c->p.merge.rows, d = c->p.merge.d;
-    const double rtol = oc_rtol(c->dt), atol = oc_atol(c->dt);
+    const double rtol = ref_rtol(c->dt), atol = ref_atol(c->dt);
     double *va = (double *)malloc((size_t)d * 3 * sizeof(double)), *vb = va + d, *ro = vb + d;
     int64_t r, i;
     if (!va) { oc_fail(st, "out of host memory"); return; }
@@ -2108,13 +2079,13 @@ static void merge_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
         const double wa = m == -INFINITY ? 0 : exp(la - m), wb = m == -INFINITY ? 0 : exp(lb - m);
         double lse;
         for (i = 0; i < d; i++) {
-            va[i] = oc_f(c->dt, oc_get16(oc_img(j, 0), r * d + i));
-            vb[i] = oc_f(c->dt, oc_get16(oc_img(j, 2), r * d + i));
+            va[i] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), r * d + i));
+            vb[i] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 2), r * d + i));
         }
         lse = ref_attn_merge(va, la, vb, lb, d, ro);
         for (i = 0; i < d; i++) {
             const double mag = wa + wb > 0 ? (wa * fabs(va[i]) + wb * fabs(vb[i])) / (wa + wb) : 0;
-            oc_cmp(st, "o", r, i, oc_f(c->dt, oc_get16(img[4], r * d + i)), ro[i],
+            oc_cmp(st, "o", r, i, REF_TO_F32(c->dt, oc_get16(img[4], r * d + i)), ro[i],
                    rtol * fabs(ro[i]) + atol + 0x1p-14 * mag);
         }
         if (c->p.merge.with_lse) {
@@ -2135,7 +2106,7 @@ static void pre_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double
     const oc_case *c = &j->c;
     const int paged = c->p.pre.ps > 0;
     const int64_t hq = c->p.pre.hq, d = c->p.pre.d, group = hq / c->p.pre.hk;
-    const double rtol = oc_rtol(c->dt), atol = oc_atol(c->dt);
+    const double rtol = ref_rtol(c->dt), atol = ref_atol(c->dt);
     /* the weights enter P v rounded to the input type: twice that half unit, of mag */
     const double ptol = c->dt == TALON_DTYPE_F16 ? 0x1p-10 : 0x1p-8;
     const double scale = c->p.pre.sm_scale != 0 ? c->p.pre.sm_scale : 1.0 / sqrt((double)d);
@@ -2181,7 +2152,7 @@ static void pre_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double
                     oc_fail(st, "lse[%lld, %lld] is NaN (not written?)", (long long)t, (long long)h);
                 continue;
             }
-            for (i = 0; i < d; i++) q[i] = oc_f(c->dt, oc_get16(oc_img(j, 0), t * g.qs + h * d + i));
+            for (i = 0; i < d; i++) q[i] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), t * g.qs + h * d + i));
             for (i = 0; i < n; i++) {
                 if (paged) {
                     const int64_t key = lo + i;
@@ -2197,7 +2168,7 @@ static void pre_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double
             }
             lse = ref_attn_dv(q, kp, vp, n, d, g.dv, scale, c->p.pre.cap, 1.0, 1.0, o, mag, &smax);
             for (i = 0; i < g.dv; i++)
-                oc_cmp(st, "o", t, h * g.dv + i, oc_f(c->dt, oc_get16(img[5], t * g.os + h * g.dv + i)),
+                oc_cmp(st, "o", t, h * g.dv + i, REF_TO_F32(c->dt, oc_get16(img[5], t * g.os + h * g.dv + i)),
                        o[i], rtol * fabs(o[i]) + atol + ptol * mag[i]);
             if (!c->p.pre.no_lse) {
                 const double got = oc_getf(img[6], t * hq + h);
@@ -2246,17 +2217,17 @@ static void gemm_check(const oc_job *j, uint8_t *const *img, oc_stats *st, doubl
     for (r = 0; r < m; r++)
         for (t = 0; t < k; t++)
             a[r * k + t] = g.fp8 ? ref_e4m3_to_f64(oc_img(j, 0)[r * g.lda + t])
-                                 : oc_f(c->dt, oc_get16(oc_img(j, 0), r * g.lda + t));
+                                 : REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), r * g.lda + t));
     for (r = 0; r < g.brows; r++)
         for (t = 0; t < k; t++)
             b[r * k + t] = g.fp8 ? ref_e4m3_to_f64(oc_img(j, 1)[r * g.ldb + t])
-                                 : oc_f(c->dt, oc_get16(oc_img(j, 1), r * g.ldb + t));
-    for (r = 0; c->p.gemm.bias && r < g.brows; r++) bias[r] = oc_f(bias_type, oc_get16(oc_img(j, 2), r));
+                                 : REF_TO_F32(c->dt, oc_get16(oc_img(j, 1), r * g.ldb + t));
+    for (r = 0; c->p.gemm.bias && r < g.brows; r++) bias[r] = REF_TO_F32(bias_type, oc_get16(oc_img(j, 2), r));
     if (c->p.gemm.resid) {
         const uint8_t *src = oc_img(j, c->p.gemm.resid == 1 ? 3 : 4);
         for (r = 0; r < m; r++)
             for (t = 0; t < n; t++)
-                cres[r * n + t] = g.osize == 4 ? oc_getf(src, r * g.ldd + t) : oc_f(ot, oc_get16(src, r * g.ldd + t));
+                cres[r * n + t] = g.osize == 4 ? oc_getf(src, r * g.ldd + t) : REF_TO_F32(ot, oc_get16(src, r * g.ldd + t));
     }
     if (g.fp8 && block) { /* ref_gemm.h's layout: a [m, kb], b [rows / 128, kb] */
         const int64_t m4 = oc_round_up(m, 4);
@@ -2282,7 +2253,7 @@ static void gemm_check(const oc_job *j, uint8_t *const *img, oc_stats *st, doubl
         if (r % step && r != m - 1) { /* not compared: written (finite) at least */
             for (t = 0; t < n; t++) {
                 const double got = g.osize == 4 ? oc_getf(img[4], r * g.ldd + t)
-                                                : oc_f(ot, oc_get16(img[4], r * g.ldd + t));
+                                                : REF_TO_F32(ot, oc_get16(img[4], r * g.ldd + t));
                 if (!isfinite(got)) {
                     oc_fail(st, "d[%lld, %lld] = %g (not written?)", (long long)r, (long long)t, got);
                     break;
@@ -2294,7 +2265,7 @@ static void gemm_check(const oc_job *j, uint8_t *const *img, oc_stats *st, doubl
         ref_gemm_row(&p, r, ref, mag, NULL);
         for (t = 0; t < n; t++) {
             const double got = g.osize == 4 ? oc_getf(img[4], r * g.ldd + t)
-                                            : oc_f(ot, oc_get16(img[4], r * g.ldd + t));
+                                            : REF_TO_F32(ot, oc_get16(img[4], r * g.ldd + t));
             oc_cmp(st, "d", r, t, got, ref[t], rel * fabs(ref[t]) + e_mag * mag[t] + 1e-30);
         }
     }
@@ -2315,7 +2286,7 @@ static void quant_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
     memset(want_scale, 0xFF, (size_t)n_scales * 4); /* entries no row writes stay poisoned */
     if (mode == TALON_QUANT_TENSOR) memcpy(want_scale, oc_img(j, 2), 4);
     for (r = 0; r < rows; r++) {
-        for (t = 0; t < cols; t++) x[t] = oc_f(c->dt, oc_get16(oc_img(j, 0), r * ld + t));
+        for (t = 0; t < cols; t++) x[t] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), r * ld + t));
         if (mode == TALON_QUANT_TENSOR) {
             ref_quant_e4m3(x, cols, oc_getf(oc_img(j, 2), 0), q);
         } else if (mode == TALON_QUANT_TOKEN) {
@@ -2355,7 +2326,7 @@ static void nq_check(const oc_job *j, uint8_t *const *img, oc_stats *st) {
     const int64_t rows = c->p.nq.rows, cols = c->p.nq.cols;
     const int64_t ld = c->p.nq.pad ? cols + c->p.nq.pad : cols;
     const int tensor = c->p.nq.mode == TALON_QUANT_TENSOR;
-    const double rtol = oc_rtol(dt), atol = oc_atol(dt);
+    const double rtol = ref_rtol(dt), atol = ref_atol(dt);
     double *x = (double *)malloc((size_t)cols * 3 * sizeof(double)), *w = x + cols, *y = w + cols;
     int64_t r, k;
     if (!x) { oc_fail(st, "out of host memory"); return; }
@@ -2425,19 +2396,19 @@ static void mg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
         if (cached != e) { /* expert e's rows of b */
             for (i = 0; i < brows; i++)
                 for (col = 0; col < k; col++)
-                    w[i * k + col] = oc_f(c->dt, oc_get16(oc_img(j, 1), ((int64_t)e * brows + i) * ld_ab + col));
+                    w[i * k + col] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 1), ((int64_t)e * brows + i) * ld_ab + col));
             cached = e;
         }
         /* a's row: padding slots read zeros, except from a SORTED a (its row s as is) */
         a_row = c->p.mg.a_rows == TALON_MOE_ROWS_SORTED ? s
                 : pad_slot ? -1 : c->p.mg.a_rows == TALON_MOE_ROWS_TOKEN ? f / topk : f;
         for (col = 0; col < k; col++)
-            x[col] = a_row < 0 ? 0.0 : oc_f(c->dt, oc_get16(oc_img(j, 0), a_row * ld_ab + col));
+            x[col] = a_row < 0 ? 0.0 : REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), a_row * ld_ab + col));
         ref_moe_gemm_row(x, w, n, k, c->p.mg.gated, c->p.mg.act,
                          c->p.mg.weights ? (pad_slot ? 0.0 : (double)oc_getf(oc_img(j, 5), f)) : 1.0,
                          ref, mag);
         for (col = 0; col < n; col++)
-            oc_cmp(st, "d", row, col, oc_f(c->dt, oc_get16(img[6], row * ldd + col)), ref[col],
+            oc_cmp(st, "d", row, col, REF_TO_F32(c->dt, oc_get16(img[6], row * ldd + col)), ref[col],
                    rel * fabs(ref[col]) + 0x1p-14 * mag[col] + 1e-30);
     }
     /* rows the op must not write (skipped blocks, pairs without an expert, a PAIR d's padding
@@ -2462,7 +2433,7 @@ done:
 OC_API void oc_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double budget) {
     const oc_case *c = &j->c;
     int i;
-    pthread_once(&oc_tab_once, oc_tab_init);
+    ref_f32_table_init();
     for (i = 0; i < j->nbuf; i++) {
         const oc_buf *b = &j->b[i];
         size_t k;

@@ -324,13 +324,13 @@ static void test_launch_params(void **state) {
     int launches, i;
     fake.quick_loads = 1;
     op_valid_args(op, &a);
-    assert_int_equal(op_call(g_ctx, op, &a), TALON_SUCCESS);
+    assert_int_equal(op_call(g_ctx, STREAM, op, &a), TALON_SUCCESS);
     launches = fake.launches;
     assert_true(launches >= 1 && launches <= FAKE_LOG);
     memcpy(plain, fake.log, sizeof plain);
     ctx = checked_ctx();
     fake.launches = 0;
-    assert_int_equal(op_call(ctx, op, &a), TALON_SUCCESS);
+    assert_int_equal(op_call(ctx, STREAM, op, &a), TALON_SUCCESS);
     assert_int_equal(fake.launches, launches);
     for (i = 0; i < launches; i++) {
         fake_launch *l = &fake.log[i];
@@ -370,12 +370,12 @@ static void test_decode_num_pages(void **state) {
     fake.quick_loads = 1;
     op_valid_args(OP_decode_attention, &a);
     a.decode.num_pages = 4096;
-    assert_int_equal(op_call(g_ctx, OP_decode_attention, &a), TALON_SUCCESS);
+    assert_int_equal(op_call(g_ctx, STREAM, OP_decode_attention, &a), TALON_SUCCESS);
     memcpy(&limit, fake.log[0].params + pl, 4);
     assert_int_equal(limit, 0); /* unchecked: untouched */
     ctx = checked_ctx();
     fake.launches = 0;
-    assert_int_equal(op_call(ctx, OP_decode_attention, &a), TALON_SUCCESS);
+    assert_int_equal(op_call(ctx, STREAM, OP_decode_attention, &a), TALON_SUCCESS);
     memcpy(&limit, fake.log[0].params + pl, 4);
     assert_int_equal(limit, 4096);
     talon_ctx_destroy(ctx);

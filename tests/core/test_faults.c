@@ -63,7 +63,7 @@ static talon_status run_step(int step, talon_ctx **ctx, talon_ctx **checked) {
         return talon_ctx_check(*checked, step == STEP_CHECK_STREAM ? STREAM : NULL, &report);
     }
     op_valid_args(step - 1, &a);
-    return op_call(*ctx, step - 1, &a);
+    return op_call(*ctx, STREAM, step - 1, &a);
 }
 
 /* The driver calls a fault hit: each must be hit once the loop has run (every entry point of

@@ -31,6 +31,7 @@
 #include "gpu.h"
 #include "ref.h"
 #include "talon.h"
+#include "op_calls.h"
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define GUARD 256
@@ -101,31 +102,11 @@ static uint16_t *random_16(talon_dtype t, size_t n, uint64_t seed, float scale) 
     return h;
 }
 
-/* ================================================================ the ops, one signature */
-typedef talon_status (*run_fn)(talon_ctx *ctx, CUstream s, const void *args);
-
-static talon_status run_kv(talon_ctx *ctx, CUstream s, const void *a) {
-    return talon_kv_append(ctx, s, (const talon_kv_append_args *)a);
-}
-
-static talon_status run_rope(talon_ctx *ctx, CUstream s, const void *a) {
-    return talon_rope(ctx, s, (const talon_rope_args *)a);
-}
-
-static talon_status run_gather(talon_ctx *ctx, CUstream s, const void *a) {
-    return talon_gather_rows(ctx, s, (const talon_gather_rows_args *)a);
-}
-
-static talon_status run_decode(talon_ctx *ctx, CUstream s, const void *a) {
-    return talon_decode_attention(ctx, s, (const talon_decode_attention_args *)a);
-}
-
-static talon_status run_paged(talon_ctx *ctx, CUstream s, const void *a) {
-    return talon_prefill_attention_paged(ctx, s, (const talon_prefill_attention_paged_args *)a);
-}
-
-static talon_status run_moe_gemm(talon_ctx *ctx, CUstream s, const void *a) {
-    return talon_moe_gemm(ctx, s, (const talon_moe_gemm_args *)a);
+/* The ops through op_calls.h's op_call: each case passes its op's args struct, which a pointer
+   to the union may point to (C11 6.7.2.1: a union's pointer, converted, points to its members
+   and back). */
+static talon_status run_op(talon_ctx *ctx, int op, const void *args) {
+    return op_call(ctx, g.stream, op, (const op_args *)args);
 }
 
 #ifndef CHECKED_BASELINE /* the tests need checked mode; a baseline build only times */
@@ -182,21 +163,21 @@ typedef int (*allowed_fn)(const void *ctx, int i, size_t off, const unsigned cha
 /* Runs ref(g.ctx) and chk(g_chk) from the same initial regions, checks the report and compares
    the regions byte for byte (guards poisoned in both). */
 
-static int run_pair(const char *name, region *regions, int n, run_fn fn, const void *ref_args,
+static int run_pair(const char *name, region *regions, int n, int op, const void *ref_args,
                     const void *chk_args, const want_report *w, allowed_fn allowed,
                     const void *actx) {
     unsigned char *ref[8], *got[8];
     int i, fails = 0;
     size_t b;
     for (i = 0; i < n; i++) region_reset(&regions[i]);
-    if (fn(g.ctx, g.stream, ref_args) != TALON_SUCCESS) {
+    if (run_op(g.ctx, op, ref_args) != TALON_SUCCESS) {
         print_error("%s: unchecked run: %s\n", name, talon_last_error());
         return 1;
     }
     GPU_CK(cu.cuStreamSynchronize(g.stream));
     for (i = 0; i < n; i++) ref[i] = region_read(&regions[i]);
     for (i = 0; i < n; i++) region_reset(&regions[i]);
-    if (fn(g_chk, g.stream, chk_args) != TALON_SUCCESS) {
+    if (run_op(g_chk, op, chk_args) != TALON_SUCCESS) {
         print_error("%s: checked run: %s\n", name, talon_last_error());
         fails = 1;
     }
@@ -266,7 +247,7 @@ static int kv_case(const char *name, int64_t hk, int64_t d, talon_dtype cache_dt
         w.op = "talon_kv_append"; w.what = "slot_mapping";
         w.index = bad_t; w.value = bad_slot; w.bound = slots;
     }
-    fails = run_pair(name, rg, 2, run_kv, &b, &a, &w, NULL, NULL);
+    fails = run_pair(name, rg, 2, OP_kv_append, &b, &a, &w, NULL, NULL);
     region_free(&rg[0]); region_free(&rg[1]);
     cu.cuMemFree(dk); cu.cuMemFree(dv); cu.cuMemFree(ds_ok); cu.cuMemFree(ds_bad);
     free(slot); free(k); free(v);
@@ -319,7 +300,7 @@ static int rope_case(const char *name, talon_rope_style style, int pos64, int ca
         w.op = "talon_rope"; w.what = "positions";
         w.index = bad_t; w.value = bad_pos; w.bound = MAXPOS;
     }
-    fails = run_pair(name, rg, 2, run_rope, &a, &a, &w, NULL, NULL);
+    fails = run_pair(name, rg, 2, OP_rope, &a, &a, &w, NULL, NULL);
     region_free(&rg[0]); region_free(&rg[1]);
     cu.cuMemFree(dpos);
     if (dcache) cu.cuMemFree(dcache);
@@ -363,7 +344,7 @@ static int gather_case(const char *name, int64_t cols, int idx64, int64_t bad_r,
         w.op = "talon_gather_rows"; w.what = "indices";
         w.index = bad_r; w.value = bad_v; w.bound = IN_ROWS;
     }
-    fails = run_pair(name, rg, 1, run_gather, &a, &a, &w, NULL, NULL);
+    fails = run_pair(name, rg, 1, OP_gather_rows, &a, &a, &w, NULL, NULL);
     region_free(&rg[0]);
     cu.cuMemFree(din); cu.cuMemFree(didx);
     free(in);
@@ -522,7 +503,7 @@ static int decode_case(const char *name, decode_setup *ds, int64_t splits, int d
         nr.b = pt_at / ds->pt_stride;
     }
     if (pt_at >= 0 && !reading) ref.page_table = ds->dtable_bad; /* never read: same inputs */
-    fails = run_pair(name, ds->rg, 2, run_decode, &ref, &chk, &w, decode_nan_allowed, &nr);
+    fails = run_pair(name, ds->rg, 2, OP_decode_attention, &ref, &chk, &w, decode_nan_allowed, &nr);
     if (nr.b >= 0) { /* the request's rows must be NaN (not merely allowed to be) */
         unsigned char *o = region_read(&ds->rg[0]);
         int64_t e;
@@ -629,7 +610,7 @@ static int paged_case(const char *name, int64_t ps, int64_t lens_b, int32_t lens
         w.index = pt_b * per + pt_i; w.value = pt_v; w.bound = pages;
     }
     /* without checking a bad page reads zeros and a bad kv_lens is clamped: the same inputs */
-    fails = run_pair(name, rg, 2, run_paged, &a, &a, &w, NULL, NULL);
+    fails = run_pair(name, rg, 2, OP_prefill_attention_paged, &a, &a, &w, NULL, NULL);
     region_free(&rg[0]); region_free(&rg[1]);
     cu.cuMemFree(dq); cu.cuMemFree(dk); cu.cuMemFree(dv); cu.cuMemFree(dcu);
     cu.cuMemFree(dlens); cu.cuMemFree(dtable); cu.cuMemFree(ws);
@@ -722,7 +703,7 @@ static int moe_case(const char *name, int bad) {
         w.op = "talon_moe_gemm"; w.what = "num_tokens_post_padded";
         w.index = 0; w.value = post; w.bound = post - 128;
     }
-    fails = run_pair(name, rg, 1, run_moe_gemm, &c, &a, &w, NULL, NULL);
+    fails = run_pair(name, rg, 1, OP_moe_gemm, &c, &a, &w, NULL, NULL);
     region_free(&rg[0]);
     cu.cuMemFree(da); cu.cuMemFree(db); cu.cuMemFree(dids); cu.cuMemFree(dw);
     cu.cuMemFree(dsorted); cu.cuMemFree(dexp); cu.cuMemFree(dpost);
@@ -803,7 +784,7 @@ static void test_record(void **state) {
 /* ================================================================ --bench */
 typedef struct bench_case {
     const char *name;
-    run_fn fn;
+    int op;     /* OP_* of op_calls.h */
     void *args; /* the op's args (valid inputs) */
 } bench_case;
 
@@ -818,7 +799,7 @@ static double bench_time(talon_ctx *ctx, const bench_case *c, int n, CUevent e0,
     int i;
     GPU_CK(cu.cuEventRecord(e0, g.stream));
     for (i = 0; i < n; i++)
-        if (c->fn(ctx, g.stream, c->args) != TALON_SUCCESS) {
+        if (run_op(ctx, c->op, c->args) != TALON_SUCCESS) {
             fprintf(stderr, "%s: %s\n", c->name, talon_last_error());
             exit(1);
         }
@@ -901,7 +882,7 @@ static int bench_main(int reps) {
         kv.k = bench_fill((size_t)TOK * HK * D * 2, 1); kv.v = bench_fill((size_t)TOK * HK * D * 2, 2);
         kv.slot_mapping = ds; kv.tokens = TOK; kv.num_kv_heads = HK; kv.head_dim = D;
         kv.num_pages = 8192 / PS; kv.page_size = PS;
-        cases[nc].name = "kv_append 4096 tok, 8 x 128, bf16"; cases[nc].fn = run_kv; cases[nc++].args = &kv;
+        cases[nc].name = "kv_append 4096 tok, 8 x 128, bf16"; cases[nc].op = OP_kv_append; cases[nc++].args = &kv;
     }
     /* rope with a cos/sin cache */
     {
@@ -916,7 +897,7 @@ static int bench_main(int reps) {
         rope.q = bench_fill((size_t)TOK * HQ * D * 2, 3); rope.k = bench_fill((size_t)TOK * HK * D * 2, 4);
         rope.positions = dp; rope.cos_sin_cache = dc; rope.tokens = TOK; rope.num_q_heads = HQ;
         rope.num_kv_heads = HK; rope.head_dim = D; rope.max_pos = 8192;
-        cases[nc].name = "rope 4096 tok, 32 + 8 heads, cache"; cases[nc].fn = run_rope; cases[nc++].args = &rope;
+        cases[nc].name = "rope 4096 tok, 32 + 8 heads, cache"; cases[nc].op = OP_rope; cases[nc++].args = &rope;
     }
     /* gather: 4096 embedding rows of 4096 */
     {
@@ -928,7 +909,7 @@ static int bench_main(int reps) {
         memset(&ga, 0, sizeof ga);
         ga.out = gpu_alloc((size_t)TOK * 4096 * 2); ga.in = bench_fill((size_t)32000 * 4096 * 2, 5);
         ga.indices = di; ga.rows = TOK; ga.cols = 4096; ga.in_rows = 32000;
-        cases[nc].name = "gather_rows 4096 x 4096 bf16 of 32000"; cases[nc].fn = run_gather; cases[nc++].args = &ga;
+        cases[nc].name = "gather_rows 4096 x 4096 bf16 of 32000"; cases[nc].op = OP_gather_rows; cases[nc++].args = &ga;
     }
     /* decode: 64 requests of 4096 keys; tensor-core bf16, fp8, and the per-lane kernel */
     for (i = 0; i < 3; i++) {
@@ -961,7 +942,7 @@ static int bench_main(int reps) {
         if (talon_decode_attention_workspace_size(g.ctx, &dec[i], &ws) != TALON_SUCCESS) return 1;
         dec[i].workspace = gpu_alloc((size_t)(ws ? ws : 16));
         dec[i].workspace_bytes = ws;
-        cases[nc].name = names[i]; cases[nc].fn = run_decode; cases[nc++].args = &dec[i];
+        cases[nc].name = names[i]; cases[nc].op = OP_decode_attention; cases[nc++].args = &dec[i];
     }
     /* prefill paged: 4 prompts of 2048 tokens, causal; pages of 16 (TMA) and of 8 (gather) */
     for (i = 0; i < 2; i++) {
@@ -986,7 +967,7 @@ static int bench_main(int reps) {
         pf[i].num_pages = b * per; pf[i].page_size = ps; pf[i].num_qo_heads = HQ;
         pf[i].num_kv_heads = HK; pf[i].head_dim = D; pf[i].causal = 1;
         cases[nc].name = i ? "prefill paged 4 x 2048 causal, pages of 8" : "prefill paged 4 x 2048 causal, pages of 16";
-        cases[nc].fn = run_paged; cases[nc++].args = &pf[i];
+        cases[nc].op = OP_prefill_attention_paged; cases[nc++].args = &pf[i];
     }
     /* moe_gemm: Mixtral-like, 2048 tokens, top-2 of 8: w13 gated (TOKEN -> SORTED), w2 with
        router weights (SORTED -> PAIR) */
@@ -1028,9 +1009,9 @@ static int bench_main(int reps) {
         mg[1].topk_weights = dw; mg[1].n = hidden; mg[1].k = inter;
         mg[1].a_rows = TALON_MOE_ROWS_SORTED; mg[1].d_rows = TALON_MOE_ROWS_PAIR;
         cases[nc].name = "moe_gemm w13 2048 tok top-2/8, TOKEN -> SORTED";
-        cases[nc].fn = run_moe_gemm; cases[nc++].args = &mg[0];
+        cases[nc].op = OP_moe_gemm; cases[nc++].args = &mg[0];
         cases[nc].name = "moe_gemm w2 SORTED -> PAIR, router weights";
-        cases[nc].fn = run_moe_gemm; cases[nc++].args = &mg[1];
+        cases[nc].op = OP_moe_gemm; cases[nc++].args = &mg[1];
     }
     if (gpu_call_failed) return 1;
     printf("bench: %s, %d rounds each, median per call%s\n", g.g.name, reps,

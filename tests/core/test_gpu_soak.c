@@ -108,7 +108,7 @@ static int soak_call(totals *t, long long call, uint64_t seed, int check) {
             fail_call(t, call, &c, what);
             goto done;
         }
-        st = oc_call(g_ctx, g_stream, op, &a);
+        st = op_call(g_ctx, g_stream, op, &a);
         if (st != TALON_SUCCESS) snprintf(what, sizeof what, "inside a capture: %s", talon_last_error());
         r = cu.cuStreamEndCapture(g_stream, &g);
         if (!r && st == TALON_SUCCESS) r = cu.cuGraphInstantiateWithFlags(&exec, g, 0);
@@ -123,7 +123,7 @@ static int soak_call(totals *t, long long call, uint64_t seed, int check) {
         talon_status st = TALON_SUCCESS;
         if ((r = oc_dev_reset(&j, &d, g_stream, g_poison, POISON_BYTES))) break;
         if (graph) r = cu.cuGraphLaunch(exec, g_stream);
-        else st = oc_call(g_ctx, g_stream, op, &a);
+        else st = op_call(g_ctx, g_stream, op, &a);
         if (st != TALON_SUCCESS) {
             snprintf(what, sizeof what, "%s", talon_last_error());
             fail_call(t, call, &c, what);

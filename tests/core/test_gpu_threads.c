@@ -127,7 +127,7 @@ static int golden_run(talon_ctx *ctx, CUstream stream, golden *g, const oc_case 
     oc_args(&g->job, &d, &a);
     if ((r = oc_dev_reset(&g->job, &d, stream, g_poison, POISON_BYTES))) {
         fprintf(stderr, "golden %s: reset: %s\n", desc, gpu_error(r));
-    } else if ((s = oc_call(ctx, stream, c->op, &a)) != TALON_SUCCESS) {
+    } else if ((s = op_call(ctx, stream, c->op, &a)) != TALON_SUCCESS) {
         fprintf(stderr, "golden %s: %s\n", desc, talon_last_error());
     } else if ((r = cu.cuStreamSynchronize(stream)) || (r = oc_dev_download(&g->job, &d, img))) {
         fprintf(stderr, "golden %s: %s\n", desc, gpu_error(r));
@@ -200,7 +200,7 @@ static int capture(worker *w, const int *ops, int n, int round, CUgraphExec *exe
         return -1;
     }
     for (i = 0; i < n && ok; i++) {
-        const talon_status s = oc_call(g_shared, w->stream, ops[i], &w->args[ops[i]]);
+        const talon_status s = op_call(g_shared, w->stream, ops[i], &w->args[ops[i]]);
         if (s != TALON_SUCCESS) {
             report(w, "thread %d round %d: %s inside a capture: %s", w->id, round,
                    oc_op_name(ops[i]), talon_last_error());
@@ -284,7 +284,7 @@ static void *worker_main(void *arg) {
                     const int op = order[pos + tried++];
                     talon_status s;
                     if (reset(w, op, round)) continue;
-                    if ((s = oc_call(g_shared, w->stream, op, &w->args[op])) != TALON_SUCCESS) {
+                    if ((s = op_call(g_shared, w->stream, op, &w->args[op])) != TALON_SUCCESS) {
                         report(w, "thread %d round %d: %s: %s", w->id, round, oc_op_name(op), talon_last_error());
                         continue;
                     }
@@ -317,7 +317,7 @@ static int check_not_loaded(worker *w) {
             report(NULL, "cuStreamBeginCapture: %s", gpu_error(r));
             return 1;
         }
-        s = oc_call(g_shared, w->stream, op, &w->args[op]);
+        s = op_call(g_shared, w->stream, op, &w->args[op]);
         r = cu.cuStreamEndCapture(w->stream, &graph);
         if (graph) cu.cuGraphDestroy(graph);
         if (s != TALON_ERROR_NOT_LOADED || r) {

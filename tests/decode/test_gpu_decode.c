@@ -215,8 +215,8 @@ static void *ref_worker(void *arg) {
 static int compare(const dcase *c, const host *h, const int *lens, const uint16_t *o,
                    const float *lse, tally *t, const char *how) {
     const int64_t rows = c->batch * c->hq, n = rows * c->d;
-    const double rtol = c->dtype == TALON_DTYPE_BF16 ? 0x1p-7 : 0x1p-10;
-    const double atol = c->dtype == TALON_DTYPE_BF16 ? 1e-5 : 1e-6;
+    const double rtol = ref_rtol(c->dtype);
+    const double atol = ref_atol(c->dtype);
     double *ro = malloc(sizeof *ro * (size_t)n), *mag = malloc(sizeof *mag * (size_t)n);
     double *rl = malloc(sizeof *rl * (size_t)rows), *smax = malloc(sizeof *smax * (size_t)rows);
     pthread_t th[NTHREADS];

@@ -408,8 +408,8 @@ static void describe_sum(const sum_case *c, char *buf, size_t n) {
 
 static int sum_check(sum_job *j, tally *t) {
     const sum_case *c = &j->c;
-    const double rtol = c->dtype == TALON_DTYPE_BF16 ? 0x1p-7 : 0x1p-10;
-    const double atol = c->dtype == TALON_DTYPE_BF16 ? 1e-5 : 1e-6;
+    const double rtol = ref_rtol(c->dtype);
+    const double atol = ref_atol(c->dtype);
     double *x = (double *)malloc((size_t)j->nin * sizeof(double));
     double *w = (double *)malloc((size_t)(c->tokens * c->k) * sizeof(double));
     double *ref = (double *)malloc((size_t)j->nout * sizeof(double));
