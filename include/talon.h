@@ -964,7 +964,8 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
    Kernel: one persistent launch (CTAs of 384 threads: a TMA producer, two wgmma warpgroups),
    planned on the host from (m, n, k, input size, gated, out_dtype, scale, SM count) alone:
    tiles of 128 rows x 256, 192 or 128 columns, whichever fills the SMs' waves best (gated:
-   128 or 64 columns from 256 or 128 rows of b; block scales: 128 only); 128 x 256 tiles in
+   128 or 64 columns from 256 or 128 rows of b; block scales: 256 or 128, gated 256 where n
+   is a multiple of 128); 128 x 256 tiles in
    clusters of 2 CTAs that share b's tile; split-K in 2 or 4 ways, reduced inside a cluster,
    where tiles are fewer than SMs; for m <= 64 with a 16-bit output, no gating and no block
    scales, the product is computed transposed (b's rows on the wide side of the tensor-core

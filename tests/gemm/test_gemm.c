@@ -228,10 +228,16 @@ static void test_plan(void **state) {
     {100, 4096, 4096, 1, 0, 0, 0, 132, 128, 1, 32, 4, 0, 128},
     {16, 4096, 14336, 1, 0, 0, 0, 132, 128, 1, 32, 4, 16, 128},
     {8192, 8192, 8192, 1, 0, 0, 0, 132, 256, 64, 32, 1, 0, 132},
-    /* fp8 block scales: 128-row tiles of b, never transposed */
-    {4096, 4096, 4096, 1, 0, 0, 1, 132, 128, 32, 32, 1, 0, 132},
+    /* fp8 block scales: tiles of 256 or 128 rows of b (never 192: its second half-tile
+       would straddle two scale blocks), never transposed; gated 256 only where n is a
+       multiple of 128 */
+    {4096, 4096, 4096, 1, 0, 0, 1, 132, 256, 32, 16, 1, 0, 132},
+    {4096, 7168, 16384, 1, 0, 0, 1, 132, 256, 32, 28, 1, 0, 132},
+    {2048, 7168, 2048, 1, 0, 0, 1, 132, 128, 16, 56, 1, 0, 132},
+    {512, 6144, 4096, 1, 0, 0, 1, 132, 256, 4, 24, 1, 0, 96},
     {16, 4096, 7168, 1, 0, 0, 1, 132, 128, 1, 32, 4, 0, 128},
-    {64, 14336, 4096, 1, 1, 0, 1, 132, 128, 1, 224, 1, 0, 132},
+    {64, 14336, 4096, 1, 1, 0, 1, 132, 256, 1, 112, 1, 0, 132},
+    {64, 14400, 4096, 1, 1, 0, 1, 132, 128, 1, 225, 1, 0, 132},
 };
     size_t i;
     (void)state;
@@ -294,13 +300,19 @@ static const gemm_launch_row launch_rows[] = {
            "talon_gemm_e4m3_gated_256", 132, 32, 32),
     LAUNCH("fp8 m 100 n 4096 k 2048 -> split-K 2 (8 k-blocks of 128 a way)",
            FP8(G(m, I64, 100), G(k, I64, 2048)), "talon_gemm_e4m3_128_split2", 64, 1, 32),
-    LAUNCH("fp8 block scales 4096^3 -> 128-wide tiles", FP8_BLOCK(G(bias, PTR, P_BIAS)),
-           "talon_gemm_e4m3_block_128", 132, 32, 32),
+    LAUNCH("fp8 block scales 4096^3 -> 256-wide tiles in pairs", FP8_BLOCK(G(bias, PTR, P_BIAS)),
+           "talon_gemm_e4m3_block_256", 132, 32, 16),
+    LAUNCH("fp8 block scales m 2048 n 7168 -> 128-wide tiles (fewer waves)",
+           FP8_BLOCK(G(m, I64, 2048), G(n, I64, 7168)),
+           "talon_gemm_e4m3_block_128", 132, 16, 56),
     LAUNCH("fp8 block scales m 16 k 7168 -> split-K 4, not transposed",
            FP8_BLOCK(G(m, I64, 16), G(k, I64, 7168)), "talon_gemm_e4m3_block_128_split4", 128, 1,
            32),
-    LAUNCH("fp8 block scales, gated", FP8_BLOCK(G(gated, INT, 1)), "talon_gemm_e4m3_block_gated_128",
-           132, 32, 64),
+    LAUNCH("fp8 block scales, gated", FP8_BLOCK(G(gated, INT, 1)), "talon_gemm_e4m3_block_gated_256",
+           132, 32, 32),
+    LAUNCH("fp8 block scales, gated, n 4160 (not a multiple of 128) -> 128 rows of b",
+           FP8_BLOCK(G(gated, INT, 1), G(n, I64, 4160)), "talon_gemm_e4m3_block_gated_128", 132,
+           32, 65),
     LAUNCH("fp8 decode m 16 k 14336, row scales -> transposed, MN 16, split-K 4",
            FP8_ROW(G(m, I64, 16), G(k, I64, 14336)),
            "talon_gemm_swap_e4m3_m16_split4", 128, 1, 32),

@@ -463,7 +463,12 @@ static void test_fp8(void **state) {
         F8(1000, 4104, 4112, 0, 0, RES_NONE, NONE, 0, 0, 0, TENSOR, 1),
         F8(2048, 4096, 4096, 0, 1, RES_NONE, SILU, 0, 0, 0, ROW, 1),
         F8(64, 4096, 14336, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 1),
-        /* block scales (128-wide tiles; split-K at few tiles; gated halves in two blocks) */
+        /* block scales (256-row tiles of b in pairs, an odd pair and a last tile whose second
+           half-tile lies past n; 128-row tiles; split-K at few tiles; gated halves in two
+           blocks) */
+        F8(1100, 7232, 1024, 16, 1, RES_IN_PLACE, GELU_TANH, 0, 0, 0, BLOCK, 0),  /* 256 */
+        F8(1100, 3584, 1024, 0, 1, RES_NONE, SILU, 1, 0, 0, BLOCK, 0),          /* gated 256 */
+        F8(1100, 7232, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),          /* 256 */
         F8(7, 72, 48, 0, 1, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),
         F8(129, 4104, 4112, 16, 1, RES_IN_PLACE, GELU_TANH, 0, 0.5f, 0, BLOCK, 0),
         F8(1000, 7168, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),
@@ -481,6 +486,8 @@ static void test_fp8(void **state) {
         F8(2176, 2048, 128, 0, 1, RES_NONE, SILU, 1, 0, 0, ROW, 0),           /* gated 256 */
         F8(64, 2048, 2048, 0, 1, RES_NONE, NONE, 0, 0, 0, TENSOR, 1),         /* m64 split */
         F8(129, 520, 272, 16, 1, RES_IN_PLACE, SILU, 0, 0, 0, BLOCK, 0),
+        F8(1100, 7232, 256, 16, 1, RES_IN_PLACE, SILU, 0, 0, 0, BLOCK, 0),    /* 256, edge */
+        F8(1100, 3584, 256, 0, 0, RES_NONE, GELU_ERF, 1, 0, 0, BLOCK, 0),     /* gated 256 */
         F8(7, 2048, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),            /* split 4 */
         F8(200, 192, 256, 0, 1, RES_C, GELU_ERF, 1, 0, 0, BLOCK, 0),           /* gated */
     };

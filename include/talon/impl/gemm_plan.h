@@ -53,8 +53,9 @@ static int talon__gemm_split(int64_t tiles, int64_t k, int in_size, int sms) {
 /* m <= 64 with a 16-bit output, not gated: the transposed kernel (gemm_swap), 128 rows of b
    per tile against all m rows of a, padded to MN = 16, 32 or 64; split-K as above (N 4096:
    32 tiles -> 4 ways; N 14336: 112 tiles -> none). in_size: bytes per input element (2, or
-   1 for fp8); the rest of the plan does not depend on it. Block-scaled fp8 (block): 128-row
-   tiles of b only (its second accumulator set fits no wider tile), never transposed. */
+   1 for fp8); the rest of the plan does not depend on it. Block-scaled fp8 (block): tiles of
+   256 or 128 rows of b (a 192-row tile's second half would straddle two 128-row scale
+   blocks; gated 256 needs n a multiple of 128 for the same reason), never transposed. */
 static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, int gated,
                                   int out_f32, int block, int sms, talon__gemm_plan *pl) {
     static const int widths[] = {256, 192, 128};
@@ -74,7 +75,9 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, 
     pl->swap_mn = 0;
     pl->bn = 256;
     for (i = 0; i < sizeof widths / sizeof widths[0]; i++) {
-        if ((gated && widths[i] == 192) || (block && widths[i] != 128)) continue;
+        if ((gated && widths[i] == 192) || (block && widths[i] == 192) ||
+            (block && gated && widths[i] == 256 && n % 128))
+            continue;
         cost = talon__gemm_cost(tiles_m, n, gated, widths[i], sms);
         if (best < 0 || cost < best) {
             best = cost;
