@@ -112,7 +112,7 @@ $(LIB): build/obj/talon.o
 	$(Q)rm -f $@ && ar rcD $@ $^
 
 build/bin/talon-info: tools/talon-info.c $(GPU_HELPERS) $(LIB)
-	$(call say,CC,$@)mkdir -p $(@D)
+	$(call say,CC,$@)mkdir -p $(@D) build/dep
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c11 $(INC) -Itests/common -MMD -MP -MF build/dep/talon-info.d $(GPU_HELPERS) $< $(LIB) -lm $(LIBS) -o $@
 
 # ---------------------------------------------------------------- examples
