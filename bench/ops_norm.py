@@ -19,12 +19,15 @@ tests/common/opcheck.c's tolerance (atol + rtol |ref| + 2^-18 magnitude; rtol 2^
 2^-10 f16); fused_add_rmsnorm's new residual must be round(in + residual) bit for bit (fresh
 inputs, as it works in place). Targets (issue 2's): 16384x8192 bf16: >= 90% of the copy
 ceiling and >= 1.15x faster than torch.compile; 64x8192 bf16: <= 5 us.
-The helpers below (optional peers, torch.compile per shape, the check) serve ops_act.py too.
+The helpers below (optional peers, torch.compile per shape, the check) serve ops_act.py too;
+the optional peers and PeerCheck (a peer's output held to talon's) also ops_rope, ops_decode and
+ops_topk.
 """
 import importlib
 import sys
 
 from ops import Case, ptr
+from timing import short_error
 
 torch = None
 F = None
@@ -73,7 +76,8 @@ def liger():
                 "fused_add_rms_norm": mod("fused_add_rms_norm").fused_add_rms_norm_forward,
                 "layer_norm": mod("layer_norm").layer_norm_forward,
                 "swiglu_fused": mod("swiglu").swiglu_fused_gate_up_forward,
-                "geglu_tanh": mod("geglu").geglu_forward}
+                "geglu_tanh": mod("geglu").geglu_forward,
+                "rope": mod("rope").rope_forward}
     return optional("liger", load)
 
 
@@ -82,8 +86,33 @@ def flashinfer():
         import flashinfer as fi
         import flashinfer.activation  # noqa: F401
         import flashinfer.norm  # noqa: F401
+        import flashinfer.page  # noqa: F401
+        import flashinfer.rope  # noqa: F401
         return fi
     return optional("flashinfer", load)
+
+
+class PeerCheck:
+    """Peers held to talon's output. The case's check, once talon's output is verified, calls
+    verify(name, fn) with fn running the peer on talon's inputs and asserting it gives talon's
+    output; a peer that fails or raises there is not timed: its guard(name, run) raises the
+    reason, which run_case reports as "<peer>_error" (no speed of a wrong kernel is reported)."""
+
+    def __init__(self):
+        self.wrong = {}
+
+    def guard(self, name, run):
+        def guarded(s):
+            if name in self.wrong:
+                raise AssertionError(self.wrong[name])
+            return run(s)
+        return guarded
+
+    def verify(self, name, fn):
+        try:
+            fn()
+        except Exception as exc:
+            self.wrong[name] = f"not talon's output on the same inputs: {short_error(exc)}"
 
 
 _noted = set()
