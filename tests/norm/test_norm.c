@@ -106,8 +106,16 @@ static void test_invalid_argument(void **state) {
 static const launch_row launch_rows[] = {
     LAUNCH("talon_rmsnorm bf16 contiguous, 4096 cols -> _v8_b128", OP_RMSNORM, NONE,
            "talon_rmsnorm_bf16_v8_b128"),
-    LAUNCH("talon_rmsnorm bf16 4104 cols -> _v8 (256 threads)", OP_RMSNORM,
-           ONE(RMS(cols, I64, 4104)), "talon_rmsnorm_bf16_v8"),
+    LAUNCH("talon_rmsnorm bf16 4104 cols -> _v8_b160 (513 vectors: 129 threads, 5 warps)",
+           OP_RMSNORM, ONE(RMS(cols, I64, 4104)), "talon_rmsnorm_bf16_v8_b160"),
+    LAUNCH("talon_rmsnorm bf16 5120 cols -> _v8_b160", OP_RMSNORM, ONE(RMS(cols, I64, 5120)),
+           "talon_rmsnorm_bf16_v8_b160"),
+    LAUNCH("talon_rmsnorm f16 6144 cols -> _v8_b192", OP_RMSNORM,
+           ONE(RMS(dtype, ENUM, TALON_DTYPE_F16), RMS(cols, I64, 6144)), "talon_rmsnorm_f16_v8_b192"),
+    LAUNCH("talon_rmsnorm bf16 7168 cols -> _v8_b224", OP_RMSNORM, ONE(RMS(cols, I64, 7168)),
+           "talon_rmsnorm_bf16_v8_b224"),
+    LAUNCH("talon_rmsnorm bf16 8192 cols -> _v8 (256 threads)", OP_RMSNORM,
+           ONE(RMS(cols, I64, 8192)), "talon_rmsnorm_bf16_v8"),
     LAUNCH("talon_rmsnorm f16 padded strides -> _v8", OP_RMSNORM,
            ONE(RMS(dtype, ENUM, TALON_DTYPE_F16), RMS(out_stride, I64, 4104),
                RMS(in_stride, I64, 8192)), "talon_rmsnorm_f16_v8_b128"),
@@ -141,6 +149,8 @@ static const launch_row launch_rows[] = {
            "talon_layernorm_bf16_v8_b128"),
     LAUNCH("talon_layernorm bf16 16384 cols -> _v8", OP_LAYERNORM, ONE(LN(cols, I64, 16384)),
            "talon_layernorm_bf16_v8"),
+    LAUNCH("talon_layernorm bf16 5120 cols -> _v8_b160", OP_LAYERNORM, ONE(LN(cols, I64, 5120)),
+           "talon_layernorm_bf16_v8_b160"),
     LAUNCH("talon_layernorm f16 without bias -> _v8", OP_LAYERNORM,
            ONE(LN(dtype, ENUM, TALON_DTYPE_F16), LN(bias, PTR, 0)), "talon_layernorm_f16_v8_b128"),
     LAUNCH("talon_layernorm bias misaligned by 2 -> element-wise", OP_LAYERNORM,
@@ -187,7 +197,22 @@ static void test_launch(void **state) {
     assert_int_equal(call_op(row->op, g_ctx, STREAM, &a), TALON_SUCCESS);
     grid = expected_launch(row->op, &a, want);
     assert_single_launch(row->symbol, grid, STREAM, want, sizeof(talon__norm_params));
-    assert_int_equal(fake.last.block[0], strstr(row->symbol, "_b128") ? 128 : 256);
+    assert_int_equal(fake.last.block[0],
+                     strstr(row->symbol, "_v8_b") ? atoi(strstr(row->symbol, "_v8_b") + 5) : 256);
+}
+
+/* The 16-byte path's block: the fewest whole warps that keep the row on chip (4 vectors of 8
+   a thread), from 128 to 256 threads; the element-wise path: 256. */
+static void test_block_rule(void **state) {
+    static const int64_t cols[] = {8, 1024, 4096, 4104, 5120, 5128, 6144, 7168, 8192, 8200, 65536};
+    static const int want[] = {128, 128, 128, 160, 160, 192, 192, 224, 256, 256, 256};
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof cols / sizeof cols[0]; i++)
+        if (talon__norm_block(8, cols[i]) != want[i])
+            fail_msg("cols %lld: %d threads, want %d", (long long)cols[i],
+                     talon__norm_block(8, cols[i]), want[i]);
+    assert_int_equal(talon__norm_block(1, 4096), 256);
 }
 
 /* ================================================================ main */
@@ -197,5 +222,6 @@ int main(void) {
         test_add(bad_rows[i].name, test_invalid_argument, &bad_rows[i]);
     for (i = 0; i < sizeof launch_rows / sizeof launch_rows[0]; i++)
         test_add(launch_rows[i].name, test_launch, &launch_rows[i]);
+    test_add("16-byte path: the fewest whole warps that cache the row", test_block_rule, NULL);
     return test_run("test_norm");
 }
