@@ -24,6 +24,14 @@ before the sum, and its fp32 gate/up sums round a few h elements to the other ne
 (The torch pipeline rounds more, e.g. bf16 atomics in index_add_, so it is no reference.)
 Targets (issue 23): bf16 T = 4096: Mixtral >= 1.15x torch and >= 0.95x grouped_mm alone;
 Qwen3-30B-A3B and DeepSeek-V3 >= 550 TFLOP/s; decode T <= 64 >= 2800 GB/s of weights touched.
+
+talon_grouped_gemm (op "grouped_gemm"): one GEMM over groups, beside torch._grouped_mm on the
+same tensors. Contiguous: a routing's per-expert row counts, each group padded to 128 rows
+(the layout's tiles; torch gets the same rows through offs). Masked: [G, 256, K] with random
+counts per group (expert-parallel decode); torch._grouped_mm runs the 3D batch whole (it has
+no counts). Gated cases fuse SwiGLU; the "torch" peer adds silu(gate) * up after the GEMM,
+"grouped_mm" is the GEMM alone. TFLOP/s count the rows in use only (no padding). Check: 16
+rows of d (in use) against fp64 products, |talon - ref| <= 2^-7 |ref| + 2^-12 (|a| . |b|).
 """
 import torch
 import torch.nn.functional as F
@@ -188,6 +196,105 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
                       "experts_touched": touched})
 
 
+def grouped_case(h, label, layout, groups, counts, n, k, gated):
+    """talon_grouped_gemm over `groups` groups whose rows in use are counts (a cpu list)."""
+    masked = layout == "masked"
+    max_m = 256
+    if masked:
+        rows = groups * max_m
+        used = [(g * max_m, c) for g, c in enumerate(counts)]
+    else:
+        padded = [(c + 127) // 128 * 128 for c in counts]
+        rows = sum(padded)
+        starts = [sum(padded[:g]) for g in range(groups)]
+        used = list(zip(starts, counts))
+        tile_groups = torch.tensor([g for g in range(groups) for _ in range(padded[g] // 128)],
+                                   dtype=torch.int32, device="cuda")
+        offs = torch.tensor([starts[g] + padded[g] for g in range(groups)], dtype=torch.int32,
+                            device="cuda")
+    group_rows = torch.tensor(counts, dtype=torch.int32, device="cuda")
+    b_rows = (2 if gated else 1) * n
+    sample = [(g, s0 + r) for g, (s0, c) in enumerate(used) for r in ((0, c - 1) if c else ())]
+    sample = sample[::max(1, len(sample) // 16)][:16]
+
+    weights_of_case = []  # b once for every input set (DeepSeek-V3's gate/up: 15 GB)
+
+    def make():
+        if not weights_of_case:
+            _weights.clear()
+            torch.cuda.empty_cache()
+            weights_of_case.append(torch.randn(groups, b_rows, k, device="cuda",
+                                               dtype=torch.bfloat16).mul_(k ** -0.5))
+        s = {"a": torch.randn(rows, k, device="cuda", dtype=torch.bfloat16),
+             "b": weights_of_case[0],
+             "d": torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)}
+        Args = h.struct("talon_grouped_gemm_args")  # here: an older --base build lacks it
+        fields = dict(d=ptr(s["d"]), a=ptr(s["a"]), b=ptr(s["b"]), groups=groups, n=n, k=k,
+                      gated=gated, act=SILU if gated else NONE, dtype=BF16)
+        if masked:
+            s["args"] = Args(group_rows=ptr(group_rows), rows=max_m, layout=1, **fields)
+        else:
+            s["args"] = Args(tile_groups=ptr(tile_groups), rows=rows, layout=0, **fields)
+        return s
+
+    def talon(s, stream):
+        h.call("talon_grouped_gemm", s["args"], stream)
+
+    def gemm(s):
+        bt = s["b"].transpose(-2, -1)
+        if masked:
+            return torch._grouped_mm(s["a"].view(groups, max_m, k), bt)
+        return torch._grouped_mm(s["a"], bt, offs=offs)
+
+    def torch_full(s):
+        y = gemm(s)
+        return F.silu(y[..., :n]) * y[..., n:] if gated else y
+
+    def check(s):
+        talon(s, torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        for g, r in sample:
+            x, w = s["a"][r].double(), s["b"][g].double()
+            y = w @ x
+            mag = w.abs() @ x.abs()
+            if gated:
+                ref = F.silu(y[:n]) * y[n:]
+                mag = mag[:n] * y[n:].abs() + mag[n:] * y[:n].abs()
+            else:
+                ref = y
+            got = s["d"][r].double()
+            bad = ((got - ref).abs() > 2.0 ** -7 * ref.abs() + 2.0 ** -12 * mag) | ~torch.isfinite(got)
+            if bad.any():
+                i = int(bad.nonzero()[0])
+                raise AssertionError(f"grouped_gemm {label}: group {g} row {r}: {int(bad.sum())} "
+                                     f"elements off, first at {i}: {got[i].item()} vs {ref[i].item()}")
+
+    flops = 2 * sum(counts) * b_rows * k
+    return Case("grouped_gemm", label, make, talon,
+                {"torch": torch_full, "grouped_mm": gemm}, check=check, flops=flops,
+                runs=30 if flops > 1e12 else 100,
+                meta={"layout": layout, "groups": groups, "rows": rows, "rows_in_use": sum(counts),
+                      "n": n, "k": k, "gated": gated})
+
+
+def grouped_cases():
+    """Contiguous: the gate/up (gated) and down GEMMs of Qwen3-30B-A3B and DeepSeek-V3 at
+    T = 4096 on a uniform routing's counts; masked: 32 local experts of DeepSeek-V3 with up to
+    256 rows each (counts uniform in [0, 256])."""
+    out = []
+    for model in ("Qwen3-30B-A3B", "DeepSeek-V3"):
+        e, k, hid, inter = MODELS[model]
+        ids, _ = routing(4096, e, k, False, 11)
+        counts = torch.bincount(ids.reshape(-1).long(), minlength=e).tolist()
+        out.append((f"contiguous {model} gate/up T=4096", "contiguous", e, counts, inter, hid, 1))
+        out.append((f"contiguous {model} down T=4096", "contiguous", e, counts, hid, inter, 0))
+    g = torch.Generator().manual_seed(5)
+    counts = torch.randint(0, 257, (32,), generator=g).tolist()
+    out.append(("masked DeepSeek-V3 32 experts x 256 gate/up", "masked", 32, counts, 2048, 7168, 1))
+    out.append(("masked DeepSeek-V3 32 experts x 256 down", "masked", 32, counts, 7168, 2048, 0))
+    return out
+
+
 def cases(h):
     out = [moe_case(h, "Mixtral-8x7B", 4096,
                     targets=[("torch_over_talon", ">=", 1.15, ">= 1.15x the torch pipeline"),
@@ -200,4 +307,5 @@ def cases(h):
         out.append(moe_case(h, model, 4096, zipf=True))
         for t in (16, 64):
             out.append(moe_case(h, model, t, targets=[("gbs", ">=", 2800.0, ">= 2800 GB/s")]))
+    out += [grouped_case(h, *c) for c in grouped_cases()]
     return out

@@ -208,6 +208,9 @@ void talon_ctx_destroy(talon_ctx *ctx);
                             num_tokens_post_padded in [0, 128 x min(expert_ids_capacity,
                             floor(sorted_capacity / 128))] (the slots the kernel walks; index
                             0): blocks past those are skipped, as without.
+     talon_grouped_gemm     rows_used in [0, rows] (index 0; tiles past rows are not walked,
+                            as without); group_rows[g] in [0, rows] (index g; clamped into it,
+                            as without).
    Not checked:
      talon_moe_align_block_size's topk_ids and talon_moe_gemm's expert_ids: an id outside
        [0, experts) is expert parallelism's masking (documented there), skipped by design;
@@ -293,7 +296,9 @@ talon_status talon_ctx_check(talon_ctx *ctx, CUstream stream, talon_check_report
      quant_fp8                     rows < 2^31, cols <= 2^24; group scales span <= 2^60
      moe_gemm                      tokens <= 65536, topk <= 64, experts <= 512; n, k <= 2^20;
                                    strides <= 2^36; sorted_capacity < 2^31, expert_ids_capacity
-                                   <= 2^24; one expert's b below 2^40 bytes (a TMA stride) */
+                                   <= 2^24; one expert's b below 2^40 bytes (a TMA stride)
+     grouped_gemm                  groups <= 65536; rows < 2^31 (MASKED: <= 2^20 per group,
+                                   groups x rows < 2^31); n, k, strides as moe_gemm */
 
 typedef enum talon_dtype {
     TALON_DTYPE_BF16 = 0,   /* zero-initialised args mean bf16 */
@@ -1163,6 +1168,67 @@ typedef struct talon_moe_gemm_args {
     talon_dtype dtype;               /* a, b, d: bf16 or f16 */
 } talon_moe_gemm_args;
 talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *args);
+
+/* The grouped GEMM: for each group g in [0, groups), D_g = epilogue(A_g . B[g]^T), with the
+   epilogue of talon_moe_gemm (act, or gated act(gate) * up; no router weights), on the same
+   kernels. Two layouts (talon_grouped_layout) say where each group's rows are:
+     TALON_GROUPED_CONTIGUOUS  the groups' rows back to back in a [rows, k] and d [rows, n],
+                               each group's rows padded to a multiple of 128 (what
+                               talon_moe_align_block_size with block_size 128 and the rows
+                               gathered in its order give): tile_groups (int32 [rows / 128])
+                               holds the group of each 128-row tile; a tile whose group is
+                               outside [0, groups) (e.g. -1 for padding, or expert
+                               parallelism's experts on another GPU) is skipped, its d rows not
+                               written. rows_used (optional, int32 [1], on the device): tiles
+                               at or past rows_used are skipped (0: every tile is walked).
+                               Padding rows inside a tile with work are computed and written
+                               like the others.
+     TALON_GROUPED_MASKED      a [groups, rows, k], d [groups, rows, n] (each group's rows
+                               block `rows` rows after the previous one's): group g uses the
+                               first group_rows[g] of its rows (int32 [groups], on the device,
+                               clamped into [0, rows]; a checked ctx records one outside:
+                               CHECKED MODE). Only those d rows are written; a's rows past
+                               them may be read (never past a's last row) and do not matter.
+                               The layout of expert-parallel decode under graph capture:
+                               the shapes are fixed, the counts change per step.
+   Types: a, b and d of dtype (bf16 or f16); b is [groups, gated ? 2n : n, k] with row stride
+   ldb and the groups back to back (gated: each group's gate rows, then its up rows).
+   Accumulation in fp32 on the tensor cores; deterministic.
+   Limits: groups in [1, 65536]; CONTIGUOUS rows a multiple of 128 in [128, 2^31 - 128];
+   MASKED rows in [1, 2^20] and groups x rows < 2^31; n and k in [8, 2^20], multiples of 8
+   (tiles: row blocks x ceil(n / 64) <= 2^30); strides as talon_moe_gemm's (0 = contiguous).
+   a, b and d 16-byte aligned; tile_groups, rows_used and group_rows 4-byte aligned; the
+   pointer of the other layout must be 0 (CONTIGUOUS: group_rows; MASKED: tile_groups and
+   rows_used). d must not overlap any input.
+   Kernel: talon_moe_gemm's (one persistent launch; tile width 256 or 128 rows of b from
+   (rows, n, gated, SM count)). No workspace.
+   Errors (INVALID_ARGUMENT, nothing launched): NULL, misaligned or stray pointers, sizes or
+   strides out of range, an unsupported dtype, act or layout, gated not 0/1, d overlapping an
+   input; DRIVER if the driver rejects a tensor map. Thread-safe; legal inside stream capture
+   (after preload). */
+typedef enum talon_grouped_layout {
+    TALON_GROUPED_CONTIGUOUS = 0, /* [rows, .]: groups back to back, 128-row tiles */
+    TALON_GROUPED_MASKED = 1      /* [groups, rows, .]: the first group_rows[g] of each */
+} talon_grouped_layout;
+
+typedef struct talon_grouped_gemm_args {
+    CUdeviceptr d;           /* out: CONTIGUOUS [rows, n]; MASKED [groups, rows, n] */
+    CUdeviceptr a;           /* CONTIGUOUS [rows, k]; MASKED [groups, rows, k] */
+    CUdeviceptr b;           /* [groups, gated ? 2n : n, k] */
+    CUdeviceptr tile_groups; /* CONTIGUOUS: int32 [rows / 128], the group of each tile */
+    CUdeviceptr rows_used;   /* CONTIGUOUS, optional: int32 [1], rows walked (0: all) */
+    CUdeviceptr group_rows;  /* MASKED: int32 [groups], rows in use of each group */
+    int64_t groups;
+    int64_t rows;            /* CONTIGUOUS: all rows (a multiple of 128); MASKED: per group */
+    int64_t n, k;            /* n: columns of d (gated: b has 2n rows per group) */
+    int64_t lda, ldb, ldd;   /* elements; 0: k, k, n */
+    talon_grouped_layout layout;
+    talon_gemm_act act;
+    int gated;               /* 0 or 1 */
+    talon_dtype dtype;       /* a, b, d: bf16 or f16 */
+} talon_grouped_gemm_args;
+talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream,
+                                const talon_grouped_gemm_args *args);
 
 #ifdef __cplusplus
 }

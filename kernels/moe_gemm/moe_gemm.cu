@@ -3,19 +3,24 @@
 //     d row of s = epilogue(a row of s . w[e]^T)
 // where a's row is the slot's own (a_rows SORTED), its token's (TOKEN: sorted_token_ids[s] /
 // topk) or its pair's (PAIR: sorted_token_ids[s]), and d's row the slot's own (SORTED) or its
-// pair's (PAIR). The dense GEMM's tile (kernels/gemm/tile_parts.cuh) with three changes:
+// pair's (PAIR). The grouped GEMM runs on the same kernels: its contiguous layout is a SORTED
+// a and d with one group per block (expert_ids); its masked layout walks ceil(group_size /
+// 128) blocks per group and writes only the first group_rows[g] rows of each group.
+// The dense GEMM's tile (kernels/gemm/tile_parts.cuh) with three changes:
 //   - b's tile comes from expert e's weights (a 3D tensor map [experts, rows, k]);
 //   - a gathered a (TOKEN, PAIR) is copied by all 128 producer threads with 16-byte
 //     cp.async into the 128-byte swizzle, 4 rows of 128 bytes per warp instruction, zero-
 //     filling the padding slots (sentinel ids); a SORTED a is one TMA box as in the GEMM;
-//   - a scattered d (PAIR) leaves the staging chunk by coalesced 16-byte stores, a row per 8
-//     threads, skipping padding slots; a SORTED d by TMA stores.
+//   - a scattered d (PAIR, or the part of a masked block below its group's count) leaves the
+//     staging chunk by coalesced 16-byte stores, a row per 8 threads, skipping padding slots;
+//     a SORTED d by TMA stores.
 // Blocks past num_tokens_post_padded or of an expert outside [0, experts) are skipped by
 // producer and consumers alike (they read the same ids).
 // Checked mode (kernels/dev/check.cuh) records a sorted id above the sentinel (negative ones
 // included; treated as padding, as always) where a thread reads one, and a
-// num_tokens_post_padded outside [0, the slots the grid walks] (thread 0 of CTA 0). Expert ids
-// outside [0, experts) are expert parallelism's skipped blocks, not violations.
+// num_tokens_post_padded (rows_used) outside [0, the rows the grid walks] or a group_rows
+// entry outside [0, group_size] (thread 0 of CTA 0). Expert ids outside [0, experts) are
+// expert parallelism's skipped blocks, not violations.
 #include "dev/async.cuh"
 #include "dev/check.cuh"
 #include "dev/kernel.cuh"
@@ -28,11 +33,54 @@ namespace talon::moe_gemm {
 using namespace talon::dev;
 using namespace talon::gemm;
 
-// Expert of block `block` of sorted slots, or -1 when the block has no work.
-__device__ __forceinline__ int block_expert(const talon__moe_gemm_params &p, int block, int num_post) {
-    if (block * BM >= num_post) return -1;
-    const int e = __ldg(reinterpret_cast<const int *>(p.expert_ids) + block);
-    return unsigned(e) < unsigned(p.experts) ? e : -1;
+// A block of 128 rows: its expert (group; -1: no work), first row of a and d (SORTED), and
+// rows to write (below 128 only in a masked layout's last block of a group).
+struct Block {
+    int e, s0, live;
+};
+
+// Rows that a masked group holds, clamped into [0, group_size].
+__device__ __forceinline__ int group_rows(const talon__moe_gemm_params &p, int g) {
+    const int r = __ldg(reinterpret_cast<const int *>(p.group_rows) + g);
+    return r < 0 ? 0 : r > p.group_size ? p.group_size : r;
+}
+
+__device__ __forceinline__ Block block_at(const talon__moe_gemm_params &p, int block, int num_post) {
+    if (p.layout == TALON__MOE_LAYOUT_MASKED) {
+        const int per_group = (p.group_size + BM - 1) / BM;
+        const int g = block / per_group, r0 = (block - g * per_group) * BM;
+        const int rows = group_rows(p, g);
+        return Block{rows > r0 ? g : -1, g * p.group_size + r0, min(rows - r0, BM)};
+    }
+    int e = -1;
+    if (block * BM < num_post) {
+        e = __ldg(reinterpret_cast<const int *>(p.expert_ids) + block);
+        if (unsigned(e) >= unsigned(p.experts)) e = -1;
+    }
+    return Block{e, block * BM, BM};
+}
+
+// Rows in use of the aligned layouts (all of them without a num_post), and thread 0 of CTA 0
+// checks the device counts once (checked mode).
+__device__ __forceinline__ int rows_in_use(const talon__moe_gemm_params &p) {
+    const int walked = p.blocks * BM;
+    const int num_post = p.num_post ? __ldg(reinterpret_cast<const int *>(p.num_post)) : walked;
+    if (checking(p.check) && blockIdx.x == 0 && threadIdx.x == 0) {
+        if (p.layout == TALON__MOE_LAYOUT_MASKED) {
+            for (int g = 0; g < p.experts; g++) {
+                const int r = __ldg(reinterpret_cast<const int *>(p.group_rows) + g);
+                if (r < 0 || r > p.group_size) {
+                    check_fail(p.check, TALON__CHECK_GROUPED_GEMM_GROUP_ROWS, g, r, p.group_size);
+                    break;
+                }
+            }
+        } else if (num_post < 0 || num_post > walked) {
+            check_fail(p.check, p.layout == TALON__MOE_LAYOUT_CONTIGUOUS ? TALON__CHECK_GROUPED_GEMM_ROWS_USED
+                                                                         : TALON__CHECK_MOE_GEMM_NUM_POST,
+                       0, num_post, int64_t(walked));
+        }
+    }
+    return num_post;
 }
 
 // The pair of sorted slot s, or -1 for a padding slot (the sentinel, or any id >= pairs;
@@ -48,16 +96,17 @@ __device__ __forceinline__ int slot_pair(const talon__moe_gemm_params &p, int s)
 // One warpgroup's 64 rows (sorted slots s0..s0 + 63) x bn columns of the tile through the
 // epilogue: act (gated: act(gate) * up), times the router weight of the slot's pair (padding
 // slots: 0), staged 128 bytes of columns at a time (tile_parts.cuh), then written by a TMA
-// store (d SORTED) or by 16-byte stores to the pairs' rows (PAIR). Register 4q + 2h + e of
+// store (d SORTED, all 64 rows live) or by 16-byte stores to the pairs' rows (PAIR) or to the
+// first `live` rows (a masked group's last block). Register 4q + 2h + e of
 // d holds row 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e (gated: the up half's at + bn / 4).
 template <int DT, int BN, int G, typename Act>
 __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__moe_gemm_params &p,
-                                         int s0, int n0, Staging &st) {
+                                         int s0, int live, int n0, Staging &st) {
     using T = elem<DT>;
     constexpr int OUT_COLS = G ? BN / 2 : BN, CHUNK = 64, QC = CHUNK / 8;
     const int lane = lane_index(), t = thread_in_warpgroup();
     const int r0 = 16 * warp_in_warpgroup() + lane / 4;
-    const bool leader = t == 0, scatter = p.d_rows == TALON__MOE_ROWS_PAIR;
+    const bool pairs = p.d_rows == TALON__MOE_ROWS_PAIR, leader = t == 0, scatter = pairs || live < 64;
     const int barrier = 1 + int(warpgroup_index()); // named barriers 2, 3
     float w[2] = {1.f, 1.f};
     if (p.topk_weights)
@@ -66,11 +115,14 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
             const int f = slot_pair(p, s0 + r0 + 8 * h);
             w[h] = f >= 0 ? __ldg(reinterpret_cast<const float *>(p.topk_weights) + f) : 0.f;
         }
-    // scatter: this thread copies 16-byte piece t % 8 of rows t / 8 + 16 i, to pair rows[i]
+    // scatter: this thread copies 16-byte piece t % 8 of rows t / 8 + 16 i, to d row rows[i]
     int rows[4];
     if (scatter)
 #pragma unroll
-        for (int i = 0; i < 4; i++) rows[i] = slot_pair(p, s0 + t / 8 + 16 * i);
+        for (int i = 0; i < 4; i++) {
+            const int r = t / 8 + 16 * i;
+            rows[i] = pairs ? slot_pair(p, s0 + r) : r < live ? s0 + r : -1;
+        }
 #pragma unroll
     for (int ch = 0; ch < OUT_COLS / CHUNK; ch++) {
         const int col0 = n0 + ch * CHUNK;
@@ -127,9 +179,7 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
 
     const bool gather = p.a_rows != TALON__MOE_ROWS_SORTED;
     const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
-    const int num_post = __ldg(reinterpret_cast<const int *>(p.num_post));
-    if (checking(p.check) && (num_post < 0 || num_post > p.blocks * BM) && blockIdx.x == 0 && threadIdx.x == 0)
-        check_fail(p.check, TALON__CHECK_MOE_GEMM_NUM_POST, 0, num_post, int64_t(p.blocks) * BM);
+    const int num_post = rows_in_use(p);
     const int wg = warpgroup_index();
     if (threadIdx.x == 0) {
         // a stage fills with b's TMA bytes (one arrive_expect_tx) and, gathering, the 128
@@ -153,9 +203,9 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         PipeState<STAGES> st;
         for (int u = blockIdx.x; u < tiles; u += gridDim.x) {
             const TileCoord tc = tile_of(u, p.blocks, p.tiles_n, p.group);
-            const int e = block_expert(p, tc.m, num_post);
-            if (e < 0) continue;
-            const int s0 = tc.m * BM;
+            const Block blk = block_at(p, tc.m, num_post);
+            if (blk.e < 0) continue;
+            const int e = blk.e, s0 = blk.s0;
             const int lo = tc.n * (G ? BN / 2 : BN), hi = G ? lo : lo + BN / 2;
             unsigned mine = ~0u;
             if (gather) {
@@ -196,16 +246,19 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
     float d[BN / 2];
     for (int u = blockIdx.x; u < tiles; u += gridDim.x) {
         const TileCoord tc = tile_of(u, p.blocks, p.tiles_n, p.group);
-        if (block_expert(p, tc.m, num_post) < 0) continue;
+        const Block blk = block_at(p, tc.m, num_post);
+        if (blk.e < 0) continue;
         consume_kblocks<DT, BN>(d, pipe, st, 0, kblocks, [&](uint32_t s, uint64_t &da, uint64_t &db) {
             // a gathered by cp.async (generic proxy) is read by the tensor cores (async proxy)
             if (gather) fence_proxy_async();
             da = make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK);
             db = make_desc_kmajor<Swizzle::B128>(sb + s * B_ELEMS);
         }, [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); });
-        with_act(p.act, [&](auto act) {
-            epilogue<DT, BN, G, decltype(act)>(d, p, tc.m * BM + band * 64, tc.n * (G ? BN / 2 : BN), out);
-        });
+        const int live = blk.live - band * 64;
+        if (live > 0)
+            with_act(p.act, [&](auto act) {
+                epilogue<DT, BN, G, decltype(act)>(d, p, blk.s0 + band * 64, live, tc.n * (G ? BN / 2 : BN), out);
+            });
     }
     if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes
 }

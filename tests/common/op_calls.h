@@ -28,6 +28,7 @@ typedef union op_args {
     talon_quant_fp8_args quant;
     talon_rmsnorm_quant_fp8_args rmsnorm_quant;
     talon_moe_gemm_args moe_gemm;
+    talon_grouped_gemm_args grouped_gemm;
 } op_args;
 
 /* X(name, union member): every op of talon.h. */
@@ -37,7 +38,8 @@ typedef union op_args {
     X(moe_align_block_size, align) X(moe_sum, moe_sum) X(rope, rope) X(kv_append, kv_append)   \
     X(gather_rows, gather) X(decode_attention, decode) X(merge_attention_states, merge)        \
     X(prefill_attention, prefill) X(prefill_attention_paged, prefill_paged) X(gemm, gemm)      \
-    X(quant_fp8, quant) X(rmsnorm_quant_fp8, rmsnorm_quant) X(moe_gemm, moe_gemm)
+    X(quant_fp8, quant) X(rmsnorm_quant_fp8, rmsnorm_quant) X(moe_gemm, moe_gemm)            \
+    X(grouped_gemm, grouped_gemm)
 
 enum {
 #define OP_ENUM(name, member) OP_##name,
@@ -187,6 +189,13 @@ static void op_valid_args(int op, op_args *a) {
         a->moe_gemm.expert_ids_capacity = 8; a->moe_gemm.n = 64; a->moe_gemm.k = 64;
         a->moe_gemm.a_rows = TALON_MOE_ROWS_TOKEN; a->moe_gemm.d_rows = TALON_MOE_ROWS_PAIR;
         a->moe_gemm.act = TALON_GEMM_ACT_SILU; a->moe_gemm.gated = 1;
+        break;
+    case OP_grouped_gemm:
+        a->grouped_gemm.d = 1 * GB; a->grouped_gemm.a = 2 * GB; a->grouped_gemm.b = 3 * GB;
+        a->grouped_gemm.group_rows = 4 * GB; a->grouped_gemm.groups = 8;
+        a->grouped_gemm.rows = 256; a->grouped_gemm.n = 64; a->grouped_gemm.k = 64;
+        a->grouped_gemm.layout = TALON_GROUPED_MASKED; a->grouped_gemm.act = TALON_GEMM_ACT_SILU;
+        a->grouped_gemm.gated = 1;
         break;
     }
 }

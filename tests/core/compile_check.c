@@ -73,6 +73,7 @@ static void check_more_ops(void) {
     talon_prefill_attention_paged_args paged;
     talon_rmsnorm_quant_fp8_args nq;
     talon_moe_gemm_args moe;
+    talon_grouped_gemm_args grouped;
     talon_gather_rows_args gather;
     talon_ctx *ctx = NULL;
     CUstream stream = NULL;
@@ -188,6 +189,15 @@ static void check_more_ops(void) {
     expect(talon_moe_gemm(ctx, stream, &moe) == TALON_ERROR_INVALID_ARGUMENT,
            "talon_moe_gemm(NULL ctx)");
     moe.a_rows = TALON_MOE_ROWS_SORTED;
+
+    memset(&grouped, 0, sizeof grouped);
+    grouped.d = 0x1000; grouped.a = 0x2000; grouped.b = 0x3000; grouped.group_rows = 0x4000;
+    grouped.groups = 8; grouped.rows = 256; grouped.n = 64; grouped.k = 64;
+    grouped.layout = TALON_GROUPED_MASKED; grouped.act = TALON_GEMM_ACT_SILU; grouped.gated = 1;
+    grouped.dtype = TALON_DTYPE_BF16;
+    expect(talon_grouped_gemm(ctx, stream, &grouped) == TALON_ERROR_INVALID_ARGUMENT,
+           "talon_grouped_gemm(NULL ctx)");
+    grouped.layout = TALON_GROUPED_CONTIGUOUS;
 
     memset(&gather, 0, sizeof gather);
     gather.out = 0x1000; gather.in = 0x2000; gather.indices = 0x3000; gather.rows = 4;

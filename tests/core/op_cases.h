@@ -92,6 +92,8 @@ typedef struct oc_case {
         struct { int64_t rows, cols, pad, off; int mode, residual; } nq;
         struct { int64_t tokens, topk, experts, n, k, pad; int gated, weights, masked;
                  talon_gemm_act act; talon_moe_rows a_rows, d_rows; } mg;
+        /* grouped_gemm: rows of a and d (CONTIGUOUS) or per group (MASKED) */
+        struct { int64_t groups, rows, n, k, pad; int gated, masked, used; talon_gemm_act act; } gg;
     } p;
 } oc_case;
 
@@ -668,6 +670,17 @@ OC_API void oc_random(oc_case *c, int op, uint64_t *s, int big) {
         c->p.mg.masked = oc_chance(s, 20);
         break;
     }
+    case OP_grouped_gemm:
+        c->p.gg.groups = oc_len(s, 1, big ? 32 : 12);
+        c->p.gg.masked = oc_chance(s, 50);
+        c->p.gg.rows = c->p.gg.masked ? oc_len(s, 1, big ? 600 : 200) : 128 * oc_len(s, 1, big ? 24 : 6);
+        c->p.gg.n = 8 * oc_len(s, 1, big ? 64 : 48);
+        c->p.gg.k = 8 * oc_len(s, 1, big ? 64 : 48);
+        c->p.gg.pad = oc_chance(s, 25) ? 8 : 0;
+        c->p.gg.gated = oc_chance(s, 50);
+        c->p.gg.act = (talon_gemm_act)oc_ri(s, 0, 4);
+        c->p.gg.used = !c->p.gg.masked && oc_chance(s, 50);
+        break;
     }
 }
 
@@ -787,6 +800,12 @@ OC_API int oc_describe(const oc_case *c, char *buf, size_t n) {
                         (long long)c->p.mg.pad, c->p.mg.gated, (int)c->p.mg.act,
                         (int)c->p.mg.a_rows, (int)c->p.mg.d_rows, c->p.mg.weights,
                         c->p.mg.masked, seed);
+    case OP_grouped_gemm:
+        return snprintf(buf, n, "%s %s %s groups %lld rows %lld n %lld k %lld pad %lld gated %d "
+                        "act %d rows_used %d seed %llx", name, dt,
+                        c->p.gg.masked ? "masked" : "contiguous", (long long)c->p.gg.groups,
+                        (long long)c->p.gg.rows, (long long)c->p.gg.n, (long long)c->p.gg.k,
+                        (long long)c->p.gg.pad, c->p.gg.gated, (int)c->p.gg.act, c->p.gg.used, seed);
     }
     return snprintf(buf, n, "%s", name);
 }
@@ -1365,6 +1384,41 @@ static int mg_build(oc_job *j) {
     return 0;
 }
 
+/* grouped_gemm: rows of a and d */
+static int64_t gg_rows(const oc_case *c) {
+    return c->p.gg.masked ? c->p.gg.groups * c->p.gg.rows : c->p.gg.rows;
+}
+
+/* Buffers: a, b, the group index (CONTIGUOUS: tile_groups, some tiles -1 or past the groups;
+   MASKED: group_rows in [0, rows]), rows_used (a multiple of 128, or all rows), d. */
+static int gg_build(oc_job *j) {
+    const oc_case *c = &j->c;
+    const int64_t g = c->p.gg.groups, n = c->p.gg.n, k = c->p.gg.k, ld_ab = k + c->p.gg.pad;
+    const int64_t ldd = n + c->p.gg.pad, brows = c->p.gg.gated ? 2 * n : n, rows = gg_rows(c);
+    const int64_t index_len = c->p.gg.masked ? g : rows / 128;
+    int64_t i, r, col;
+    uint64_t s = c->seed;
+    if (oc_add(j, "a", OC_IN, 2, rows * ld_ab, 0) != 0 ||
+        oc_add(j, "b", OC_IN, 2, g * brows * ld_ab, 0) != 1 ||
+        oc_add(j, c->p.gg.masked ? "group_rows" : "tile_groups", OC_IN, 4, index_len, 0) != 2 ||
+        oc_add(j, "rows_used", OC_IN, 4, 1, 0) != 3 ||
+        oc_add(j, "d", OC_OUT, 2, rows * ldd, 0) != 4)
+        return -1;
+    for (i = 0; i < index_len; i++) {
+        int64_t v;
+        if (c->p.gg.masked) v = oc_ri(&s, 0, c->p.gg.rows);
+        else if (oc_chance(&s, 15)) v = oc_chance(&s, 50) ? -1 : g; /* skipped tiles */
+        else v = oc_ri(&s, 0, g - 1);
+        oc_seti(oc_img(j, 2), i, (int32_t)v);
+    }
+    oc_seti(oc_img(j, 3), 0, (int32_t)(128 * oc_ri(&s, 0, rows / 128)));
+    for (r = 0; r < rows; r++)
+        for (col = 0; col < k; col++) oc_set16(oc_img(j, 0), r * ld_ab + col, oc_bits(c->dt, oc_u(&s)));
+    for (r = 0; r < g * brows; r++)
+        for (col = 0; col < k; col++) oc_set16(oc_img(j, 1), r * ld_ab + col, oc_bits(c->dt, oc_u(&s)));
+    return 0;
+}
+
 /* Builds the job of case c: buffers and host images. ctx: for the workspace sizes (topk,
    decode; the same on every context of a device). Returns 0, or -1 (nothing to free). */
 OC_API int oc_build(oc_job *j, const oc_case *c, talon_ctx *ctx) {
@@ -1389,6 +1443,7 @@ OC_API int oc_build(oc_job *j, const oc_case *c, talon_ctx *ctx) {
     case OP_quant_fp8: rc = quant_build(j); break;
     case OP_rmsnorm_quant_fp8: rc = nq_build(j); break;
     case OP_moe_gemm: rc = mg_build(j); break;
+    case OP_grouped_gemm: rc = gg_build(j); break;
     }
     if (rc) oc_free(j);
     return rc;
@@ -1619,6 +1674,21 @@ OC_API void oc_args(const oc_job *j, const oc_dev *d, op_args *a) {
         a->moe_gemm.dtype = c->dt;
         break;
     }
+    case OP_grouped_gemm:
+        a->grouped_gemm.d = P(4); a->grouped_gemm.a = P(0); a->grouped_gemm.b = P(1);
+        if (c->p.gg.masked) a->grouped_gemm.group_rows = P(2);
+        else a->grouped_gemm.tile_groups = P(2);
+        a->grouped_gemm.rows_used = c->p.gg.used ? P(3) : 0;
+        a->grouped_gemm.groups = c->p.gg.groups; a->grouped_gemm.rows = c->p.gg.rows;
+        a->grouped_gemm.n = c->p.gg.n; a->grouped_gemm.k = c->p.gg.k;
+        if (c->p.gg.pad) {
+            a->grouped_gemm.lda = a->grouped_gemm.ldb = c->p.gg.k + c->p.gg.pad;
+            a->grouped_gemm.ldd = c->p.gg.n + c->p.gg.pad;
+        }
+        a->grouped_gemm.layout = c->p.gg.masked ? TALON_GROUPED_MASKED : TALON_GROUPED_CONTIGUOUS;
+        a->grouped_gemm.act = c->p.gg.act; a->grouped_gemm.gated = c->p.gg.gated;
+        a->grouped_gemm.dtype = c->dt;
+        break;
     }
 #undef P
 }
@@ -2426,6 +2496,56 @@ done:
     free(x); free(written);
 }
 
+/* Every row of d: its group's product (a sample of rows when large), or still poisoned (rows
+   of skipped tiles, past rows_used or past a group's count) with the row padding. */
+static void gg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double budget) {
+    const oc_case *c = &j->c;
+    const int64_t n = c->p.gg.n, k = c->p.gg.k, ld_ab = k + c->p.gg.pad, ldd = n + c->p.gg.pad;
+    const int64_t brows = c->p.gg.gated ? 2 * n : n, rows = gg_rows(c);
+    const int64_t used = c->p.gg.used ? oc_geti(oc_img(j, 3), 0) : rows;
+    const double rel = c->dt == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+    const int64_t step = oc_step((double)rows * (double)brows * (double)k, budget);
+    int64_t r, col, i, cached = -1;
+    double *x = (double *)malloc((size_t)(k + brows * k + 2 * n) * sizeof(double)), *w, *ref, *mag;
+    if (!x) { oc_fail(st, "out of host memory"); return; }
+    w = x + k;
+    ref = w + brows * k;
+    mag = ref + n;
+    for (r = 0; r < rows; r++) {
+        int64_t g;
+        if (c->p.gg.masked) {
+            g = r / c->p.gg.rows;
+            if (r % c->p.gg.rows >= oc_geti(oc_img(j, 2), g)) g = -1;
+        } else {
+            g = oc_geti(oc_img(j, 2), r / 128);
+            if (r >= used || g >= c->p.gg.groups) g = -1;
+        }
+        for (col = g >= 0 ? n * 2 : 0; col < ldd * 2; col++)
+            if (img[4][r * ldd * 2 + col] != 0xFF) {
+                oc_fail(st, "d row %lld byte %lld written (%s)", (long long)r, (long long)col,
+                        g >= 0 ? "row padding" : "a row the op must not write");
+                break;
+            }
+        if (g < 0) continue;
+        if (r % step && r != rows - 1) {
+            oc_check_written(st, "d", img[4], r * ldd, n, c->dt);
+            continue;
+        }
+        if (cached != g) {
+            for (i = 0; i < brows; i++)
+                for (col = 0; col < k; col++)
+                    w[i * k + col] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 1), (g * brows + i) * ld_ab + col));
+            cached = g;
+        }
+        for (col = 0; col < k; col++) x[col] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), r * ld_ab + col));
+        ref_moe_gemm_row(x, w, n, k, c->p.gg.gated, c->p.gg.act, 1.0, ref, mag);
+        for (col = 0; col < n; col++)
+            oc_cmp(st, "d", r, col, REF_TO_F32(c->dt, oc_get16(img[4], r * ldd + col)), ref[col],
+                   rel * fabs(ref[col]) + 0x1p-14 * mag[col] + 1e-30);
+    }
+    free(x);
+}
+
 /* Checks the downloaded buffers img[i] (every buffer but workspaces; an input's img may be
    NULL: not downloaded) against the references. budget: host multiply-adds allowed for the
    attention and GEMM references (larger problems are checked on evenly spread rows, the
@@ -2466,6 +2586,7 @@ OC_API void oc_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
     case OP_quant_fp8: quant_check(j, img, st); break;
     case OP_rmsnorm_quant_fp8: nq_check(j, img, st); break;
     case OP_moe_gemm: mg_check(j, img, st, budget); break;
+    case OP_grouped_gemm: gg_check(j, img, st, budget); break;
     default: oc_fail(st, "no check for op %d", c->op);
     }
 }

@@ -303,6 +303,7 @@ static const checked_op checked_ops[] = {
     {OP_decode_attention, offsetof(talon__decode_params, check)},
     {OP_prefill_attention_paged, offsetof(talon__prefill_params, check)},
     {OP_moe_gemm, offsetof(talon__moe_gemm_params, check)},
+    {OP_grouped_gemm, offsetof(talon__moe_gemm_params, check)},
 };
 
 static const checked_op *checked_op_of(int op) {

@@ -722,6 +722,64 @@ static void test_moe_gemm(void **state) {
     if (fails) fail_msg("%d moe_gemm failures", fails);
 }
 
+/* ================================================================ grouped_gemm */
+/* bad: 0 none, 1 a masked count above rows, 2 a negative masked count, 3 rows_used past the
+   rows (contiguous) */
+static int grouped_case(const char *name, int bad) {
+    enum { G = 4, ROWS = 100, CROWS = 256, N = 128, K = 128 };
+    const int masked = bad != 3;
+    const int64_t rows = masked ? G * ROWS : CROWS;
+    int32_t counts[G] = {0, ROWS, 37, 64}, tiles[CROWS / 128] = {2, -1}, used = CROWS + 128;
+    uint16_t *ha = random_16(TALON_DTYPE_BF16, (size_t)rows * K, 71, 1.0f);
+    uint16_t *hb = random_16(TALON_DTYPE_BF16, G * N * K, 72, 0.1f);
+    region rg[1];
+    CUdeviceptr da, db, didx, dused;
+    talon_grouped_gemm_args a;
+    want_report w = {NULL, NULL, 0, 0, 0, "talon_moe_gemm"};
+    int fails;
+    if (bad == 1) counts[2] = ROWS + 9;
+    if (bad == 2) counts[2] = -3;
+    da = gpu_alloc((size_t)rows * K * 2); db = gpu_alloc(G * N * K * 2);
+    didx = gpu_alloc(sizeof counts); dused = gpu_alloc(4);
+    upload(da, ha, (size_t)rows * K * 2); upload(db, hb, G * N * K * 2);
+    if (masked) upload(didx, counts, sizeof counts);
+    else upload(didx, tiles, sizeof tiles);
+    upload(dused, &used, 4);
+    rg[0] = region_new((size_t)rows * N * 2, GUARD, NULL);
+    memset(&a, 0, sizeof a);
+    a.d = rg[0].p; a.a = da; a.b = db; a.groups = G; a.n = N; a.k = K;
+    a.act = TALON_GEMM_ACT_SILU; a.dtype = TALON_DTYPE_BF16;
+    if (masked) {
+        a.layout = TALON_GROUPED_MASKED; a.group_rows = didx; a.rows = ROWS;
+    } else {
+        a.layout = TALON_GROUPED_CONTIGUOUS; a.tile_groups = didx; a.rows_used = dused;
+        a.rows = CROWS;
+    }
+    if (bad == 1 || bad == 2) {
+        w.op = "talon_grouped_gemm"; w.what = "group_rows";
+        w.index = 2; w.value = counts[2]; w.bound = ROWS;
+    } else if (bad == 3) {
+        w.op = "talon_grouped_gemm"; w.what = "rows_used";
+        w.index = 0; w.value = used; w.bound = CROWS;
+    }
+    /* a bad count is clamped and a long rows_used cut without checking: same inputs */
+    fails = run_pair(name, rg, 1, OP_grouped_gemm, &a, &a, &w, NULL, NULL);
+    region_free(&rg[0]);
+    cu.cuMemFree(da); cu.cuMemFree(db); cu.cuMemFree(didx); cu.cuMemFree(dused);
+    free(ha); free(hb);
+    return fails;
+}
+
+static void test_grouped_gemm(void **state) {
+    int fails = 0;
+    (void)state;
+    fails += grouped_case("grouped_gemm valid (masked counts 0 .. rows)", 0);
+    fails += grouped_case("grouped_gemm masked count above rows", 1);
+    fails += grouped_case("grouped_gemm masked count -3", 2);
+    fails += grouped_case("grouped_gemm rows_used past the rows", 3);
+    if (fails) fail_msg("%d grouped_gemm failures", fails);
+}
+
 /* ================================================================ record semantics */
 /* Two bad indices in one launch: one of them is reported, once. A graph captured on the
    checked ctx checks at every replay. A record written on another stream is read with 0. */
@@ -1054,6 +1112,7 @@ int main(int argc, char **argv) {
             cmocka_unit_test(test_kv_append),     cmocka_unit_test(test_rope),
             cmocka_unit_test(test_gather_rows),   cmocka_unit_test(test_decode_attention),
             cmocka_unit_test(test_prefill_paged), cmocka_unit_test(test_moe_gemm),
+            cmocka_unit_test(test_grouped_gemm),
             cmocka_unit_test(test_record),
         };
         failed = cmocka_run_group_tests_name("talon checked mode", tests, NULL, NULL);

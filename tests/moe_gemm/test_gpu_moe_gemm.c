@@ -11,6 +11,11 @@
    guard after d must stay poisoned; a's and b's row padding holds NaN. Also a CUDA graph
    replayed on fresh inputs, and the whole expert computation of an MoE layer (gate/up with
    SwiGLU -> down with router weights -> talon_moe_sum) against the fp64 MoE MLP.
+   talon_grouped_gemm on the same kernels: the contiguous layout (groups of random sizes, 0
+   included, padded to 128-row tiles; tiles of group -1 and of groups past `groups`; rows_used
+   ending the walk early) and the masked layout (counts 0, full, odd, and out of range to be
+   clamped), every row checked against the fp64 reference or still poisoned, and a graph of
+   the masked layout replayed on new counts.
    TALON_TEST_QUICK=1 (compute-sanitizer) keeps every kernel variant on smaller problems. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -497,11 +502,316 @@ static void test_moe_block(void **state) {
     if (gpu_tally_end(&t, &g_cases, &g_elements)) fail();
 }
 
+/* ================================================================ talon_grouped_gemm */
+typedef struct gcase {
+    talon_dtype dt;
+    talon_grouped_layout layout;
+    int64_t groups, rows, n, k; /* rows: MASKED per group; CONTIGUOUS: the largest group */
+    int gated;
+    talon_gemm_act act;
+    int pad;     /* extra elements per row of a, b and d */
+    int extra;   /* CONTIGUOUS: skipped tiles (group -1 and groups past `groups`) and tiles
+                    past rows_used; MASKED: counts outside [0, rows] (clamped) */
+} gcase;
+
+typedef struct gjob {
+    gcase c;
+    int64_t rows, tiles, b_rows, lda, ldb, ldd, d_bytes, used; /* rows: of a and d */
+    int *tile_group; /* CONTIGUOUS: [tiles] */
+    int *count;      /* MASKED: [groups], as uploaded (before clamping) */
+    double *a, *b;
+    uint16_t *ha, *hb;
+    unsigned char *hd;
+    CUdeviceptr da, db, dd, dgroups, dused, dcount;
+} gjob;
+
+static void gjob_free(gjob *j) {
+    free(j->tile_group); free(j->count);
+    free(j->a); free(j->b); free(j->ha); free(j->hb); free(j->hd);
+    if (j->da) cu.cuMemFree(j->da);
+    if (j->db) cu.cuMemFree(j->db);
+    if (j->dd) cu.cuMemFree(j->dd);
+    if (j->dgroups) cu.cuMemFree(j->dgroups);
+    if (j->dused) cu.cuMemFree(j->dused);
+    if (j->dcount) cu.cuMemFree(j->dcount);
+    memset(j, 0, sizeof *j);
+}
+
+/* MASKED: random counts in [0, rows] with 0 and rows among them; extra: one above rows and
+   one negative (both clamped by the kernel). */
+static void gjob_counts(gjob *j, uint64_t seed) {
+    uint64_t s = ref_mix64(seed ^ 0xC0C0);
+    int64_t g;
+    for (g = 0; g < j->c.groups; g++)
+        j->count[g] = (int)(ref_next64(&s) % (uint64_t)(j->c.rows + 1));
+    j->count[0] = 0;
+    if (j->c.groups > 1) j->count[1] = (int)j->c.rows;
+    if (j->c.extra && j->c.groups > 3) {
+        j->count[2] = (int)j->c.rows + 77;
+        j->count[3] = -5;
+    }
+}
+
+/* CONTIGUOUS: each group's random size (0 for some, `rows` for one) in whole tiles, in group
+   order; extra: a tile of group -1 and one of group `groups` in between, and 2 tiles past
+   rows_used at the end. */
+static int gjob_tiles(gjob *j, uint64_t seed) {
+    uint64_t s = ref_mix64(seed ^ 0x7173);
+    const gcase *c = &j->c;
+    int64_t g, t = 0, cap = c->groups * ((c->rows + 127) / 128) + 4;
+    j->tile_group = malloc((size_t)cap * sizeof(int));
+    if (!j->tile_group) return -1;
+    for (g = 0; g < c->groups; g++) {
+        const int64_t size = g == 1 ? c->rows : g == 0 ? 0 : (int64_t)(ref_next64(&s) % (uint64_t)(c->rows + 1));
+        int64_t i;
+        for (i = 0; i < (size + 127) / 128; i++) j->tile_group[t++] = (int)g;
+        if (c->extra && g == c->groups / 2) {
+            j->tile_group[t++] = -1;
+            j->tile_group[t++] = (int)c->groups;
+        }
+    }
+    if (t == 0) j->tile_group[t++] = 0;
+    j->used = t * 128;
+    if (c->extra) {
+        j->tile_group[t++] = 0;
+        j->tile_group[t++] = (int)(c->groups - 1);
+    }
+    j->tiles = t;
+    j->rows = t * 128;
+    return 0;
+}
+
+static int gjob_prepare(gjob *j, const gcase *c, uint64_t seed) {
+    memset(j, 0, sizeof *j);
+    j->c = *c;
+    if (c->layout == TALON_GROUPED_MASKED) {
+        j->rows = c->groups * c->rows;
+        j->count = malloc((size_t)c->groups * sizeof(int));
+        if (!j->count) return -1;
+        gjob_counts(j, seed);
+    } else if (gjob_tiles(j, seed)) {
+        return -1;
+    }
+    j->b_rows = (c->gated ? 2 : 1) * c->n;
+    j->lda = c->k + c->pad; j->ldb = c->k + c->pad; j->ldd = c->n + c->pad;
+    j->d_bytes = j->rows * j->ldd * 2 + GUARD;
+    j->a = malloc((size_t)(j->rows * c->k) * sizeof(double));
+    j->b = malloc((size_t)(c->groups * j->b_rows * c->k) * sizeof(double));
+    j->ha = malloc((size_t)(j->rows * j->lda) * 2);
+    j->hb = malloc((size_t)(c->groups * j->b_rows * j->ldb) * 2);
+    j->hd = malloc((size_t)j->d_bytes);
+    if (!j->a || !j->b || !j->ha || !j->hb || !j->hd) return -1;
+    j->da = gpu_alloc((size_t)(j->rows * j->lda) * 2);
+    j->db = gpu_alloc((size_t)(c->groups * j->b_rows * j->ldb) * 2);
+    j->dd = gpu_alloc((size_t)j->d_bytes);
+    if (!j->da || !j->db || !j->dd) return -1;
+    if (c->layout == TALON_GROUPED_MASKED) {
+        j->dcount = gpu_alloc((size_t)c->groups * 4);
+        if (!j->dcount) return -1;
+    } else {
+        j->dgroups = gpu_alloc((size_t)j->tiles * 4);
+        j->dused = c->extra ? gpu_alloc(4) : 0;
+        if (!j->dgroups || (c->extra && !j->dused)) return -1;
+        GPU_CK(cu.cuMemcpyHtoD(j->dgroups, j->tile_group, (size_t)j->tiles * 4));
+        if (j->dused) {
+            const int used = (int)j->used;
+            GPU_CK(cu.cuMemcpyHtoD(j->dused, &used, 4));
+        }
+    }
+    return 0;
+}
+
+/* Fresh a, b (and MASKED counts) from seed, uploaded; d poisoned. */
+static int gjob_upload(gjob *j, uint64_t seed) {
+    uint64_t s = ref_mix64(seed ^ 0x5A5A);
+    fill(j->c.dt, j->rows, j->c.k, j->lda, &s, j->a, j->ha);
+    fill(j->c.dt, j->c.groups * j->b_rows, j->c.k, j->ldb, &s, j->b, j->hb);
+    GPU_CK(cu.cuMemcpyHtoD(j->da, j->ha, (size_t)(j->rows * j->lda) * 2));
+    GPU_CK(cu.cuMemcpyHtoD(j->db, j->hb, (size_t)(j->c.groups * j->b_rows * j->ldb) * 2));
+    GPU_CK(cu.cuMemsetD8(j->dd, 0xFF, (size_t)j->d_bytes));
+    if (j->c.layout == TALON_GROUPED_MASKED) {
+        gjob_counts(j, seed);
+        GPU_CK(cu.cuMemcpyHtoD(j->dcount, j->count, (size_t)j->c.groups * 4));
+    }
+    if (gpu_call_failed) {
+        gpu_call_failed = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static talon_status gjob_launch(const gjob *j, CUstream stream) {
+    const gcase *c = &j->c;
+    talon_grouped_gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.d = j->dd; a.a = j->da; a.b = j->db;
+    a.tile_groups = j->dgroups; a.rows_used = j->dused; a.group_rows = j->dcount;
+    a.groups = c->groups; a.rows = c->layout == TALON_GROUPED_MASKED ? c->rows : j->rows;
+    a.n = c->n; a.k = c->k;
+    if (c->pad) { a.lda = j->lda; a.ldb = j->ldb; a.ldd = j->ldd; }
+    a.layout = c->layout; a.act = c->act; a.gated = c->gated; a.dtype = c->dt;
+    return talon_grouped_gemm(g_ctx, stream, &a);
+}
+
+static void gdescribe(const gcase *c, char *s, size_t n) {
+    snprintf(s, n, "grouped %s %s G %lld rows %lld n %lld k %lld gated %d act %d pad %d extra %d",
+             c->dt == TALON_DTYPE_BF16 ? "bf16" : "f16",
+             c->layout == TALON_GROUPED_MASKED ? "masked" : "contiguous", (long long)c->groups,
+             (long long)c->rows, (long long)c->n, (long long)c->k, c->gated, (int)c->act, c->pad,
+             c->extra);
+}
+
+/* The group of row r of d, or -1 when the op must not write it. */
+static int grow_group(const gjob *j, int64_t r) {
+    if (j->c.layout == TALON_GROUPED_MASKED) {
+        const int g = (int)(r / j->c.rows), cnt = j->count[g];
+        return r % j->c.rows < (cnt < 0 ? 0 : cnt) ? g : -1;
+    } else {
+        const int g = j->tile_group[r / 128];
+        return r < j->used && g >= 0 && g < j->c.groups ? g : -1;
+    }
+}
+
+static int gjob_check(gjob *j, long long *elements) {
+    const gcase *c = &j->c;
+    const double rel = c->dt == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+    const double macs = (double)j->rows * (double)j->b_rows * (double)c->k;
+    const int64_t step = macs > SAMPLED_MACS ? (int64_t)ceil(macs / SAMPLED_MACS) : 1;
+    double *ref = malloc((size_t)c->n * sizeof(double)), *mag = malloc((size_t)c->n * sizeof(double));
+    int64_t bad = 0, r, col, b, seen = 0;
+    char what[200] = "", desc[300];
+    if (!ref || !mag || cu.cuMemcpyDtoH(j->hd, j->dd, (size_t)j->d_bytes)) {
+        free(ref); free(mag);
+        return -1;
+    }
+    for (r = 0; r < j->rows; r++) {
+        const int g = grow_group(j, r);
+        for (b = g >= 0 ? c->n * 2 : 0; b < j->ldd * 2; b++)
+            if (j->hd[r * j->ldd * 2 + b] != 0xFF && !bad++)
+                snprintf(what, sizeof what, "row %lld byte %lld written (row %s)", (long long)r,
+                         (long long)b, g >= 0 ? "padding" : "not to be written");
+        if (g < 0 || seen++ % step) continue;
+        ref_moe_gemm_row(j->a + r * c->k, j->b + (int64_t)g * j->b_rows * c->k, c->n, c->k,
+                         c->gated, c->act, 1.0, ref, mag);
+        for (col = 0; col < c->n; col++) {
+            uint16_t h;
+            double got, tol = rel * fabs(ref[col]) + 0x1p-14 * mag[col] + 1e-30;
+            memcpy(&h, j->hd + (r * j->ldd + col) * 2, 2);
+            got = ref_to_f32(c->dt, h);
+            ++*elements;
+            if (!(fabs(got - ref[col]) <= tol) && !bad++)
+                snprintf(what, sizeof what, "row %lld (group %d) d[%lld, %lld] = %.9g, ref %.9g "
+                         "(tol %.3g)", (long long)r, g, (long long)r, (long long)col, got,
+                         ref[col], tol);
+        }
+    }
+    for (b = j->rows * j->ldd * 2; b < j->d_bytes; b++)
+        if (j->hd[b] != 0xFF && !bad++) snprintf(what, sizeof what, "guard byte %lld written", (long long)b);
+    if (bad) {
+        gdescribe(c, desc, sizeof desc);
+        print_error("FAILED %s: %lld mismatches, first: %s\n", desc, (long long)bad, what);
+    }
+    free(ref); free(mag);
+    return bad ? -1 : 0;
+}
+
+static void run_gcase(gpu_tally *t, const gcase *c, uint64_t seed) {
+    gjob j;
+    char desc[300];
+    talon_status st = TALON_SUCCESS;
+    CUresult e = CUDA_SUCCESS;
+    int rc = gjob_prepare(&j, c, seed);
+    t->cases++;
+    if (!rc) rc = gjob_upload(&j, seed);
+    if (!rc && (st = gjob_launch(&j, g_stream)) != TALON_SUCCESS) rc = -1;
+    if (!rc && (e = cu.cuStreamSynchronize(g_stream)) != CUDA_SUCCESS) rc = -1;
+    if (rc) {
+        gdescribe(c, desc, sizeof desc);
+        print_error("FAILED %s: setup/launch: %s %s\n", desc, st ? talon_last_error() : "",
+                    e ? gpu_error(e) : "");
+    } else {
+        rc = gjob_check(&j, &t->elements);
+    }
+    if (rc) t->failures++;
+    gjob_free(&j);
+    if (e != CUDA_SUCCESS) fail();
+}
+
+#define CONT TALON_GROUPED_CONTIGUOUS
+#define MASK TALON_GROUPED_MASKED
+
+/* Both layouts, epilogues, odd shapes, strides. */
+static void test_grouped(void **state) {
+    static const gcase full[] = {
+        {BF, CONT, 8, 300, 200, 264, 1, A_SILU, 0, 1},
+        {HF, CONT, 5, 129, 264, 200, 0, A_NONE, 8, 0},
+        {BF, CONT, 1, 128, 72, 8, 0, A_RELU, 0, 0},
+        {BF, CONT, 16, 1000, 136, 72, 1, A_TANH, 0, 1},
+        {BF, MASK, 8, 300, 200, 264, 1, A_SILU, 0, 1},
+        {HF, MASK, 6, 100, 1000, 136, 0, A_GELU, 16, 0},
+        {BF, MASK, 3, 1, 64, 128, 1, A_SILU, 0, 0},
+        {BF, MASK, 12, 257, 520, 64, 0, A_NONE, 8, 1},
+        /* bn 256, several tiles per CTA (sampled rows) */
+        {BF, CONT, 32, 512, 768, 1024, 1, A_SILU, 0, 1},
+        {BF, MASK, 32, 256, 1024, 512, 0, A_NONE, 0, 1},
+    };
+    static const gcase quick[] = {
+        {BF, CONT, 8, 300, 200, 136, 1, A_SILU, 0, 1},
+        {HF, CONT, 4, 129, 264, 72, 0, A_NONE, 8, 0},
+        {BF, MASK, 6, 200, 72, 136, 1, A_GELU, 0, 1},
+        {HF, MASK, 5, 100, 512, 64, 0, A_RELU, 8, 0},
+        {BF, CONT, 8, 256, 768, 256, 1, A_SILU, 0, 0},
+        {BF, MASK, 8, 256, 1024, 128, 0, A_NONE, 0, 1},
+    };
+    const gcase *cases = g_quick ? quick : full;
+    const int n = g_quick ? COUNT(quick) : COUNT(full);
+    gpu_tally t;
+    int i;
+    (void)state;
+    gpu_tally_start(&t, "grouped_gemm_layouts");
+    for (i = 0; i < n; i++) run_gcase(&t, &cases[i], 0x9700 + (uint64_t)i);
+    if (gpu_tally_end(&t, &g_cases, &g_elements)) fail();
+}
+
+/* The masked layout captured once and replayed on new counts, a and b (expert-parallel
+   decode: shapes fixed, counts per step on the device). */
+static void test_grouped_graph(void **state) {
+    const gcase c = {BF, MASK, 8, 160, 136, 200, 1, A_SILU, 0, 1};
+    gpu_tally t;
+    gjob j;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CUstream cap;
+    int rep;
+    (void)state;
+    gpu_tally_start(&t, "grouped_gemm_graph_replay");
+    assert_int_equal(cu.cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(gjob_prepare(&j, &c, 0x9A00), 0);
+    assert_int_equal(cu.cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(gjob_launch(&j, cap), TALON_SUCCESS);
+    assert_int_equal(cu.cuStreamEndCapture(cap, &graph), CUDA_SUCCESS);
+    assert_int_equal(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+    for (rep = 0; rep < 2; rep++) {
+        t.cases++;
+        assert_int_equal(gjob_upload(&j, 0x9A10 + (uint64_t)rep), 0);
+        assert_int_equal(cu.cuGraphLaunch(exec, cap), CUDA_SUCCESS);
+        assert_int_equal(cu.cuStreamSynchronize(cap), CUDA_SUCCESS);
+        if (gjob_check(&j, &t.elements)) t.failures++;
+    }
+    cu.cuGraphExecDestroy(exec);
+    cu.cuGraphDestroy(graph);
+    cu.cuStreamDestroy(cap);
+    gjob_free(&j);
+    if (gpu_tally_end(&t, &g_cases, &g_elements)) fail();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_graph),
         cmocka_unit_test(test_moe_block),
+        cmocka_unit_test(test_grouped),
+        cmocka_unit_test(test_grouped_graph),
     };
     gpu_test t;
     int failed;
@@ -509,6 +819,6 @@ int main(void) {
     g_ctx = t.ctx;
     g_stream = t.stream;
     g_quick = t.quick;
-    failed = cmocka_run_group_tests_name("talon_moe_gemm GPU", tests, NULL, NULL);
+    failed = cmocka_run_group_tests_name("talon_moe_gemm and talon_grouped_gemm GPU", tests, NULL, NULL);
     return gpu_test_end(&t, "", g_cases, g_elements, failed);
 }

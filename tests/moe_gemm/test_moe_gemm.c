@@ -1,12 +1,13 @@
-/* Dispatcher tests on a fake CUDA driver (no GPU) for talon_moe_gemm: one validation error per
-   rule (status, message naming the field and its value, nothing encoded or launched), the
-   plan as a pure function, and the launch of each kernel variant (symbol, persistent grid,
-   the params and the tensor maps the kernel gets). */
+/* Dispatcher tests on a fake CUDA driver (no GPU) for talon_moe_gemm and talon_grouped_gemm:
+   one validation error per rule (status, message naming the field and its value, nothing
+   encoded or launched), the plans as pure functions, and the launch of each kernel variant
+   (symbol, persistent grid, the params and the tensor maps the kernel gets). */
 #include "fake_driver.h"
 #include "table_rows.h"
 
-typedef enum { OP_MOE_GEMM } op_id; /* the one op: table_rows.h's op column */
-static const char *const op_names[] = {"talon_moe_gemm"};
+/* table_rows.h's op column; OP_GROUPED_MASKED: talon_grouped_gemm from masked valid args */
+typedef enum { OP_MOE_GEMM, OP_GROUPED_GEMM, OP_GROUPED_MASKED } op_id;
+static const char *const op_names[] = {"talon_moe_gemm", "talon_grouped_gemm", "talon_grouped_gemm"};
 
 #define P_A 0x10000000ull
 #define P_B 0x100000000ull
@@ -298,6 +299,213 @@ static void test_strides(void **state) {
     assert_int_equal(fake.enc_log[1].strides[1], 2 * 768 * 2064 * 2);
 }
 
+/* ================================================================ talon_grouped_gemm */
+/* Qwen3-30B-A3B's gate/up projection in the contiguous layout: 128 groups, 49152 rows (each
+   group's padded to 128), w13 [128, 2 x 768, 2048]. */
+static void grouped_valid_args(talon_grouped_gemm_args *a) {
+    memset(a, 0, sizeof *a);
+    a->d = P_D; a->a = P_A; a->b = P_B; a->tile_groups = P_EXPERTS; a->rows_used = P_POST;
+    a->groups = 128; a->rows = 49152; a->n = 768; a->k = 2048;
+    a->layout = TALON_GROUPED_CONTIGUOUS; a->act = TALON_GEMM_ACT_SILU; a->gated = 1;
+}
+
+/* The same weights in the masked layout: 128 groups of up to 256 rows. */
+static void grouped_masked_args(talon_grouped_gemm_args *a) {
+    grouped_valid_args(a);
+    a->layout = TALON_GROUPED_MASKED; a->tile_groups = 0; a->rows_used = 0; a->group_rows = P_W;
+    a->rows = 256;
+}
+static void grouped_args(int op, talon_grouped_gemm_args *a) {
+    if (op == OP_GROUPED_MASKED) grouped_masked_args(a);
+    else grouped_valid_args(a);
+}
+
+#define G(f, k, v) SET(talon_grouped_gemm_args, f, k, v)
+#define GBAD(NAME, SETS, FIELD, VALUE)                                                         \
+    {.name = "grouped_gemm: " NAME, .op = OP_GROUPED_GEMM, .kind = BAD_FIELDS, .set = SETS,    \
+     .field = FIELD, .value = VALUE}
+#define MBAD(NAME, SETS, FIELD, VALUE)                                                         \
+    {.name = "grouped_gemm: masked " NAME, .op = OP_GROUPED_MASKED, .kind = BAD_FIELDS,        \
+     .set = SETS, .field = FIELD, .value = VALUE}
+
+static const bad_row grouped_bad_rows[] = {
+    {.name = "grouped_gemm: ctx NULL", .op = OP_GROUPED_GEMM, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
+    {.name = "grouped_gemm: args NULL", .op = OP_GROUPED_GEMM, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
+    GBAD("dtype F32", ONE(G(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
+    GBAD("dtype fp8 (not yet)", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    GBAD("groups 0", ONE(G(groups, I64, 0)), "args->groups", "0"),
+    GBAD("groups 65537", ONE(G(groups, I64, 65537)), "args->groups", "65537"),
+    GBAD("layout 2", ONE(G(layout, ENUM, 2)), "args->layout", "2"),
+    GBAD("layout -1", ONE(G(layout, ENUM, -1)), "args->layout", "-1"),
+    GBAD("tile_groups NULL", ONE(G(tile_groups, PTR, 0)), "args->tile_groups", "NULL"),
+    GBAD("tile_groups 2-byte aligned", ONE(G(tile_groups, PTR, P_EXPERTS + 2)), "args->tile_groups",
+         "0x41000002"),
+    GBAD("rows_used 2-byte aligned", ONE(G(rows_used, PTR, P_POST + 2)), "args->rows_used",
+         "0x42000002"),
+    GBAD("group_rows given with CONTIGUOUS", ONE(G(group_rows, PTR, P_W)), "args->group_rows",
+         "0x43000000"),
+    MBAD("group_rows NULL", ONE(G(group_rows, PTR, 0)), "args->group_rows", "NULL"),
+    MBAD("group_rows 2-byte aligned", ONE(G(group_rows, PTR, P_W + 2)), "args->group_rows",
+         "0x43000002"),
+    MBAD("tile_groups given", ONE(G(tile_groups, PTR, P_EXPERTS)), "args->tile_groups",
+         "0x41000000"),
+    MBAD("rows_used given", ONE(G(rows_used, PTR, P_POST)), "args->rows_used", "0x42000000"),
+    GBAD("rows 0", ONE(G(rows, I64, 0)), "args->rows", "0"),
+    GBAD("rows 200 (not a multiple of 128)", ONE(G(rows, I64, 200)), "args->rows", "200"),
+    GBAD("rows 2^31", ONE(G(rows, I64, 2147483648)), "args->rows", "2147483648"),
+    MBAD("rows 0", ONE(G(rows, I64, 0)), "args->rows", "0"),
+    MBAD("rows 2^20 + 1", ONE(G(rows, I64, 1048577)), "args->rows", "1048577"),
+    MBAD("groups x rows 2^31", ONE(G(groups, I64, 65536), G(rows, I64, 32768)), "args->rows",
+         "32768"),
+    GBAD("n 0", ONE(G(n, I64, 0)), "args->n", "0"),
+    GBAD("n 772 (not a multiple of 8)", ONE(G(n, I64, 772)), "args->n", "772"),
+    GBAD("k 2^20 + 8", ONE(G(k, I64, 1048584)), "args->k", "1048584"),
+    GBAD("gated 2", ONE(G(gated, INT, 2)), "args->gated", "2"),
+    GBAD("act 5", ONE(G(act, ENUM, 5)), "args->act", "5"),
+    GBAD("lda 2040 (shorter than k)", ONE(G(lda, I64, 2040)), "args->lda", "2040"),
+    GBAD("ldb 2049", ONE(G(ldb, I64, 2049)), "args->ldb", "2049"),
+    GBAD("ldd 760 (shorter than n)", ONE(G(ldd, I64, 760)), "args->ldd", "760"),
+    GBAD("d NULL", ONE(G(d, PTR, 0)), "args->d", "NULL"),
+    GBAD("d 8-byte aligned", ONE(G(d, PTR, P_D + 8)), "args->d", "0x20000008"),
+    GBAD("a NULL", ONE(G(a, PTR, 0)), "args->a", "NULL"),
+    GBAD("b 2-byte aligned", ONE(G(b, PTR, P_B + 2)), "args->b", "0x100000002"),
+    /* d spans 49152 rows x 768 x 2 bytes = 0x4800000 from P_D */
+    GBAD("a overlaps d", ONE(G(a, PTR, P_D + 0x1000)), "args->a", "0x20001000"),
+    GBAD("b overlaps d's last row", ONE(G(b, PTR, P_D + 0x4800000 - 16)), "args->b", "0x247ffff0"),
+    GBAD("tile_groups inside d", ONE(G(tile_groups, PTR, P_D + 64)), "args->tile_groups",
+         "0x20000040"),
+    GBAD("rows_used inside d", ONE(G(rows_used, PTR, P_D + 4)), "args->rows_used", "0x20000004"),
+    /* MASKED: 128 groups x 256 rows x 768 x 2 bytes = 0x3000000 */
+    MBAD("group_rows inside d", ONE(G(group_rows, PTR, P_D + 0x3000000 - 4)), "args->group_rows",
+         "0x22fffffc"),
+    GBAD("2^30 tiles and more (n 2^20, rows 2^31 - 128)", ONE(G(n, I64, 1048576), G(gated, INT, 0),
+         G(rows, I64, 2147483520), G(d, PTR, 0x100000000000ull)), "args->n", "1048576"),
+};
+
+static void test_grouped_invalid_argument(void **state) {
+    const bad_row *row = (const bad_row *)*state;
+    talon_grouped_gemm_args a;
+    grouped_args(row->op, &a);
+    apply_sets(&a, row->set, MAX_SETS);
+    assert_rejected(talon_grouped_gemm(row->kind == BAD_CTX ? NULL : g_ctx, STREAM,
+                                       row->kind == BAD_ARGS ? NULL : &a),
+                    op_names[row->op], row->field, row->value);
+    assert_int_equal(fake.encodes, 0);
+}
+
+/* The smallest and the largest accepted shapes of both layouts launch. */
+static void test_grouped_accepts_edges(void **state) {
+    talon_grouped_gemm_args a;
+    (void)state;
+    grouped_valid_args(&a);
+    a.groups = 1; a.rows = 128; a.n = 8; a.k = 8; a.rows_used = 0;
+    assert_int_equal(talon_grouped_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    grouped_masked_args(&a);
+    a.groups = 1; a.rows = 1; a.n = 8; a.k = 8; a.gated = 0;
+    assert_int_equal(talon_grouped_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    a.groups = 2047; a.rows = 1 << 20; a.d = 0x100000000000ull; a.b = 0x4000000000ull;
+    assert_int_equal(talon_grouped_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    a.groups = 65536; a.rows = 32767; a.n = 64;
+    assert_int_equal(talon_grouped_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    assert_int_equal(fake.launches, 4);
+}
+
+/* The plans: CONTIGUOUS walks rows / 128 blocks, MASKED ceil(rows / 128) per group. */
+static void test_grouped_plan(void **state) {
+    talon__moe_gemm_plan pl;
+    (void)state;
+    talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 768, 1, 132, &pl);
+    assert_int_equal(pl.blocks, 384);
+    assert_int_equal(pl.bn, 256);
+    assert_int_equal(pl.tiles_n, 6);
+    assert_int_equal(pl.grid, 132);
+    /* expert-parallel decode: 32 local experts x 100 rows: 32 blocks; n 7168 in 56 tiles of
+       128 fill more SMs than 28 of 256 */
+    talon__grouped_gemm_plan_make(TALON_GROUPED_MASKED, 32, 100, 7168, 0, 132, &pl);
+    assert_int_equal(pl.blocks, 32);
+    assert_int_equal(pl.bn, 128);
+    assert_int_equal(pl.tiles_n, 56);
+    talon__grouped_gemm_plan_make(TALON_GROUPED_MASKED, 4, 257, 64, 1, 132, &pl);
+    assert_int_equal(pl.blocks, 12);
+    assert_int_equal(pl.tiles_n, 1);
+    assert_int_equal(pl.grid, 12);
+    /* the SM count bounds the grid */
+    talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 768, 1, 78, &pl);
+    assert_int_equal(pl.grid, 78);
+}
+
+typedef struct grouped_launch_row {
+    const char *name;
+    int op; /* OP_GROUPED_GEMM or OP_GROUPED_MASKED: the valid args edited */
+    field_set set[MAX_SETS];
+    const char *symbol;
+    int grid, blocks, tiles_n;
+} grouped_launch_row;
+#define GLAUNCH(NAME, OP, SETS, SYM, GRID, BLOCKS, TN)                                         \
+    {"grouped_gemm launches " NAME, OP, SETS, SYM, GRID, BLOCKS, TN}
+
+static const grouped_launch_row grouped_launch_rows[] = {
+    GLAUNCH("bf16 contiguous gate/up, gated 256", OP_GROUPED_GEMM, NONE,
+            "talon_moe_gemm_bf16_gated_256", 132, 384, 6),
+    GLAUNCH("f16 contiguous without rows_used", OP_GROUPED_GEMM,
+            ONE(G(dtype, ENUM, TALON_DTYPE_F16), G(rows_used, PTR, 0)),
+            "talon_moe_gemm_f16_gated_256", 132, 384, 6),
+    GLAUNCH("bf16 masked down, 32 groups x 100 rows, n 7168: 128", OP_GROUPED_MASKED,
+            ONE(G(groups, I64, 32), G(rows, I64, 100), G(n, I64, 7168), G(gated, INT, 0),
+                G(act, ENUM, TALON_GEMM_ACT_NONE)),
+            "talon_moe_gemm_bf16_128", 132, 32, 56),
+    GLAUNCH("f16 masked gated, 4 groups x 257 rows", OP_GROUPED_MASKED,
+            ONE(G(dtype, ENUM, TALON_DTYPE_F16), G(groups, I64, 4), G(rows, I64, 257), G(n, I64, 64)),
+            "talon_moe_gemm_f16_gated_128", 12, 12, 1),
+};
+
+static void test_grouped_launch(void **state) {
+    const grouped_launch_row *row = (const grouped_launch_row *)*state;
+    const talon__moe_gemm_params *p;
+    talon_grouped_gemm_args a;
+    int64_t rows;
+    int masked;
+    grouped_args(row->op, &a);
+    apply_sets(&a, row->set, MAX_SETS);
+    masked = a.layout == TALON_GROUPED_MASKED;
+    rows = masked ? a.groups * a.rows : a.rows;
+    assert_int_equal(talon_grouped_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
+    assert_int_equal(fake.launches, 1);
+    assert_int_equal(fake.last.fn, fake_handle_for(row->symbol));
+    assert_int_equal(fake.last.grid[0], row->grid);
+    assert_int_equal(fake.last.block[0], 384);
+    assert_int_equal(fake.last.param_size, sizeof(talon__moe_gemm_params));
+    p = (const talon__moe_gemm_params *)fake.last.params;
+    assert_int_equal(p->layout, masked ? TALON__MOE_LAYOUT_MASKED : TALON__MOE_LAYOUT_CONTIGUOUS);
+    assert_int_equal(p->group_size, masked ? a.rows : 0);
+    assert_int_equal(p->expert_ids, a.tile_groups);
+    assert_int_equal(p->num_post, a.rows_used);
+    assert_int_equal(p->group_rows, a.group_rows);
+    assert_int_equal(p->sorted_token_ids, 0);
+    assert_int_equal(p->topk_weights, 0);
+    assert_int_equal(p->a_rows, TALON__MOE_ROWS_SORTED);
+    assert_int_equal(p->d_rows, TALON__MOE_ROWS_SORTED);
+    assert_int_equal(p->experts, a.groups);
+    assert_int_equal(p->blocks, row->blocks);
+    assert_int_equal(p->tiles_n, row->tiles_n);
+    assert_int_equal(p->n, a.n);
+    assert_int_equal(p->k, a.k);
+    assert_int_equal(p->act, (int)a.act);
+    /* maps: a and d over every row (MASKED: the groups' blocks back to back), then b's views */
+    assert_int_equal(fake.encodes, 3 + a.gated);
+    assert_ptr_equal(fake.enc_log[0].addr, (void *)(uintptr_t)a.a);
+    assert_int_equal(fake.enc_log[0].dims[1], rows);
+    assert_int_equal(fake.enc_log[0].box[1], 128);
+    assert_ptr_equal(fake.enc_log[1].addr, (void *)(uintptr_t)a.d);
+    assert_int_equal(fake.enc_log[1].dims[0], a.n);
+    assert_int_equal(fake.enc_log[1].dims[1], rows);
+    assert_int_equal(fake.enc_log[1].box[1], 64);
+    assert_int_equal(fake.enc_log[2].rank, 3);
+    assert_int_equal(fake.enc_log[2].dims[1], a.n);
+    assert_int_equal(fake.enc_log[2].dims[2], a.groups);
+    assert_int_equal(fake.enc_log[2].strides[1], (a.gated ? 2 : 1) * a.n * a.k * 2);
+}
+
 /* ================================================================ main */
 int main(void) {
     size_t i;
@@ -309,5 +517,11 @@ int main(void) {
     for (i = 0; i < sizeof launch_rows / sizeof launch_rows[0]; i++)
         test_add(launch_rows[i].name, test_launch, &launch_rows[i]);
     test_add("moe_gemm: strided views", test_strides, NULL);
+    for (i = 0; i < sizeof grouped_bad_rows / sizeof grouped_bad_rows[0]; i++)
+        test_add(grouped_bad_rows[i].name, test_grouped_invalid_argument, &grouped_bad_rows[i]);
+    test_add("grouped_gemm: accepts the edges", test_grouped_accepts_edges, NULL);
+    test_add("grouped_gemm: plan", test_grouped_plan, NULL);
+    for (i = 0; i < sizeof grouped_launch_rows / sizeof grouped_launch_rows[0]; i++)
+        test_add(grouped_launch_rows[i].name, test_grouped_launch, &grouped_launch_rows[i]);
     return test_run("test_moe_gemm");
 }

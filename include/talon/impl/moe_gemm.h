@@ -1,5 +1,5 @@
-/* talon/impl/moe_gemm.h - the MoE expert GEMMs: validate -> plan (moe_gemm_plan.h) ->
-   tensor maps -> launch. Part of talon.h's implementation (TALON_IMPLEMENTATION); not a
+/* talon/impl/moe_gemm.h - the MoE expert GEMMs and the grouped GEMM: validate -> plan
+   (moe_gemm_plan.h) -> tensor maps -> launch. Part of talon.h's implementation (TALON_IMPLEMENTATION); not a
    public header. */
 #ifndef TALON_IMPL_MOE_GEMM_H
 #define TALON_IMPL_MOE_GEMM_H
@@ -39,13 +39,56 @@ static talon_status talon__moe_gemm_check_capacity(const char *op, const talon_m
     return TALON_SUCCESS;
 }
 
+/* Both ops' operand rules: n, k, gated, act, the strides (resolved into *lda, *ldb, *ldd)
+   and the three matrices' pointers. */
+static talon_status talon__moe_gemm_check_operands(const char *op, int64_t n, int64_t k, int gated,
+                                                   talon_gemm_act act, int64_t lda_in,
+                                                   int64_t ldb_in, int64_t ldd_in, CUdeviceptr d,
+                                                   CUdeviceptr a, CUdeviceptr b, int64_t *lda,
+                                                   int64_t *ldb, int64_t *ldd) {
+    TALON__TRY(talon__gemm_check_dim(op, "n", n));
+    TALON__TRY(talon__gemm_check_dim(op, "k", k));
+    TALON__TRY(talon__check_range(op, "gated", gated, 0, 1));
+    TALON__TRY(talon__check_range(op, "act", (int64_t)(int)act, TALON_GEMM_ACT_NONE,
+                                  TALON_GEMM_ACT_GELU_TANH));
+    TALON__TRY(talon__gemm_check_ld(op, "lda", lda_in, k, 8, lda));
+    TALON__TRY(talon__gemm_check_ld(op, "ldb", ldb_in, k, 8, ldb));
+    TALON__TRY(talon__gemm_check_ld(op, "ldd", ldd_in, n, 8, ldd));
+    TALON__TRY(talon__check_ptr_align(op, "d", d, 0, 16));
+    TALON__TRY(talon__check_ptr_align(op, "a", a, 0, 16));
+    return talon__check_ptr_align(op, "b", b, 0, 16);
+}
+
+/* Both ops' end: b's tensor maps ([groups, n, k] views, gated: of the gate rows and of the
+   up rows; boxes of bn / 2 rows), the plan's fields, the kernel of (dtype, bn, gated). */
+static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, const char *op,
+                                           talon__moe_gemm_params *p,
+                                           const talon__moe_gemm_plan *pl, CUdeviceptr b,
+                                           int64_t n, int64_t k, int64_t ldb, int gated,
+                                           talon_dtype dtype) {
+    const int64_t b_rows = (gated ? 2 : 1) * n;
+    int kernel;
+    TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p->b_lo, b, n, k, ldb, pl->bn / 2, dtype,
+                                       p->experts, b_rows * ldb));
+    if (gated)
+        TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p->b_hi, b + (CUdeviceptr)(n * ldb * 2),
+                                           n, k, ldb, pl->bn / 2, dtype, p->experts,
+                                           b_rows * ldb));
+    else
+        p->b_hi = p->b_lo;
+    p->n = (int)n; p->k = (int)k;
+    p->blocks = pl->blocks; p->tiles_n = pl->tiles_n; p->group = pl->group;
+    TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_tile, 3, (int)dtype, pl->bn, gated));
+    talon__check_set(ctx, &p->check, kernel);
+    return talon__launch(ctx, stream, op, kernel, pl->grid, p);
+}
+
 talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *a) {
     static const char op[] = "talon_moe_gemm";
     talon__moe_gemm_params p;
     talon__moe_gemm_plan pl;
     int64_t lda, ldb, ldd, a_rows, d_rows, b_rows;
     CUdeviceptr sd[2], s[2];
-    int k;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__check_dtype(op, a->dtype));
     TALON__TRY(talon__moe_gemm_check_rows(op, "a_rows", (int)a->a_rows, 1));
@@ -57,17 +100,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->block_size = %lld must "
                            "be 128 (the tile's rows)", op, (long long)a->block_size);
     TALON__TRY(talon__moe_gemm_check_capacity(op, a));
-    TALON__TRY(talon__gemm_check_dim(op, "n", a->n));
-    TALON__TRY(talon__gemm_check_dim(op, "k", a->k));
-    TALON__TRY(talon__check_range(op, "gated", a->gated, 0, 1));
-    TALON__TRY(talon__check_range(op, "act", (int64_t)(int)a->act, TALON_GEMM_ACT_NONE,
-                                  TALON_GEMM_ACT_GELU_TANH));
-    TALON__TRY(talon__gemm_check_ld(op, "lda", a->lda, a->k, 8, &lda));
-    TALON__TRY(talon__gemm_check_ld(op, "ldb", a->ldb, a->k, 8, &ldb));
-    TALON__TRY(talon__gemm_check_ld(op, "ldd", a->ldd, a->n, 8, &ldd));
-    TALON__TRY(talon__check_ptr_align(op, "d", a->d, 0, 16));
-    TALON__TRY(talon__check_ptr_align(op, "a", a->a, 0, 16));
-    TALON__TRY(talon__check_ptr_align(op, "b", a->b, 0, 16));
+    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, a->lda, a->ldb,
+                                              a->ldd, a->d, a->a, a->b, &lda, &ldb, &ldd));
     TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "num_tokens_post_padded", a->num_tokens_post_padded,
@@ -106,26 +140,97 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     if (a->d_rows == TALON_MOE_ROWS_SORTED)
         TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, d_rows, a->n, ldd, 64,
                                    a->dtype));
-    /* b: [experts, n, k] views (gated: of the gate rows and of the up rows), box bn / 2 rows */
-    TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p.b_lo, a->b, a->n, a->k, ldb, pl.bn / 2,
-                                       a->dtype, a->experts, b_rows * ldb));
-    if (a->gated)
-        TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p.b_hi,
-                                           a->b + (CUdeviceptr)(a->n * ldb * 2), a->n, a->k,
-                                           ldb, pl.bn / 2, a->dtype, a->experts, b_rows * ldb));
-    else
-        p.b_hi = p.b_lo;
     p.a_ptr = a->a; p.d = a->d;
     p.sorted_token_ids = a->sorted_token_ids; p.expert_ids = a->expert_ids;
     p.num_post = a->num_tokens_post_padded; p.topk_weights = a->topk_weights;
     p.lda = lda; p.ldd = ldd;
-    p.n = (int)a->n; p.k = (int)a->k;
     p.experts = (int)a->experts; p.topk = (int)a->topk; p.pairs = (int)(a->tokens * a->topk);
-    p.blocks = pl.blocks; p.tiles_n = pl.tiles_n; p.group = pl.group;
     p.a_rows = (int)a->a_rows; p.d_rows = (int)a->d_rows; p.act = (int)a->act;
-    TALON__TRY(talon__pick(op, &k, TALON__B_moe_gemm_tile, 3, (int)a->dtype, pl.bn, a->gated));
-    talon__check_set(ctx, &p.check, k);
-    return talon__launch(ctx, stream, op, k, pl.grid, &p);
+    p.layout = TALON__MOE_LAYOUT_ALIGNED;
+    return talon__moe_gemm_launch(ctx, stream, op, &p, &pl, a->b, a->n, a->k, ldb, a->gated,
+                                  a->dtype);
+}
+
+/* talon_grouped_gemm's rules: the pointers of its layout given, the other layout's 0. */
+static talon_status talon__grouped_gemm_check_layout(const char *op,
+                                                     const talon_grouped_gemm_args *a) {
+    const int masked = a->layout == TALON_GROUPED_MASKED;
+    TALON__TRY(talon__check_range(op, "layout", (int64_t)(int)a->layout,
+                                  TALON_GROUPED_CONTIGUOUS, TALON_GROUPED_MASKED));
+    TALON__TRY(talon__check_ptr_align(op, "tile_groups", a->tile_groups, masked, 4));
+    TALON__TRY(talon__check_ptr_align(op, "rows_used", a->rows_used, 1, 4));
+    TALON__TRY(talon__check_ptr_align(op, "group_rows", a->group_rows, !masked, 4));
+    if (masked && (a->tile_groups || a->rows_used))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = 0x%llx must be NULL "
+                           "with TALON_GROUPED_MASKED (it is the contiguous layout's)", op,
+                           a->tile_groups ? "tile_groups" : "rows_used",
+                           (unsigned long long)(a->tile_groups ? a->tile_groups : a->rows_used));
+    if (!masked && a->group_rows)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->group_rows = 0x%llx must "
+                           "be NULL with TALON_GROUPED_CONTIGUOUS (it is the masked layout's)",
+                           op, (unsigned long long)a->group_rows);
+    if (masked) {
+        TALON__TRY(talon__check_range(op, "rows", a->rows, 1, 1 << 20));
+        if (a->groups * a->rows > TALON__GRID_MAX)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->rows = %lld with "
+                               "args->groups = %lld makes %lld rows, 2^31 or more", op,
+                               (long long)a->rows, (long long)a->groups,
+                               (long long)(a->groups * a->rows));
+        return TALON_SUCCESS;
+    }
+    TALON__TRY(talon__check_range(op, "rows", a->rows, 128, TALON__GRID_MAX - 127));
+    if (a->rows % 128)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->rows = %lld must be a "
+                           "multiple of 128 with TALON_GROUPED_CONTIGUOUS (one group per "
+                           "128-row tile)", op, (long long)a->rows);
+    return TALON_SUCCESS;
+}
+
+talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_grouped_gemm_args *a) {
+    static const char op[] = "talon_grouped_gemm";
+    talon__moe_gemm_params p;
+    talon__moe_gemm_plan pl;
+    int64_t lda, ldb, ldd, rows;
+    CUdeviceptr sd[2], s[2];
+    TALON__TRY(talon__check_common(op, ctx, a));
+    TALON__TRY(talon__check_dtype(op, a->dtype));
+    TALON__TRY(talon__check_size(op, "groups", a->groups, 65536));
+    TALON__TRY(talon__grouped_gemm_check_layout(op, a));
+    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, a->lda, a->ldb,
+                                              a->ldd, a->d, a->a, a->b, &lda, &ldb, &ldd));
+    /* a and d as [rows, .] matrices (MASKED: the groups' blocks of rows back to back) */
+    rows = a->layout == TALON_GROUPED_MASKED ? a->groups * a->rows : a->rows;
+    talon__gemm_span(a->d, rows, a->n, ldd, 2, sd);
+    talon__gemm_span(a->a, rows, a->k, lda, 2, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
+    talon__gemm_span(a->b, a->groups * (a->gated ? 2 : 1) * a->n, a->k, ldb, 2, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
+    talon__gemm_span(a->tile_groups, 1, a->rows / 128, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "tile_groups", a->tile_groups, s));
+    talon__gemm_span(a->rows_used, 1, 1, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "rows_used", a->rows_used, s));
+    talon__gemm_span(a->group_rows, 1, a->groups, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "group_rows", a->group_rows, s));
+
+    talon__grouped_gemm_plan_make(a->layout, a->groups, a->rows, a->n, a->gated, ctx->sms, &pl);
+    if ((int64_t)pl.blocks * pl.tiles_n > (1LL << 30)) /* the kernel's int tile indices */
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld with args->rows "
+                           "= %lld makes %lld tiles, more than 2^30", op, (long long)a->n,
+                           (long long)a->rows, (long long)pl.blocks * pl.tiles_n);
+    memset(&p, 0, sizeof p);
+    TALON__TRY(talon__gemm_map(ctx, op, "a", &p.a, a->a, rows, a->k, lda, TALON__GEMM_BM,
+                               a->dtype));
+    TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, rows, a->n, ldd, 64, a->dtype));
+    p.a_ptr = a->a; p.d = a->d;
+    p.expert_ids = a->tile_groups; p.num_post = a->rows_used; p.group_rows = a->group_rows;
+    p.lda = lda; p.ldd = ldd;
+    p.experts = (int)a->groups;
+    p.a_rows = TALON__MOE_ROWS_SORTED; p.d_rows = TALON__MOE_ROWS_SORTED; p.act = (int)a->act;
+    p.layout = a->layout == TALON_GROUPED_MASKED ? TALON__MOE_LAYOUT_MASKED
+                                                 : TALON__MOE_LAYOUT_CONTIGUOUS;
+    p.group_size = a->layout == TALON_GROUPED_MASKED ? (int)a->rows : 0;
+    return talon__moe_gemm_launch(ctx, stream, op, &p, &pl, a->b, a->n, a->k, ldb, a->gated,
+                                  a->dtype);
 }
 
 #endif
