@@ -32,13 +32,19 @@ counts per group (expert-parallel decode); torch._grouped_mm runs the 3D batch w
 no counts). Gated cases fuse SwiGLU; the "torch" peer adds silu(gate) * up after the GEMM,
 "grouped_mm" is the GEMM alone. TFLOP/s count the rows in use only (no padding). Check: 16
 rows of d (in use) against fp64 products, |talon - ref| <= 2^-7 |ref| + 2^-12 (|a| . |b|).
+fp8 cases: e4m3 a and b (N(0, 1) rounded) with DeepSeek-V3 block scales in [0.5, 1.5) (a
+1 x 128, b 128 x 128), bf16 d; peers: torch._scaled_grouped_mm with row-wise scales (a per
+row, b per output column: a coarser scaling than talon's, the fp8 grouped GEMM torch has;
+contiguous only) and torch._grouped_mm on bf16 copies ("grouped_mm": what the bf16 path
+costs). The check dequantizes with the block scales.
 """
 import torch
 import torch.nn.functional as F
 
 from ops import Case, ptr
 
-BF16 = 0
+BF16, FP8 = 0, 4
+SCALE_BLOCK = 3
 ROWS = {"sorted": 0, "token": 1, "pair": 2}
 SILU, NONE = 2, 0
 MODELS = {  # experts, k, hidden, intermediate
@@ -47,6 +53,7 @@ MODELS = {  # experts, k, hidden, intermediate
     "DeepSeek-V3": (256, 8, 7168, 2048),
 }
 _weights = {}  # one model's weights at a time (DeepSeek-V3's are 22.5 GB)
+_case_weights = {}  # the grouped case being measured: its b (and fp8 scales, bf16 copy)
 
 
 def weights(model):
@@ -196,9 +203,10 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
                       "experts_touched": touched})
 
 
-def grouped_case(h, label, layout, groups, counts, n, k, gated):
+def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False):
     """talon_grouped_gemm over `groups` groups whose rows in use are counts (a cpu list)."""
     masked = layout == "masked"
+    kb = (k + 127) // 128
     max_m = 256
     if masked:
         rows = groups * max_m
@@ -217,20 +225,45 @@ def grouped_case(h, label, layout, groups, counts, n, k, gated):
     sample = [(g, s0 + r) for g, (s0, c) in enumerate(used) for r in ((0, c - 1) if c else ())]
     sample = sample[::max(1, len(sample) // 16)][:16]
 
-    weights_of_case = []  # b once for every input set (DeepSeek-V3's gate/up: 15 GB)
-
-    def make():
-        if not weights_of_case:
+    def case_weights():
+        """b once for every input set of this case (DeepSeek-V3's gate/up: 15 GB in bf16),
+        the previous case's freed first."""
+        if _case_weights.get("label") != label:
+            _case_weights.clear()
             _weights.clear()
             torch.cuda.empty_cache()
-            weights_of_case.append(torch.randn(groups, b_rows, k, device="cuda",
-                                               dtype=torch.bfloat16).mul_(k ** -0.5))
+            w = {"label": label}
+            if fp8:
+                w["b"] = torch.randn(groups, b_rows, k, device="cuda",
+                                     dtype=torch.bfloat16).to(torch.float8_e4m3fn)
+                w["b16"] = w["b"].to(torch.bfloat16)
+                w["sb"] = 0.5 + torch.rand(groups, (b_rows + 127) // 128, kb, device="cuda")
+                w["sb_row"] = 0.5 + torch.rand(groups, b_rows, device="cuda")
+            else:
+                w["b"] = torch.randn(groups, b_rows, k, device="cuda",
+                                     dtype=torch.bfloat16).mul_(k ** -0.5)
+            _case_weights.update(w)
+        return _case_weights
+
+    def make():
+        w = case_weights()
         s = {"a": torch.randn(rows, k, device="cuda", dtype=torch.bfloat16),
-             "b": weights_of_case[0],
+             "b": w["b"],
              "d": torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)}
         Args = h.struct("talon_grouped_gemm_args")  # here: an older --base build lacks it
         fields = dict(d=ptr(s["d"]), a=ptr(s["a"]), b=ptr(s["b"]), groups=groups, n=n, k=k,
                       gated=gated, act=SILU if gated else NONE, dtype=BF16)
+        if fp8:
+            rows4 = (rows + 3) // 4 * 4
+            s["a"] = s["a"].to(torch.float8_e4m3fn)
+            s["sa"] = 0.5 + torch.rand(kb, rows4, device="cuda")
+            s["sb"] = w["sb"]
+            fields.update(a=ptr(s["a"]), dtype=FP8, scale=SCALE_BLOCK, a_scale=ptr(s["sa"]),
+                          b_scale=ptr(s["sb"]))
+            # the peers' inputs: bf16 copies; row-wise scales for torch._scaled_grouped_mm
+            s["a16"] = s["a"].to(torch.bfloat16)
+            s["b16"], s["sb_row"] = w["b16"], w["sb_row"]
+            s["sa_row"] = 0.5 + torch.rand(rows, device="cuda")
         if masked:
             s["args"] = Args(group_rows=ptr(group_rows), rows=max_m, layout=1, **fields)
         else:
@@ -241,10 +274,15 @@ def grouped_case(h, label, layout, groups, counts, n, k, gated):
         h.call("talon_grouped_gemm", s["args"], stream)
 
     def gemm(s):
-        bt = s["b"].transpose(-2, -1)
+        a, b = (s["a16"], s["b16"]) if fp8 else (s["a"], s["b"])
+        bt = b.transpose(-2, -1)
         if masked:
-            return torch._grouped_mm(s["a"].view(groups, max_m, k), bt)
-        return torch._grouped_mm(s["a"], bt, offs=offs)
+            return torch._grouped_mm(a.view(groups, max_m, k), bt)
+        return torch._grouped_mm(a, bt, offs=offs)
+
+    def scaled_grouped_mm(s):
+        return torch._scaled_grouped_mm(s["a"], s["b"].transpose(-2, -1), s["sa_row"],
+                                        s["sb_row"], offs=offs, out_dtype=torch.bfloat16)
 
     def torch_full(s):
         y = gemm(s)
@@ -255,6 +293,9 @@ def grouped_case(h, label, layout, groups, counts, n, k, gated):
         torch.cuda.synchronize()
         for g, r in sample:
             x, w = s["a"][r].double(), s["b"][g].double()
+            if fp8:  # the block scales spread over the elements they scale
+                x = x * s["sa"][:, r].double().repeat_interleave(128)[:k]
+                w = w * s["sb"][g].double().repeat_interleave(128, 0)[:b_rows].repeat_interleave(128, 1)[:, :k]
             y = w @ x
             mag = w.abs() @ x.abs()
             if gated:
@@ -270,11 +311,15 @@ def grouped_case(h, label, layout, groups, counts, n, k, gated):
                                      f"elements off, first at {i}: {got[i].item()} vs {ref[i].item()}")
 
     flops = 2 * sum(counts) * b_rows * k
-    return Case("grouped_gemm", label, make, talon,
-                {"torch": torch_full, "grouped_mm": gemm}, check=check, flops=flops,
+    peers = {"torch": torch_full, "grouped_mm": gemm}
+    if fp8:
+        peers = {"grouped_mm": gemm}
+        if not masked:
+            peers["scaled_grouped_mm"] = scaled_grouped_mm
+    return Case("grouped_gemm", label, make, talon, peers, check=check, flops=flops,
                 runs=30 if flops > 1e12 else 100,
                 meta={"layout": layout, "groups": groups, "rows": rows, "rows_in_use": sum(counts),
-                      "n": n, "k": k, "gated": gated})
+                      "n": n, "k": k, "gated": gated, "dtype": "fp8 block" if fp8 else "bf16"})
 
 
 def grouped_cases():
@@ -292,6 +337,18 @@ def grouped_cases():
     counts = torch.randint(0, 257, (32,), generator=g).tolist()
     out.append(("masked DeepSeek-V3 32 experts x 256 gate/up", "masked", 32, counts, 2048, 7168, 1))
     out.append(("masked DeepSeek-V3 32 experts x 256 down", "masked", 32, counts, 7168, 2048, 0))
+    # fp8 block scales (issue 23: DeepSeek-V3 T=4096 contiguous >= 1200 TFLOP/s, masked with
+    # 256 rows per group >= 900; docs/notes/moe_gemm.md bounds the first by weight bandwidth)
+    e, k, hid, inter = MODELS["DeepSeek-V3"]
+    ids, _ = routing(4096, e, k, False, 11)
+    dsv3 = torch.bincount(ids.reshape(-1).long(), minlength=e).tolist()
+    out.append(("fp8 contiguous DeepSeek-V3 gate/up T=4096", "contiguous", e, dsv3, inter, hid, 1, True))
+    out.append(("fp8 contiguous DeepSeek-V3 down T=4096", "contiguous", e, dsv3, hid, inter, 0, True))
+    out.append(("fp8 masked DeepSeek-V3 32 experts x 256 gate/up", "masked", 32, counts, 2048, 7168, 1, True))
+    out.append(("fp8 masked DeepSeek-V3 32 experts x 256 down", "masked", 32, counts, 7168, 2048, 0, True))
+    full = [256] * 32
+    out.append(("fp8 masked DeepSeek-V3 32 experts x 256 full gate/up", "masked", 32, full, 2048, 7168, 1, True))
+    out.append(("fp8 masked DeepSeek-V3 32 experts x 256 full down", "masked", 32, full, 7168, 2048, 0, True))
     return out
 
 

@@ -133,8 +133,9 @@
       F(act, ENUM) F(gated, I32) F(dtype, ENUM)) \
     S(talon_grouped_gemm_args, \
       F(d, PTR) F(a, PTR) F(b, PTR) F(tile_groups, PTR) F(rows_used, PTR) F(group_rows, PTR) \
-      F(groups, I64) F(rows, I64) F(n, I64) F(k, I64) F(lda, I64) F(ldb, I64) F(ldd, I64) \
-      F(layout, ENUM) F(act, ENUM) F(gated, I32) F(dtype, ENUM)) \
+      F(a_scale, PTR) F(b_scale, PTR) F(groups, I64) F(rows, I64) F(n, I64) F(k, I64) \
+      F(lda, I64) F(ldb, I64) F(ldd, I64) F(layout, ENUM) F(act, ENUM) F(scale, ENUM) \
+      F(gated, I32) F(dtype, ENUM)) \
     S(talon_gather_rows_args, \
       F(out, PTR) F(in, PTR) F(indices, PTR) F(rows, I64) F(cols, I64) F(in_rows, I64) \
       F(out_stride, I64) F(in_stride, I64) F(dtype, ENUM) F(index_dtype, ENUM))

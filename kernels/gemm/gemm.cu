@@ -185,20 +185,6 @@ template <int SPLIT> struct SplitK {
     }
 };
 
-// d += tmp (one k-block's product over part PART of the tile's columns, PN of them) scaled
-// by a's scale of each of the thread's two rows times b's scale of the 128-row block the
-// columns come from: c[h][half], half = the half-tile (lo: accumulator columns < BN / 2)
-// (fp8 block scales).
-template <int BN, int PN, int PART>
-__device__ __forceinline__ void promote(float (&d)[BN / 2], const float (&tmp)[PN / 2],
-                                        const float (&c)[2][2]) {
-#pragma unroll
-    for (int i = 0; i < PN / 2; i++) {
-        const int half = PN == BN ? i >= BN / 4 : PART;
-        d[PART * PN / 2 + i] = fmaf(tmp[i], c[(i / 2) % 2][half], d[PART * PN / 2 + i]);
-    }
-}
-
 // Clusters (the table row's cluster column):
 //  - bn 256 runs in pairs of CTAs on vertically adjacent tiles (m, n) and (m + 1, n), which
 //    share b's tile: each CTA loads one half-tile and multicasts it to both (b's traffic from
@@ -298,10 +284,6 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                 // a's scales: k-block rows of a_scale_ld floats; b's: one per 128-row block
                 // and k-block, rows of b_scale_ld (the half-tiles' blocks: gated, two). a's
                 // row pointer steps in 64 bits: ceil(k / 128) x a_scale_ld may pass 2^31.
-                // bn 256: the product goes to tmp one half-tile (128 columns) at a time; the
-                // other warpgroup's wgmmas keep the tensor cores busy during each promotion
-                // (two full 64 x 256 sets would take all 256 registers).
-                constexpr int PN = BN == 256 ? 128 : BN;
                 const float *as = reinterpret_cast<const float *>(p.a_scale) + int64_t(kb0) * p.a_scale_ld;
                 const float *bs = reinterpret_cast<const float *>(p.b_scale);
                 const int r = m0 + band * 64 + 16 * warp_in_warpgroup() + lane_index() / 4;
@@ -311,35 +293,9 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                 // clipped): its scales row would too
                 const float *bl = bs + (lo / 128) * p.b_scale_ld;
                 const float *bh = G || hi < p.n ? bs + (hi / 128) * p.b_scale_ld : bl;
-                float tmp[PN / 2];
-                zero(d);
-                for (int kb = kb0; kb < kb1; kb++, as += p.a_scale_ld) {
-                    // (loading these a k-block ahead, also as volatile loads, measured 4-8%
-                    // slower on H100; releasing the stage before the adds 10%: gemm.md)
-                    const float a0 = __ldg(as + ra[0]);
-                    const float a1 = __ldg(as + ra[1]);
-                    const float b0 = __ldg(bl + kb), b1 = __ldg(bh + kb);
-                    const float c[2][2] = {{a0 * b0, a0 * b1}, {a1 * b0, a1 * b1}};
-                    pipe->consumer_wait(st);
-                    const uint64_t da = make_desc_kmajor<Swizzle::B128>(sa + st.stage * A_ELEMS + band * 64 * BK);
-                    const T *b_tile = sb + st.stage * B_ELEMS;
-                    wgmma_fence();
-                    mma_kblock<DT, PN>(tmp, da, make_desc_kmajor<Swizzle::B128>(b_tile), false);
-                    wgmma_commit();
-                    wgmma_wait<0>();
-                    fence_operand(tmp);
-                    promote<BN, PN, 0>(d, tmp, c);
-                    if constexpr (PN < BN) {
-                        wgmma_fence();
-                        mma_kblock<DT, PN>(tmp, da, make_desc_kmajor<Swizzle::B128>(b_tile + PN * BK), false);
-                        wgmma_commit();
-                        wgmma_wait<0>();
-                        fence_operand(tmp);
-                        promote<BN, PN, 1>(d, tmp, c);
-                    }
-                    release(st.stage);
-                    st.advance();
-                }
+                consume_kblocks_block_scaled<DT, BN>(d, pipe, st, kb0, kb1, as, p.a_scale_ld, ra, bl, bh,
+                    [&](uint32_t s) { return make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK); },
+                    [&](uint32_t s) { return sb + s * B_ELEMS; }, release);
             } else {
                 consume_kblocks<DT, BN>(d, pipe, st, kb0, kb1, [&](uint32_t s, uint64_t &da, uint64_t &db) {
                     da = make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK);

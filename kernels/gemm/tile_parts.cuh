@@ -1,6 +1,6 @@
 // tile_parts.cuh - the pieces of a persistent wgmma tile kernel shared by the gemm and
-// moe_gemm families: the k-block's wgmmas, the consumer's main loop over a stage ring, the
-// swizzled output staging and the activation dispatch. 128-row tiles (two consumer warpgroups
+// moe_gemm families: the k-block's wgmmas, the consumer's main loops over a stage ring (plain,
+// and with fp8 block scales), the swizzled output staging and the activation dispatch. 128-row tiles (two consumer warpgroups
 // of 64 rows), k-blocks of one 128-byte swizzled row.
 #pragma once
 #include "dev/activation.cuh"
@@ -135,6 +135,66 @@ __device__ __forceinline__ void consume_kblocks(float (&d)[N / 2], Pipeline<STAG
     wgmma_wait<0>();
     fence_operand(d);
     if (kb1 > kb0) release(prev);
+}
+
+// d += tmp (one k-block's product over part PART of the tile's columns, PN of them) scaled
+// by a's scale of each of the thread's two rows times b's scale of the 128-row block the
+// columns come from: c[h][half], half = the half-tile (lo: accumulator columns < BN / 2)
+// (fp8 block scales).
+template <int BN, int PN, int PART>
+__device__ __forceinline__ void promote(float (&d)[BN / 2], const float (&tmp)[PN / 2],
+                                        const float (&c)[2][2]) {
+#pragma unroll
+    for (int i = 0; i < PN / 2; i++) {
+        const int half = PN == BN ? i >= BN / 4 : PART;
+        d[PART * PN / 2 + i] = fmaf(tmp[i], c[(i / 2) % 2][half], d[PART * PN / 2 + i]);
+    }
+}
+
+// The k-blocks [kb0, kb1) of one tile into d with fp8 block scales (DeepSeek-V3's layout):
+// each k-block's product goes to a second accumulator set, which is waited for and added to
+// d times a's scale of the thread's two rows (as[ra[0]], as[ra[1]]; `as` is k-block kb0's
+// row and steps a_scale_ld floats per k-block) and b's of the half-tile's 128-row block
+// (bl[kb], bh[kb]). The scales differ per k-block, so they cannot wait for the epilogue; this
+// also keeps the fp8 tensor cores' short accumulation to one k-block. bn 256: the product goes
+// to tmp one half-tile (128 columns) at a time; the other warpgroup's wgmmas keep the tensor
+// cores busy during each promotion (two full 64 x 256 sets would take all 256 registers).
+// a_desc(stage): the warpgroup's a descriptor; b_tile(stage): the stage's b tile.
+template <int DT, int BN, int STAGES, typename ADesc, typename BTile, typename Release>
+__device__ __forceinline__ void consume_kblocks_block_scaled(
+    float (&d)[BN / 2], Pipeline<STAGES> *pipe, PipeState<STAGES> &st, int kb0, int kb1,
+    const float *as, int64_t a_scale_ld, const int (&ra)[2], const float *bl, const float *bh,
+    ADesc a_desc, BTile b_tile, Release release) {
+    constexpr int PN = BN == 256 ? 128 : BN, BK = kblock<DT>;
+    float tmp[PN / 2];
+    zero(d);
+    for (int kb = kb0; kb < kb1; kb++, as += a_scale_ld) {
+        // (loading these a k-block ahead, also as volatile loads, measured 4-8% slower on
+        // H100; releasing the stage before the adds 10%: gemm.md)
+        const float a0 = __ldg(as + ra[0]);
+        const float a1 = __ldg(as + ra[1]);
+        const float b0 = __ldg(bl + kb), b1 = __ldg(bh + kb);
+        const float c[2][2] = {{a0 * b0, a0 * b1}, {a1 * b0, a1 * b1}};
+        pipe->consumer_wait(st);
+        const uint64_t da = a_desc(st.stage);
+        const auto *b = b_tile(st.stage);
+        wgmma_fence();
+        mma_kblock<DT, PN>(tmp, da, make_desc_kmajor<Swizzle::B128>(b), false);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operand(tmp);
+        promote<BN, PN, 0>(d, tmp, c);
+        if constexpr (PN < BN) {
+            wgmma_fence();
+            mma_kblock<DT, PN>(tmp, da, make_desc_kmajor<Swizzle::B128>(b + PN * BK), false);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_operand(tmp);
+            promote<BN, PN, 1>(d, tmp, c);
+        }
+        release(st.stage);
+        st.advance();
+    }
 }
 
 } // namespace talon::gemm

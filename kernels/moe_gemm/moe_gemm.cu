@@ -16,6 +16,8 @@
 //     a SORTED d by TMA stores.
 // Blocks past num_tokens_post_padded or of an expert outside [0, experts) are skipped by
 // producer and consumers alike (they read the same ids).
+// fp8 (the grouped GEMM's SORTED a only): DeepSeek-V3 block scales applied per k-block
+// (tile_parts.cuh's consume_kblocks_block_scaled), bf16 out.
 // Checked mode (kernels/dev/check.cuh) records a sorted id above the sentinel (negative ones
 // included; treated as padding, as always) where a thread reads one, and a
 // num_tokens_post_padded (rows_used) outside [0, the rows the grid walks] or a group_rows
@@ -32,6 +34,9 @@
 namespace talon::moe_gemm {
 using namespace talon::dev;
 using namespace talon::gemm;
+
+// d's type: the inputs', bf16 for fp8.
+template <int DT> using out_elem = elem<is_fp8<DT> ? TALON__BF16 : DT>;
 
 // A block of 128 rows: its expert (group; -1: no work), first row of a and d (SORTED), and
 // rows to write (below 128 only in a masked layout's last block of a group).
@@ -102,7 +107,7 @@ __device__ __forceinline__ int slot_pair(const talon__moe_gemm_params &p, int s)
 template <int DT, int BN, int G, typename Act>
 __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__moe_gemm_params &p,
                                          int s0, int live, int n0, Staging &st) {
-    using T = elem<DT>;
+    using T = out_elem<DT>;
     constexpr int OUT_COLS = G ? BN / 2 : BN, CHUNK = 64, QC = CHUNK / 8;
     const int lane = lane_index(), t = thread_in_warpgroup();
     const int r0 = 16 * warp_in_warpgroup() + lane / 4;
@@ -177,7 +182,8 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
     uint8_t *staging = reinterpret_cast<uint8_t *>(sb + STAGES * B_ELEMS); // 2 x 16 KB
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(staging + 2 * 16384);
 
-    const bool gather = p.a_rows != TALON__MOE_ROWS_SORTED;
+    // fp8 a is always SORTED (the host's rule): the gathering code is not built for it
+    const bool gather = !is_fp8<DT> && p.a_rows != TALON__MOE_ROWS_SORTED;
     const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
     const int num_post = rows_in_use(p);
     const int wg = warpgroup_index();
@@ -248,12 +254,28 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         const TileCoord tc = tile_of(u, p.blocks, p.tiles_n, p.group);
         const Block blk = block_at(p, tc.m, num_post);
         if (blk.e < 0) continue;
-        consume_kblocks<DT, BN>(d, pipe, st, 0, kblocks, [&](uint32_t s, uint64_t &da, uint64_t &db) {
-            // a gathered by cp.async (generic proxy) is read by the tensor cores (async proxy)
-            if (gather) fence_proxy_async();
-            da = make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK);
-            db = make_desc_kmajor<Swizzle::B128>(sb + s * B_ELEMS);
-        }, [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); });
+        auto release = [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); };
+        if constexpr (is_fp8<DT>) {
+            // a's scales of the thread's two rows (rows past a_scale's read row 0's: their
+            // products are not written); b's of the half-tiles' 128-row blocks of expert e
+            const int r = blk.s0 + band * 64 + 16 * warp_in_warpgroup() + lane_index() / 4;
+            const int ra[2] = {r < p.scale_rows ? r : 0, r + 8 < p.scale_rows ? r + 8 : 0};
+            const int lo = tc.n * (G ? BN / 2 : BN), hi = G ? lo + p.n : lo + BN / 2;
+            const float *bs = reinterpret_cast<const float *>(p.b_scale) + blk.e * p.b_scale_expert;
+            const float *bl = bs + (lo / 128) * p.b_scale_ld;
+            const float *bh = G || hi < p.n ? bs + (hi / 128) * p.b_scale_ld : bl;
+            consume_kblocks_block_scaled<DT, BN>(d, pipe, st, 0, kblocks,
+                reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld, ra, bl, bh,
+                [&](uint32_t s) { return make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK); },
+                [&](uint32_t s) { return sb + s * B_ELEMS; }, release);
+        } else {
+            consume_kblocks<DT, BN>(d, pipe, st, 0, kblocks, [&](uint32_t s, uint64_t &da, uint64_t &db) {
+                // a gathered by cp.async (generic proxy) is read by the tensor cores (async proxy)
+                if (gather) fence_proxy_async();
+                da = make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK);
+                db = make_desc_kmajor<Swizzle::B128>(sb + s * B_ELEMS);
+            }, release);
+        }
         const int live = blk.live - band * 64;
         if (live > 0)
             with_act(p.act, [&](auto act) {

@@ -15,7 +15,9 @@
    included, padded to 128-row tiles; tiles of group -1 and of groups past `groups`; rows_used
    ending the walk early) and the masked layout (counts 0, full, odd, and out of range to be
    clamped), every row checked against the fp64 reference or still poisoned, and a graph of
-   the masked layout replayed on new counts.
+   the masked layout replayed on new counts; fp8 e4m3 with DeepSeek-V3 block scales (values
+   and power-of-two scales that make every k-block's product exact, so the tolerance is the
+   bf16 output's rounding and one fp32 rounding per k-block).
    TALON_TEST_QUICK=1 (compute-sanitizer) keeps every kernel variant on smaller problems. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -517,17 +519,20 @@ typedef struct gcase {
 typedef struct gjob {
     gcase c;
     int64_t rows, tiles, b_rows, lda, ldb, ldd, d_bytes, used; /* rows: of a and d */
+    int64_t isize, kb, rows4, n_bs;  /* fp8: 1, k-blocks, a_scale's row stride, b_scale's count */
     int *tile_group; /* CONTIGUOUS: [tiles] */
     int *count;      /* MASKED: [groups], as uploaded (before clamping) */
-    double *a, *b;
-    uint16_t *ha, *hb;
-    unsigned char *hd;
-    CUdeviceptr da, db, dd, dgroups, dused, dcount;
+    double *a, *b;   /* the values (fp8: times their block scales) */
+    float *sa, *sb;  /* fp8: a_scale [kb, rows4], b_scale [groups, ceil(b_rows / 128), kb] */
+    unsigned char *ha, *hb, *hd;
+    CUdeviceptr da, db, dd, dgroups, dused, dcount, dsa, dsb;
 } gjob;
 
 static void gjob_free(gjob *j) {
     free(j->tile_group); free(j->count);
-    free(j->a); free(j->b); free(j->ha); free(j->hb); free(j->hd);
+    free(j->a); free(j->b); free(j->sa); free(j->sb); free(j->ha); free(j->hb); free(j->hd);
+    if (j->dsa) cu.cuMemFree(j->dsa);
+    if (j->dsb) cu.cuMemFree(j->dsb);
     if (j->da) cu.cuMemFree(j->da);
     if (j->db) cu.cuMemFree(j->db);
     if (j->dd) cu.cuMemFree(j->dd);
@@ -593,18 +598,29 @@ static int gjob_prepare(gjob *j, const gcase *c, uint64_t seed) {
         return -1;
     }
     j->b_rows = (c->gated ? 2 : 1) * c->n;
+    j->isize = c->dt == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
+    j->kb = (c->k + 127) / 128;
+    j->rows4 = (j->rows + 3) / 4 * 4;
+    j->n_bs = c->groups * ((j->b_rows + 127) / 128) * j->kb;
     j->lda = c->k + c->pad; j->ldb = c->k + c->pad; j->ldd = c->n + c->pad;
     j->d_bytes = j->rows * j->ldd * 2 + GUARD;
     j->a = malloc((size_t)(j->rows * c->k) * sizeof(double));
     j->b = malloc((size_t)(c->groups * j->b_rows * c->k) * sizeof(double));
-    j->ha = malloc((size_t)(j->rows * j->lda) * 2);
-    j->hb = malloc((size_t)(c->groups * j->b_rows * j->ldb) * 2);
+    j->ha = malloc((size_t)(j->rows * j->lda * j->isize));
+    j->hb = malloc((size_t)(c->groups * j->b_rows * j->ldb * j->isize));
     j->hd = malloc((size_t)j->d_bytes);
     if (!j->a || !j->b || !j->ha || !j->hb || !j->hd) return -1;
-    j->da = gpu_alloc((size_t)(j->rows * j->lda) * 2);
-    j->db = gpu_alloc((size_t)(c->groups * j->b_rows * j->ldb) * 2);
+    j->da = gpu_alloc((size_t)(j->rows * j->lda * j->isize));
+    j->db = gpu_alloc((size_t)(c->groups * j->b_rows * j->ldb * j->isize));
     j->dd = gpu_alloc((size_t)j->d_bytes);
     if (!j->da || !j->db || !j->dd) return -1;
+    if (j->isize == 1) {
+        j->sa = malloc((size_t)(j->kb * j->rows4) * sizeof(float));
+        j->sb = malloc((size_t)j->n_bs * sizeof(float));
+        j->dsa = gpu_alloc((size_t)(j->kb * j->rows4) * 4);
+        j->dsb = gpu_alloc((size_t)j->n_bs * 4);
+        if (!j->sa || !j->sb || !j->dsa || !j->dsb) return -1;
+    }
     if (c->layout == TALON_GROUPED_MASKED) {
         j->dcount = gpu_alloc((size_t)c->groups * 4);
         if (!j->dcount) return -1;
@@ -621,13 +637,52 @@ static int gjob_prepare(gjob *j, const gcase *c, uint64_t seed) {
     return 0;
 }
 
-/* Fresh a, b (and MASKED counts) from seed, uploaded; d poisoned. */
+/* fp8: an e4m3 matrix [rows, cols] with row stride ld of values in {0, +-1/4 .. +-2} (every
+   k-block's sum of products exact in fp32), x the values times their block's scale
+   scale(r, 128-column block), NaN padding. */
+static void fill8(int64_t rows, int64_t cols, int64_t ld, uint64_t *s, double *x, uint8_t *h,
+                  const float *scale, int64_t scale_row, int64_t scale_col) {
+    static const float set[] = {0.f, 0.25f, -0.25f, 0.5f, -0.5f, 0.75f, -0.75f, 1.f, -1.f,
+                                1.5f, -1.5f, 2.f, -2.f};
+    int64_t r, c;
+    for (r = 0; r < rows; r++)
+        for (c = 0; c < ld; c++) {
+            if (c < cols) {
+                h[r * ld + c] = ref_e4m3_from_f32(set[ref_next64(s) % 13]);
+                x[r * cols + c] = ref_e4m3_to_f64(h[r * ld + c]) *
+                                  (double)scale[r * scale_row + (c / 128) * scale_col];
+            } else {
+                h[r * ld + c] = 0x7F;
+            }
+        }
+}
+
+/* fp8 block scales: powers of two in [2^-3, 2^3]. */
+static void fill_scales(float *x, int64_t n, uint64_t *s) {
+    int64_t i;
+    for (i = 0; i < n; i++) x[i] = ldexpf(1.f, (int)(ref_next64(s) % 7) - 3);
+}
+
+/* Fresh a, b (fp8: and scales; MASKED: and counts) from seed, uploaded; d poisoned. */
 static int gjob_upload(gjob *j, uint64_t seed) {
     uint64_t s = ref_mix64(seed ^ 0x5A5A);
-    fill(j->c.dt, j->rows, j->c.k, j->lda, &s, j->a, j->ha);
-    fill(j->c.dt, j->c.groups * j->b_rows, j->c.k, j->ldb, &s, j->b, j->hb);
-    GPU_CK(cu.cuMemcpyHtoD(j->da, j->ha, (size_t)(j->rows * j->lda) * 2));
-    GPU_CK(cu.cuMemcpyHtoD(j->db, j->hb, (size_t)(j->c.groups * j->b_rows * j->ldb) * 2));
+    if (j->isize == 1) {
+        const int64_t brows = j->c.groups * j->b_rows, blocks = (j->b_rows + 127) / 128;
+        int64_t r;
+        fill_scales(j->sa, j->kb * j->rows4, &s);
+        fill_scales(j->sb, j->n_bs, &s);
+        fill8(j->rows, j->c.k, j->lda, &s, j->a, j->ha, j->sa, 1, j->rows4);
+        for (r = 0; r < brows; r++) /* row r of b: group r / b_rows, its block (r % b_rows) / 128 */
+            fill8(1, j->c.k, j->ldb, &s, j->b + r * j->c.k, j->hb + r * j->ldb,
+                  j->sb + ((r / j->b_rows) * blocks + (r % j->b_rows) / 128) * j->kb, 0, 1);
+        GPU_CK(cu.cuMemcpyHtoD(j->dsa, j->sa, (size_t)(j->kb * j->rows4) * 4));
+        GPU_CK(cu.cuMemcpyHtoD(j->dsb, j->sb, (size_t)j->n_bs * 4));
+    } else {
+        fill(j->c.dt, j->rows, j->c.k, j->lda, &s, j->a, (uint16_t *)(void *)j->ha);
+        fill(j->c.dt, j->c.groups * j->b_rows, j->c.k, j->ldb, &s, j->b, (uint16_t *)(void *)j->hb);
+    }
+    GPU_CK(cu.cuMemcpyHtoD(j->da, j->ha, (size_t)(j->rows * j->lda * j->isize)));
+    GPU_CK(cu.cuMemcpyHtoD(j->db, j->hb, (size_t)(j->c.groups * j->b_rows * j->ldb * j->isize)));
     GPU_CK(cu.cuMemsetD8(j->dd, 0xFF, (size_t)j->d_bytes));
     if (j->c.layout == TALON_GROUPED_MASKED) {
         gjob_counts(j, seed);
@@ -650,12 +705,15 @@ static talon_status gjob_launch(const gjob *j, CUstream stream) {
     a.n = c->n; a.k = c->k;
     if (c->pad) { a.lda = j->lda; a.ldb = j->ldb; a.ldd = j->ldd; }
     a.layout = c->layout; a.act = c->act; a.gated = c->gated; a.dtype = c->dt;
+    if (j->isize == 1) {
+        a.scale = TALON_GEMM_SCALE_BLOCK; a.a_scale = j->dsa; a.b_scale = j->dsb;
+    }
     return talon_grouped_gemm(g_ctx, stream, &a);
 }
 
 static void gdescribe(const gcase *c, char *s, size_t n) {
     snprintf(s, n, "grouped %s %s G %lld rows %lld n %lld k %lld gated %d act %d pad %d extra %d",
-             c->dt == TALON_DTYPE_BF16 ? "bf16" : "f16",
+             c->dt == TALON_DTYPE_BF16 ? "bf16" : c->dt == TALON_DTYPE_F16 ? "f16" : "fp8",
              c->layout == TALON_GROUPED_MASKED ? "masked" : "contiguous", (long long)c->groups,
              (long long)c->rows, (long long)c->n, (long long)c->k, c->gated, (int)c->act, c->pad,
              c->extra);
@@ -674,7 +732,9 @@ static int grow_group(const gjob *j, int64_t r) {
 
 static int gjob_check(gjob *j, long long *elements) {
     const gcase *c = &j->c;
-    const double rel = c->dt == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+    /* d's rounding; the fp32 sums (fp8: one rounding per k-block, as talon_gemm's tests) */
+    const double rel = c->dt == TALON_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
+    const double e_mag = j->isize == 1 ? 0x1p-24 * (double)(j->kb + 16) : 0x1p-14;
     const double macs = (double)j->rows * (double)j->b_rows * (double)c->k;
     const int64_t step = macs > SAMPLED_MACS ? (int64_t)ceil(macs / SAMPLED_MACS) : 1;
     double *ref = malloc((size_t)c->n * sizeof(double)), *mag = malloc((size_t)c->n * sizeof(double));
@@ -695,9 +755,9 @@ static int gjob_check(gjob *j, long long *elements) {
                          c->gated, c->act, 1.0, ref, mag);
         for (col = 0; col < c->n; col++) {
             uint16_t h;
-            double got, tol = rel * fabs(ref[col]) + 0x1p-14 * mag[col] + 1e-30;
+            double got, tol = rel * fabs(ref[col]) + e_mag * mag[col] + 1e-30;
             memcpy(&h, j->hd + (r * j->ldd + col) * 2, 2);
-            got = ref_to_f32(c->dt, h);
+            got = ref_to_f32(j->isize == 1 ? TALON_DTYPE_BF16 : c->dt, h);
             ++*elements;
             if (!(fabs(got - ref[col]) <= tol) && !bad++)
                 snprintf(what, sizeof what, "row %lld (group %d) d[%lld, %lld] = %.9g, ref %.9g "
@@ -737,6 +797,7 @@ static void run_gcase(gpu_tally *t, const gcase *c, uint64_t seed) {
     if (e != CUDA_SUCCESS) fail();
 }
 
+#define F8 TALON_DTYPE_FP8_E4M3
 #define CONT TALON_GROUPED_CONTIGUOUS
 #define MASK TALON_GROUPED_MASKED
 
@@ -754,6 +815,14 @@ static void test_grouped(void **state) {
         /* bn 256, several tiles per CTA (sampled rows) */
         {BF, CONT, 32, 512, 768, 1024, 1, A_SILU, 0, 1},
         {BF, MASK, 32, 256, 1024, 512, 0, A_NONE, 0, 1},
+        /* fp8 block scales: k past a 128-block edge, gated 256 / 128, odd rows, strides */
+        {F8, CONT, 8, 300, 256, 272, 1, A_SILU, 0, 1},
+        {F8, CONT, 5, 129, 264, 400, 0, A_NONE, 16, 0},
+        {F8, CONT, 16, 700, 960, 1024, 1, A_SILU, 0, 1},
+        {F8, CONT, 32, 512, 1024, 2048, 0, A_NONE, 0, 0},
+        {F8, MASK, 8, 300, 192, 144, 1, A_GELU, 0, 1},
+        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0},
+        {F8, MASK, 32, 256, 2048, 512, 0, A_NONE, 0, 1},
     };
     static const gcase quick[] = {
         {BF, CONT, 8, 300, 200, 136, 1, A_SILU, 0, 1},
@@ -762,6 +831,10 @@ static void test_grouped(void **state) {
         {HF, MASK, 5, 100, 512, 64, 0, A_RELU, 8, 0},
         {BF, CONT, 8, 256, 768, 256, 1, A_SILU, 0, 0},
         {BF, MASK, 8, 256, 1024, 128, 0, A_NONE, 0, 1},
+        {F8, CONT, 8, 300, 256, 272, 1, A_SILU, 0, 1},
+        {F8, CONT, 4, 200, 192, 144, 1, A_GELU, 16, 0},
+        {F8, MASK, 6, 200, 1024, 256, 0, A_NONE, 0, 1},
+        {F8, CONT, 8, 256, 520, 400, 0, A_RELU, 0, 0},
     };
     const gcase *cases = g_quick ? quick : full;
     const int n = g_quick ? COUNT(quick) : COUNT(full);

@@ -5,9 +5,11 @@
 #include "fake_driver.h"
 #include "table_rows.h"
 
-/* table_rows.h's op column; OP_GROUPED_MASKED: talon_grouped_gemm from masked valid args */
-typedef enum { OP_MOE_GEMM, OP_GROUPED_GEMM, OP_GROUPED_MASKED } op_id;
-static const char *const op_names[] = {"talon_moe_gemm", "talon_grouped_gemm", "talon_grouped_gemm"};
+/* table_rows.h's op column; OP_GROUPED_MASKED, OP_GROUPED_FP8: talon_grouped_gemm from the
+   masked layout's or fp8's valid args */
+typedef enum { OP_MOE_GEMM, OP_GROUPED_GEMM, OP_GROUPED_MASKED, OP_GROUPED_FP8 } op_id;
+static const char *const op_names[] = {"talon_moe_gemm", "talon_grouped_gemm", "talon_grouped_gemm",
+                                       "talon_grouped_gemm"};
 
 #define P_A 0x10000000ull
 #define P_B 0x100000000ull
@@ -16,6 +18,8 @@ static const char *const op_names[] = {"talon_moe_gemm", "talon_grouped_gemm", "
 #define P_EXPERTS 0x41000000ull
 #define P_POST 0x42000000ull
 #define P_W 0x43000000ull
+#define P_AS 0x44000000ull
+#define P_BS 0x45000000ull
 #define STREAM ((CUstream)(uintptr_t)0x5157)
 
 /* Qwen3-30B-A3B's gate/up projection over 4096 tokens: hidden [4096, 2048] gathered by token,
@@ -315,14 +319,24 @@ static void grouped_masked_args(talon_grouped_gemm_args *a) {
     a->layout = TALON_GROUPED_MASKED; a->tile_groups = 0; a->rows_used = 0; a->group_rows = P_W;
     a->rows = 256;
 }
+/* The same shapes in fp8 e4m3 with block scales. */
+static void grouped_fp8_args(talon_grouped_gemm_args *a) {
+    grouped_valid_args(a);
+    a->dtype = TALON_DTYPE_FP8_E4M3; a->scale = TALON_GEMM_SCALE_BLOCK;
+    a->a_scale = P_AS; a->b_scale = P_BS;
+}
 static void grouped_args(int op, talon_grouped_gemm_args *a) {
     if (op == OP_GROUPED_MASKED) grouped_masked_args(a);
+    else if (op == OP_GROUPED_FP8) grouped_fp8_args(a);
     else grouped_valid_args(a);
 }
 
 #define G(f, k, v) SET(talon_grouped_gemm_args, f, k, v)
 #define GBAD(NAME, SETS, FIELD, VALUE)                                                         \
     {.name = "grouped_gemm: " NAME, .op = OP_GROUPED_GEMM, .kind = BAD_FIELDS, .set = SETS,    \
+     .field = FIELD, .value = VALUE}
+#define FBAD(NAME, SETS, FIELD, VALUE)                                                         \
+    {.name = "grouped_gemm: fp8 " NAME, .op = OP_GROUPED_FP8, .kind = BAD_FIELDS, .set = SETS, \
      .field = FIELD, .value = VALUE}
 #define MBAD(NAME, SETS, FIELD, VALUE)                                                         \
     {.name = "grouped_gemm: masked " NAME, .op = OP_GROUPED_MASKED, .kind = BAD_FIELDS,        \
@@ -332,7 +346,24 @@ static const bad_row grouped_bad_rows[] = {
     {.name = "grouped_gemm: ctx NULL", .op = OP_GROUPED_GEMM, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
     {.name = "grouped_gemm: args NULL", .op = OP_GROUPED_GEMM, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
     GBAD("dtype F32", ONE(G(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
-    GBAD("dtype fp8 (not yet)", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    GBAD("dtype fp8 without block scales", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->scale",
+         "0"),
+    GBAD("scale BLOCK with bf16", ONE(G(scale, ENUM, TALON_GEMM_SCALE_BLOCK)), "args->scale", "3"),
+    GBAD("a_scale with bf16", ONE(G(a_scale, PTR, P_AS)), "args->a_scale", "0x44000000"),
+    GBAD("b_scale with bf16", ONE(G(b_scale, PTR, P_BS)), "args->b_scale", "0x45000000"),
+    FBAD("scale ROW", ONE(G(scale, ENUM, TALON_GEMM_SCALE_ROW)), "args->scale", "2"),
+    FBAD("a_scale NULL", ONE(G(a_scale, PTR, 0)), "args->a_scale", "NULL"),
+    FBAD("b_scale 2-byte aligned", ONE(G(b_scale, PTR, P_BS + 2)), "args->b_scale", "0x45000002"),
+    FBAD("gated n 96 (not a multiple of 64)", ONE(G(n, I64, 96)), "args->n", "96"),
+    FBAD("lda 2056 (not a multiple of 16)", ONE(G(lda, I64, 2056)), "args->lda", "2056"),
+    FBAD("k 2056 with lda 0", ONE(G(k, I64, 2056)), "args->lda", "2056"),
+    /* a_scale: 16 k-blocks x 49152 rows x 4 bytes = 0x300000; d from P_D spans 0x4800000 */
+    FBAD("a_scale inside d", ONE(G(a_scale, PTR, P_D + 0x4800000 - 4)), "args->a_scale", "0x247ffffc"),
+    FBAD("a_scale's end inside d", ONE(G(a_scale, PTR, P_D - 0x300000 + 4)), "args->a_scale",
+         "0x1fd00004"),
+    /* b_scale: 128 groups x 12 blocks x 16 k-blocks x 4 bytes = 0x18000 */
+    FBAD("b_scale's end inside d", ONE(G(b_scale, PTR, P_D - 0x18000 + 4)), "args->b_scale",
+         "0x1ffe8004"),
     GBAD("groups 0", ONE(G(groups, I64, 0)), "args->groups", "0"),
     GBAD("groups 65537", ONE(G(groups, I64, 65537)), "args->groups", "65537"),
     GBAD("layout 2", ONE(G(layout, ENUM, 2)), "args->layout", "2"),
@@ -414,24 +445,31 @@ static void test_grouped_accepts_edges(void **state) {
 static void test_grouped_plan(void **state) {
     talon__moe_gemm_plan pl;
     (void)state;
-    talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 768, 1, 132, &pl);
+    talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 768, 1, 0, 132, &pl);
     assert_int_equal(pl.blocks, 384);
     assert_int_equal(pl.bn, 256);
     assert_int_equal(pl.tiles_n, 6);
     assert_int_equal(pl.grid, 132);
     /* expert-parallel decode: 32 local experts x 100 rows: 32 blocks; n 7168 in 56 tiles of
        128 fill more SMs than 28 of 256 */
-    talon__grouped_gemm_plan_make(TALON_GROUPED_MASKED, 32, 100, 7168, 0, 132, &pl);
+    talon__grouped_gemm_plan_make(TALON_GROUPED_MASKED, 32, 100, 7168, 0, 0, 132, &pl);
     assert_int_equal(pl.blocks, 32);
     assert_int_equal(pl.bn, 128);
     assert_int_equal(pl.tiles_n, 56);
-    talon__grouped_gemm_plan_make(TALON_GROUPED_MASKED, 4, 257, 64, 1, 132, &pl);
+    talon__grouped_gemm_plan_make(TALON_GROUPED_MASKED, 4, 257, 64, 1, 0, 132, &pl);
     assert_int_equal(pl.blocks, 12);
     assert_int_equal(pl.tiles_n, 1);
     assert_int_equal(pl.grid, 12);
     /* the SM count bounds the grid */
-    talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 768, 1, 78, &pl);
+    talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 768, 1, 0, 78, &pl);
     assert_int_equal(pl.grid, 78);
+    /* fp8 gated: 256 where n is a multiple of 128, else 128 (the up half's scale blocks) */
+    talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 768, 1, 1, 132, &pl);
+    assert_int_equal(pl.bn, 256);
+    talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 1088, 1, 1, 132, &pl);
+    assert_int_equal(pl.bn, 128);
+    talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 1088, 1, 0, 132, &pl);
+    assert_int_equal(pl.bn, 256);
 }
 
 typedef struct grouped_launch_row {
@@ -457,6 +495,14 @@ static const grouped_launch_row grouped_launch_rows[] = {
     GLAUNCH("f16 masked gated, 4 groups x 257 rows", OP_GROUPED_MASKED,
             ONE(G(dtype, ENUM, TALON_DTYPE_F16), G(groups, I64, 4), G(rows, I64, 257), G(n, I64, 64)),
             "talon_moe_gemm_f16_gated_128", 12, 12, 1),
+    GLAUNCH("fp8 contiguous gated n 768: 256", OP_GROUPED_FP8, NONE,
+            "talon_moe_gemm_e4m3_block_gated_256", 132, 384, 6),
+    GLAUNCH("fp8 contiguous gated n 704: 128", OP_GROUPED_FP8, ONE(G(n, I64, 704)),
+            "talon_moe_gemm_e4m3_block_gated_128", 132, 384, 11),
+    GLAUNCH("fp8 masked down, 32 groups x 100 rows", OP_GROUPED_FP8,
+            ONE(G(layout, ENUM, TALON_GROUPED_MASKED), G(tile_groups, PTR, 0), G(rows_used, PTR, 0),
+                G(group_rows, PTR, P_W), G(rows, I64, 100), G(gated, INT, 0)),
+            "talon_moe_gemm_e4m3_block_128", 132, 128, 6),
 };
 
 static void test_grouped_launch(void **state) {
@@ -491,6 +537,25 @@ static void test_grouped_launch(void **state) {
     assert_int_equal(p->n, a.n);
     assert_int_equal(p->k, a.k);
     assert_int_equal(p->act, (int)a.act);
+    if (a.dtype == TALON_DTYPE_FP8_E4M3) {
+        const int64_t kb = (a.k + 127) / 128;
+        assert_int_equal(p->a_scale, a.a_scale);
+        assert_int_equal(p->b_scale, a.b_scale);
+        assert_int_equal(p->a_scale_ld, (rows + 3) / 4 * 4);
+        assert_int_equal(p->b_scale_ld, kb);
+        assert_int_equal(p->b_scale_expert, ((a.gated ? 2 : 1) * a.n + 127) / 128 * kb);
+        assert_int_equal(p->scale_rows, rows);
+        assert_int_equal(fake.enc_log[0].type, CU_TENSOR_MAP_DATA_TYPE_UINT8);
+        assert_int_equal(fake.enc_log[0].box[0], 128);
+        assert_int_equal(fake.enc_log[1].type, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        assert_int_equal(fake.enc_log[2].type, CU_TENSOR_MAP_DATA_TYPE_UINT8);
+        assert_int_equal(fake.enc_log[2].strides[1], (a.gated ? 2 : 1) * a.n * a.k);
+        if (a.gated) assert_int_equal(fake.enc_log[3].addr, (void *)(uintptr_t)(a.b + a.n * a.k));
+    } else {
+        assert_int_equal(p->a_scale, 0);
+        assert_int_equal(p->b_scale, 0);
+        assert_int_equal(fake.enc_log[2].strides[1], (a.gated ? 2 : 1) * a.n * a.k * 2);
+    }
     /* maps: a and d over every row (MASKED: the groups' blocks back to back), then b's views */
     assert_int_equal(fake.encodes, 3 + a.gated);
     assert_ptr_equal(fake.enc_log[0].addr, (void *)(uintptr_t)a.a);
@@ -503,7 +568,6 @@ static void test_grouped_launch(void **state) {
     assert_int_equal(fake.enc_log[2].rank, 3);
     assert_int_equal(fake.enc_log[2].dims[1], a.n);
     assert_int_equal(fake.enc_log[2].dims[2], a.groups);
-    assert_int_equal(fake.enc_log[2].strides[1], (a.gated ? 2 : 1) * a.n * a.k * 2);
 }
 
 /* ================================================================ main */

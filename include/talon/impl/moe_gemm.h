@@ -39,10 +39,11 @@ static talon_status talon__moe_gemm_check_capacity(const char *op, const talon_m
     return TALON_SUCCESS;
 }
 
-/* Both ops' operand rules: n, k, gated, act, the strides (resolved into *lda, *ldb, *ldd)
-   and the three matrices' pointers. */
+/* Both ops' operand rules: n, k, gated, act, the strides (resolved into *lda, *ldb, *ldd;
+   a's and b's rows 16 bytes apart: elements of isize bytes) and the three matrices'
+   pointers. */
 static talon_status talon__moe_gemm_check_operands(const char *op, int64_t n, int64_t k, int gated,
-                                                   talon_gemm_act act, int64_t lda_in,
+                                                   talon_gemm_act act, int isize, int64_t lda_in,
                                                    int64_t ldb_in, int64_t ldd_in, CUdeviceptr d,
                                                    CUdeviceptr a, CUdeviceptr b, int64_t *lda,
                                                    int64_t *ldb, int64_t *ldd) {
@@ -51,8 +52,8 @@ static talon_status talon__moe_gemm_check_operands(const char *op, int64_t n, in
     TALON__TRY(talon__check_range(op, "gated", gated, 0, 1));
     TALON__TRY(talon__check_range(op, "act", (int64_t)(int)act, TALON_GEMM_ACT_NONE,
                                   TALON_GEMM_ACT_GELU_TANH));
-    TALON__TRY(talon__gemm_check_ld(op, "lda", lda_in, k, 8, lda));
-    TALON__TRY(talon__gemm_check_ld(op, "ldb", ldb_in, k, 8, ldb));
+    TALON__TRY(talon__gemm_check_ld(op, "lda", lda_in, k, 16 / isize, lda));
+    TALON__TRY(talon__gemm_check_ld(op, "ldb", ldb_in, k, 16 / isize, ldb));
     TALON__TRY(talon__gemm_check_ld(op, "ldd", ldd_in, n, 8, ldd));
     TALON__TRY(talon__check_ptr_align(op, "d", d, 0, 16));
     TALON__TRY(talon__check_ptr_align(op, "a", a, 0, 16));
@@ -71,7 +72,8 @@ static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, cons
     TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p->b_lo, b, n, k, ldb, pl->bn / 2, dtype,
                                        p->experts, b_rows * ldb));
     if (gated)
-        TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p->b_hi, b + (CUdeviceptr)(n * ldb * 2),
+        TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p->b_hi,
+                                           b + (CUdeviceptr)(n * ldb * talon__gemm_esize(dtype)),
                                            n, k, ldb, pl->bn / 2, dtype, p->experts,
                                            b_rows * ldb));
     else
@@ -100,8 +102,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->block_size = %lld must "
                            "be 128 (the tile's rows)", op, (long long)a->block_size);
     TALON__TRY(talon__moe_gemm_check_capacity(op, a));
-    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, a->lda, a->ldb,
-                                              a->ldd, a->d, a->a, a->b, &lda, &ldb, &ldd));
+    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, 2, a->lda,
+                                              a->ldb, a->ldd, a->d, a->a, a->b, &lda, &ldb, &ldd));
     TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "num_tokens_post_padded", a->num_tokens_post_padded,
@@ -151,6 +153,38 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
                                   a->dtype);
 }
 
+/* talon_grouped_gemm's types: bf16 or f16 with scale NONE and no scale pointers; fp8 e4m3
+   with scale BLOCK and both scale pointers (4-byte aligned); gated fp8: n a multiple of 64
+   (each half-tile of b inside one 128-row scale block). */
+static talon_status talon__grouped_gemm_check_types(const char *op,
+                                                    const talon_grouped_gemm_args *a) {
+    if (a->dtype != TALON_DTYPE_FP8_E4M3) {
+        if (a->dtype != TALON_DTYPE_BF16 && a->dtype != TALON_DTYPE_F16)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->dtype = %d is not "
+                               "supported (bf16 = %d, f16 = %d, fp8 e4m3 = %d)", op,
+                               (int)a->dtype, (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16,
+                               (int)TALON_DTYPE_FP8_E4M3);
+        if (a->scale != TALON_GEMM_SCALE_NONE)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
+                               "TALON_GEMM_SCALE_NONE (0) with bf16/f16 inputs", op,
+                               (int)a->scale);
+        if (a->a_scale || a->b_scale)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = 0x%llx must be "
+                               "NULL with bf16/f16 inputs (scales are for fp8)", op,
+                               a->a_scale ? "a_scale" : "b_scale",
+                               (unsigned long long)(a->a_scale ? a->a_scale : a->b_scale));
+        return TALON_SUCCESS;
+    }
+    if (a->scale != TALON_GEMM_SCALE_BLOCK)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
+                           "TALON_GEMM_SCALE_BLOCK (3) with fp8 inputs", op, (int)a->scale);
+    if (a->gated && a->n % 64)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld must be a "
+                           "multiple of 64 for gated block scales", op, (long long)a->n);
+    TALON__TRY(talon__check_ptr_align(op, "a_scale", a->a_scale, 0, 4));
+    return talon__check_ptr_align(op, "b_scale", a->b_scale, 0, 4);
+}
+
 /* talon_grouped_gemm's rules: the pointers of its layout given, the other layout's 0. */
 static talon_status talon__grouped_gemm_check_layout(const char *op,
                                                      const talon_grouped_gemm_args *a) {
@@ -186,25 +220,41 @@ static talon_status talon__grouped_gemm_check_layout(const char *op,
     return TALON_SUCCESS;
 }
 
+/* fp8: b_scale's floats per group, [ceil(rows of b / 128), ceil(k / 128)]. */
+static int64_t talon__grouped_gemm_b_scales(const talon_grouped_gemm_args *a) {
+    return ((a->gated ? 2 : 1) * a->n + 127) / 128 * ((a->k + 127) / 128);
+}
+
 talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_grouped_gemm_args *a) {
     static const char op[] = "talon_grouped_gemm";
     talon__moe_gemm_params p;
     talon__moe_gemm_plan pl;
-    int64_t lda, ldb, ldd, rows;
+    int64_t lda, ldb, ldd, rows, kblocks, rows4;
     CUdeviceptr sd[2], s[2];
+    int isize, fp8;
+    talon_dtype out_dtype;
     TALON__TRY(talon__check_common(op, ctx, a));
-    TALON__TRY(talon__check_dtype(op, a->dtype));
+    TALON__TRY(talon__grouped_gemm_check_types(op, a));
+    isize = talon__gemm_esize(a->dtype);
+    fp8 = isize == 1;
+    out_dtype = fp8 ? TALON_DTYPE_BF16 : a->dtype;
+    kblocks = (a->k + 127) / 128;
     TALON__TRY(talon__check_size(op, "groups", a->groups, 65536));
     TALON__TRY(talon__grouped_gemm_check_layout(op, a));
-    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, a->lda, a->ldb,
-                                              a->ldd, a->d, a->a, a->b, &lda, &ldb, &ldd));
+    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, isize, a->lda,
+                                              a->ldb, a->ldd, a->d, a->a, a->b, &lda, &ldb, &ldd));
     /* a and d as [rows, .] matrices (MASKED: the groups' blocks of rows back to back) */
     rows = a->layout == TALON_GROUPED_MASKED ? a->groups * a->rows : a->rows;
+    rows4 = (rows + 3) / 4 * 4;
     talon__gemm_span(a->d, rows, a->n, ldd, 2, sd);
-    talon__gemm_span(a->a, rows, a->k, lda, 2, s);
+    talon__gemm_span(a->a, rows, a->k, lda, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
-    talon__gemm_span(a->b, a->groups * (a->gated ? 2 : 1) * a->n, a->k, ldb, 2, s);
+    talon__gemm_span(a->b, a->groups * (a->gated ? 2 : 1) * a->n, a->k, ldb, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
+    talon__gemm_span(a->a_scale, 1, kblocks * rows4, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "a_scale", a->a_scale, s));
+    talon__gemm_span(a->b_scale, 1, a->groups * talon__grouped_gemm_b_scales(a), 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "b_scale", a->b_scale, s));
     talon__gemm_span(a->tile_groups, 1, a->rows / 128, 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "tile_groups", a->tile_groups, s));
     talon__gemm_span(a->rows_used, 1, 1, 1, 4, s);
@@ -212,7 +262,8 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     talon__gemm_span(a->group_rows, 1, a->groups, 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "group_rows", a->group_rows, s));
 
-    talon__grouped_gemm_plan_make(a->layout, a->groups, a->rows, a->n, a->gated, ctx->sms, &pl);
+    talon__grouped_gemm_plan_make(a->layout, a->groups, a->rows, a->n, a->gated, fp8, ctx->sms,
+                                  &pl);
     if ((int64_t)pl.blocks * pl.tiles_n > (1LL << 30)) /* the kernel's int tile indices */
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld with args->rows "
                            "= %lld makes %lld tiles, more than 2^30", op, (long long)a->n,
@@ -220,7 +271,7 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     memset(&p, 0, sizeof p);
     TALON__TRY(talon__gemm_map(ctx, op, "a", &p.a, a->a, rows, a->k, lda, TALON__GEMM_BM,
                                a->dtype));
-    TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, rows, a->n, ldd, 64, a->dtype));
+    TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, rows, a->n, ldd, 64, out_dtype));
     p.a_ptr = a->a; p.d = a->d;
     p.expert_ids = a->tile_groups; p.num_post = a->rows_used; p.group_rows = a->group_rows;
     p.lda = lda; p.ldd = ldd;
@@ -229,6 +280,12 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     p.layout = a->layout == TALON_GROUPED_MASKED ? TALON__MOE_LAYOUT_MASKED
                                                  : TALON__MOE_LAYOUT_CONTIGUOUS;
     p.group_size = a->layout == TALON_GROUPED_MASKED ? (int)a->rows : 0;
+    if (fp8) {
+        p.a_scale = a->a_scale; p.b_scale = a->b_scale;
+        p.a_scale_ld = rows4; p.b_scale_ld = (int)kblocks;
+        p.b_scale_expert = talon__grouped_gemm_b_scales(a);
+        p.scale_rows = (int)rows;
+    }
     return talon__moe_gemm_launch(ctx, stream, op, &p, &pl, a->b, a->n, a->k, ldb, a->gated,
                                   a->dtype);
 }

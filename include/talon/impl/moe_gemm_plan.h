@@ -15,15 +15,18 @@ typedef struct talon__moe_gemm_plan {
 
 /* The plan over `blocks` blocks of 128 rows of which `busy_rows` rows are expected to have
    work (the device decides which): the tile width by the dense GEMM's wave cost
-   (talon__gemm_cost) over the blocks those rows fill, between 256 and 128 rows of b. Tiles
+   (talon__gemm_cost) over the blocks those rows fill, between 256 and 128 rows of b (128
+   only, unless allow_256: gated fp8 block scales with n not a multiple of 128, where a
+   256-row tile's up half would straddle two scale blocks). Tiles
    are walked in groups of 16 blocks, consecutive blocks mostly of one expert, so a wave
    shares its experts' weight panels in L2. Grid: min(blocks x tiles_n, SMs) CTAs; a tile of
    a block without work costs its CTA two loads. */
 static void talon__moe_gemm_plan_blocks(int64_t busy_rows, int64_t blocks, int64_t n, int gated,
-                                        int sms, talon__moe_gemm_plan *pl) {
+                                        int allow_256, int sms, talon__moe_gemm_plan *pl) {
     const int64_t busy = (busy_rows + 127) / 128;
     int64_t cols, tiles;
-    pl->bn = talon__gemm_cost(busy, n, gated, 128, sms) < talon__gemm_cost(busy, n, gated, 256, sms)
+    pl->bn = !allow_256 || talon__gemm_cost(busy, n, gated, 128, sms) <
+                               talon__gemm_cost(busy, n, gated, 256, sms)
                  ? 128 : 256;
     cols = talon__gemm_tile_cols(pl->bn, gated);
     pl->blocks = (int)blocks;
@@ -43,18 +46,20 @@ static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t n, i
     const int64_t sorted_blocks = sorted_capacity / 128;
     talon__moe_gemm_plan_blocks(tokens * topk,
                                 expert_ids_capacity < sorted_blocks ? expert_ids_capacity : sorted_blocks,
-                                n, gated, sms, pl);
+                                n, gated, 1, sms, pl);
 }
 
 /* talon_grouped_gemm: CONTIGUOUS walks rows / 128 blocks, MASKED ceil(rows / 128) per group;
-   every row is taken as busy (the counts are on the device). */
+   every row is taken as busy (the counts are on the device). fp8: block scales. */
 static void talon__grouped_gemm_plan_make(talon_grouped_layout layout, int64_t groups,
-                                          int64_t rows, int64_t n, int gated, int sms,
+                                          int64_t rows, int64_t n, int gated, int fp8, int sms,
                                           talon__moe_gemm_plan *pl) {
+    const int allow_256 = !(fp8 && gated && n % 128);
     if (layout == TALON_GROUPED_MASKED)
-        talon__moe_gemm_plan_blocks(groups * rows, groups * ((rows + 127) / 128), n, gated, sms, pl);
+        talon__moe_gemm_plan_blocks(groups * rows, groups * ((rows + 127) / 128), n, gated,
+                                    allow_256, sms, pl);
     else
-        talon__moe_gemm_plan_blocks(rows, rows / 128, n, gated, sms, pl);
+        talon__moe_gemm_plan_blocks(rows, rows / 128, n, gated, allow_256, sms, pl);
 }
 
 #endif
