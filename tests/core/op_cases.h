@@ -670,17 +670,21 @@ OC_API void oc_random(oc_case *c, int op, uint64_t *s, int big) {
         c->p.mg.masked = oc_chance(s, 20);
         break;
     }
-    case OP_grouped_gemm:
+    case OP_grouped_gemm: {
+        /* fp8: block scales; k and the row padding in 16-byte units, gated n in 64s */
+        const int fp8 = oc_chance(s, 30);
+        if (fp8) c->dt = TALON_DTYPE_FP8_E4M3;
         c->p.gg.groups = oc_len(s, 1, big ? 32 : 12);
         c->p.gg.masked = oc_chance(s, 50);
         c->p.gg.rows = c->p.gg.masked ? oc_len(s, 1, big ? 600 : 200) : 128 * oc_len(s, 1, big ? 24 : 6);
-        c->p.gg.n = 8 * oc_len(s, 1, big ? 64 : 48);
-        c->p.gg.k = 8 * oc_len(s, 1, big ? 64 : 48);
-        c->p.gg.pad = oc_chance(s, 25) ? 8 : 0;
         c->p.gg.gated = oc_chance(s, 50);
+        c->p.gg.n = fp8 && c->p.gg.gated ? 64 * oc_len(s, 1, big ? 8 : 6) : 8 * oc_len(s, 1, big ? 64 : 48);
+        c->p.gg.k = (fp8 ? 16 : 8) * oc_len(s, 1, big ? 64 : 48);
+        c->p.gg.pad = oc_chance(s, 25) ? (fp8 ? 16 : 8) : 0;
         c->p.gg.act = (talon_gemm_act)oc_ri(s, 0, 4);
         c->p.gg.used = !c->p.gg.masked && oc_chance(s, 50);
         break;
+    }
     }
 }
 
@@ -1389,20 +1393,33 @@ static int64_t gg_rows(const oc_case *c) {
     return c->p.gg.masked ? c->p.gg.groups * c->p.gg.rows : c->p.gg.rows;
 }
 
+/* grouped_gemm fp8: a_scale's row stride (rows rounded up to 4) and b_scale's floats */
+static int64_t gg_rows4(const oc_case *c) { return oc_round_up(gg_rows(c), 4); }
+static int64_t gg_b_scales(const oc_case *c) {
+    const int64_t brows = c->p.gg.gated ? 2 * c->p.gg.n : c->p.gg.n;
+    return c->p.gg.groups * ((brows + 127) / 128) * ((c->p.gg.k + 127) / 128);
+}
+
 /* Buffers: a, b, the group index (CONTIGUOUS: tile_groups, some tiles -1 or past the groups;
-   MASKED: group_rows in [0, rows]), rows_used (a multiple of 128, or all rows), d. */
+   MASKED: group_rows in [0, rows]), rows_used (a multiple of 128, or all rows), d, and fp8's
+   a_scale and b_scale. Elements as the GEMM's cases (fp8: from sets whose k-block sums are
+   exact). */
 static int gg_build(oc_job *j) {
     const oc_case *c = &j->c;
+    const int fp8 = c->dt == TALON_DTYPE_FP8_E4M3, isize = fp8 ? 1 : 2;
     const int64_t g = c->p.gg.groups, n = c->p.gg.n, k = c->p.gg.k, ld_ab = k + c->p.gg.pad;
     const int64_t ldd = n + c->p.gg.pad, brows = c->p.gg.gated ? 2 * n : n, rows = gg_rows(c);
     const int64_t index_len = c->p.gg.masked ? g : rows / 128;
+    const int64_t a_scales = fp8 ? (k + 127) / 128 * gg_rows4(c) : 1, b_scales = fp8 ? gg_b_scales(c) : 1;
     int64_t i, r, col;
     uint64_t s = c->seed;
-    if (oc_add(j, "a", OC_IN, 2, rows * ld_ab, 0) != 0 ||
-        oc_add(j, "b", OC_IN, 2, g * brows * ld_ab, 0) != 1 ||
+    if (oc_add(j, "a", OC_IN, isize, rows * ld_ab, 0) != 0 ||
+        oc_add(j, "b", OC_IN, isize, g * brows * ld_ab, 0) != 1 ||
         oc_add(j, c->p.gg.masked ? "group_rows" : "tile_groups", OC_IN, 4, index_len, 0) != 2 ||
         oc_add(j, "rows_used", OC_IN, 4, 1, 0) != 3 ||
-        oc_add(j, "d", OC_OUT, 2, rows * ldd, 0) != 4)
+        oc_add(j, "d", OC_OUT, 2, rows * ldd, 0) != 4 ||
+        oc_add(j, "a_scale", OC_IN, 4, a_scales, 0) != 5 ||
+        oc_add(j, "b_scale", OC_IN, 4, b_scales, 0) != 6)
         return -1;
     for (i = 0; i < index_len; i++) {
         int64_t v;
@@ -1413,10 +1430,20 @@ static int gg_build(oc_job *j) {
     }
     oc_seti(oc_img(j, 3), 0, (int32_t)(128 * oc_ri(&s, 0, rows / 128)));
     for (r = 0; r < rows; r++)
-        for (col = 0; col < k; col++) oc_set16(oc_img(j, 0), r * ld_ab + col, oc_bits(c->dt, oc_u(&s)));
+        for (col = 0; col < k; col++)
+            gemm_input(c, &s, gemm_set_a, OC_COUNT(gemm_set_a), oc_img(j, 0) + (r * ld_ab + col) * isize);
     for (r = 0; r < g * brows; r++)
-        for (col = 0; col < k; col++) oc_set16(oc_img(j, 1), r * ld_ab + col, oc_bits(c->dt, oc_u(&s)));
+        for (col = 0; col < k; col++)
+            gemm_input(c, &s, gemm_set_b, OC_COUNT(gemm_set_b), oc_img(j, 1) + (r * ld_ab + col) * isize);
+    for (r = 0; r < a_scales; r++) oc_setf(oc_img(j, 5), r, 0.5f + ref_unit01(&s));
+    for (r = 0; r < b_scales; r++) oc_setf(oc_img(j, 6), r, 0.5f + ref_unit01(&s));
     return 0;
+}
+
+/* grouped_gemm: element (r, col) of a or b as a double (fp8: times its block scale) */
+static double gg_value(const oc_job *j, int bi, int64_t at, int64_t scale_at) {
+    if (j->c.dt != TALON_DTYPE_FP8_E4M3) return REF_TO_F32(j->c.dt, oc_get16(oc_img(j, bi), at));
+    return ref_e4m3_to_f64(oc_img(j, bi)[at]) * (double)oc_getf(oc_img(j, bi == 0 ? 5 : 6), scale_at);
 }
 
 /* Builds the job of case c: buffers and host images. ctx: for the workspace sizes (topk,
@@ -1688,6 +1715,10 @@ OC_API void oc_args(const oc_job *j, const oc_dev *d, op_args *a) {
         a->grouped_gemm.layout = c->p.gg.masked ? TALON_GROUPED_MASKED : TALON_GROUPED_CONTIGUOUS;
         a->grouped_gemm.act = c->p.gg.act; a->grouped_gemm.gated = c->p.gg.gated;
         a->grouped_gemm.dtype = c->dt;
+        if (c->dt == TALON_DTYPE_FP8_E4M3) {
+            a->grouped_gemm.scale = TALON_GEMM_SCALE_BLOCK;
+            a->grouped_gemm.a_scale = P(5); a->grouped_gemm.b_scale = P(6);
+        }
         break;
     }
 #undef P
@@ -2503,7 +2534,12 @@ static void gg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
     const int64_t n = c->p.gg.n, k = c->p.gg.k, ld_ab = k + c->p.gg.pad, ldd = n + c->p.gg.pad;
     const int64_t brows = c->p.gg.gated ? 2 * n : n, rows = gg_rows(c);
     const int64_t used = c->p.gg.used ? oc_geti(oc_img(j, 3), 0) : rows;
-    const double rel = c->dt == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+    const int64_t kb = (k + 127) / 128, rows4 = gg_rows4(c), blocks = (brows + 127) / 128;
+    const int fp8 = c->dt == TALON_DTYPE_FP8_E4M3;
+    const talon_dtype ot = fp8 ? TALON_DTYPE_BF16 : c->dt;
+    /* d's rounding; the fp32 sums (fp8: one rounding per k-block) */
+    const double rel = ot == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+    const double e_mag = fp8 ? 0x1p-24 * (double)(kb + 16) : 0x1p-14;
     const int64_t step = oc_step((double)rows * (double)brows * (double)k, budget);
     int64_t r, col, i, cached = -1;
     double *x = (double *)malloc((size_t)(k + brows * k + 2 * n) * sizeof(double)), *w, *ref, *mag;
@@ -2528,20 +2564,21 @@ static void gg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
             }
         if (g < 0) continue;
         if (r % step && r != rows - 1) {
-            oc_check_written(st, "d", img[4], r * ldd, n, c->dt);
+            oc_check_written(st, "d", img[4], r * ldd, n, ot);
             continue;
         }
         if (cached != g) {
             for (i = 0; i < brows; i++)
                 for (col = 0; col < k; col++)
-                    w[i * k + col] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 1), (g * brows + i) * ld_ab + col));
+                    w[i * k + col] = gg_value(j, 1, (g * brows + i) * ld_ab + col,
+                                              (g * blocks + i / 128) * kb + col / 128);
             cached = g;
         }
-        for (col = 0; col < k; col++) x[col] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), r * ld_ab + col));
+        for (col = 0; col < k; col++) x[col] = gg_value(j, 0, r * ld_ab + col, (col / 128) * rows4 + r);
         ref_moe_gemm_row(x, w, n, k, c->p.gg.gated, c->p.gg.act, 1.0, ref, mag);
         for (col = 0; col < n; col++)
-            oc_cmp(st, "d", r, col, REF_TO_F32(c->dt, oc_get16(img[4], r * ldd + col)), ref[col],
-                   rel * fabs(ref[col]) + 0x1p-14 * mag[col] + 1e-30);
+            oc_cmp(st, "d", r, col, REF_TO_F32(ot, oc_get16(img[4], r * ldd + col)), ref[col],
+                   rel * fabs(ref[col]) + e_mag * mag[col] + 1e-30);
     }
     free(x);
 }

@@ -238,7 +238,6 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     isize = talon__gemm_esize(a->dtype);
     fp8 = isize == 1;
     out_dtype = fp8 ? TALON_DTYPE_BF16 : a->dtype;
-    kblocks = (a->k + 127) / 128;
     TALON__TRY(talon__check_size(op, "groups", a->groups, 65536));
     TALON__TRY(talon__grouped_gemm_check_layout(op, a));
     TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, isize, a->lda,
@@ -246,6 +245,7 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     /* a and d as [rows, .] matrices (MASKED: the groups' blocks of rows back to back) */
     rows = a->layout == TALON_GROUPED_MASKED ? a->groups * a->rows : a->rows;
     rows4 = (rows + 3) / 4 * 4;
+    kblocks = (a->k + 127) / 128;
     talon__gemm_span(a->d, rows, a->n, ldd, 2, sd);
     talon__gemm_span(a->a, rows, a->k, lda, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
