@@ -1137,9 +1137,9 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    contiguous: lda = k, ldb = k, ldd = n), at least a row, multiples of 8 and at most 2^36;
    b is [experts, gated ? 2n : n, k] with row stride ldb and the experts back to back; a, b
    and d 16-byte aligned, the others 4-byte aligned. d must not overlap any input.
-   Kernel: one persistent launch (CTAs of 384 threads: a loader warpgroup, two wgmma
-   warpgroups of 64 rows), tiles of one block x 256 or 128 rows of b (gated: 128 or 64 output
-   columns), chosen on the host from (tokens, topk, n, gated, SM count); a gathered a (TOKEN,
+   Kernel: one persistent launch (CTAs of 384 threads in clusters of 2: a loader warpgroup,
+   two wgmma warpgroups of 64 rows), tiles of one block x 256 or 128 rows of b (gated: 128 or
+   64 output columns), chosen on the host from (tokens, topk, n, gated, SM count); a gathered a (TOKEN,
    PAIR) is copied by the loader's 128 threads, a SORTED a and b by TMA. No workspace.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes, strides or
    capacities out of range, block_size not 128, an unsupported dtype, act or row layout

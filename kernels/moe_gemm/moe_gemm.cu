@@ -15,7 +15,8 @@
 //     staging chunk by coalesced 16-byte stores, a row per 8 threads, skipping padding slots;
 //     a SORTED d by TMA stores.
 // Blocks past num_tokens_post_padded or of an expert outside [0, experts) are skipped by
-// producer and consumers alike (they read the same ids).
+// producer and consumers alike (they read the same ids). CTAs run in clusters of 2 on adjacent
+// tiles whose producers start each round of tiles together (L2 sharing of the weights).
 // fp8 (the grouped GEMM's SORTED a only): DeepSeek-V3 block scales applied per k-block
 // (tile_parts.cuh's consume_kblocks_block_scaled), bf16 out.
 // Checked mode (kernels/dev/check.cuh) records a sorted id above the sentinel (negative ones
@@ -174,13 +175,14 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
     constexpr int STAGES = TALON__MOE_GEMM_STAGES(BN);
     constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK;
     constexpr uint32_t A_BYTES = A_ELEMS * sizeof(T), B_BYTES = B_ELEMS * sizeof(T);
-    constexpr int CONSUMER_WARPS = 8;
+    constexpr int CONSUMER_WARPS = 8, CS = TALON__MOE_GEMM_CLUSTER;
     extern __shared__ uint8_t smem_raw[];
     // The 128-byte swizzle repeats every 1024 bytes: stage bases must be 1024-aligned.
     T *sa = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     T *sb = sa + STAGES * A_ELEMS;
     uint8_t *staging = reinterpret_cast<uint8_t *>(sb + STAGES * B_ELEMS); // 2 x 16 KB
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(staging + 2 * 16384);
+    uint64_t *round_bar = reinterpret_cast<uint64_t *>(pipe + 1); // [2], alternating rounds
 
     // fp8 a is always SORTED (the host's rule): the gathering code is not built for it
     const bool gather = !is_fp8<DT> && p.a_rows != TALON__MOE_ROWS_SORTED;
@@ -195,8 +197,11 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         tma_prefetch_desc(&p.b_lo);
         tma_prefetch_desc(&p.b_hi);
         if (p.d_rows == TALON__MOE_ROWS_SORTED) tma_prefetch_desc(&p.d_map);
+        mbar_init(&round_bar[0], CS - 1);
+        mbar_init(&round_bar[1], CS - 1);
+        mbar_fence_init();
     }
-    __syncthreads();
+    cluster_sync(); // the peers' round barriers exist before anyone arrives on them
 
     if (wg == 0) {
         setmaxnreg_dec<40>();
@@ -207,7 +212,21 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         const uint32_t dst = uint32_t((4 * w + lane / 8) * 128 + (((lane % 8) ^ ((4 * w + lane / 8) % 8)) << 4));
         const T *a_ptr = reinterpret_cast<const T *>(p.a_ptr);
         PipeState<STAGES> st;
-        for (int u = blockIdx.x; u < tiles; u += gridDim.x) {
+        // Rounds: the cluster's CTAs take adjacent tiles u0 + rank (the same column, adjacent
+        // blocks: mostly one expert's), and their producers start each round together, so an
+        // expert's weights stream through L2 once for both (left alone, the CTAs drift apart
+        // over a launch by more than L2 holds them: docs/notes/moe_gemm.md). Two barriers used
+        // in turn: a peer can be one round ahead, never two (it waits for our arrival).
+        const int rank = int(cluster_ctarank());
+        int round = 0;
+        for (int u0 = int(blockIdx.x) - rank; u0 < tiles; u0 += gridDim.x, round++) {
+            if (threadIdx.x == 0)
+#pragma unroll
+                for (int r = 0; r < CS; r++)
+                    if (r != rank) mbar_arrive_remote(&round_bar[round & 1], r);
+            mbar_wait(&round_bar[round & 1], (round >> 1) & 1);
+            const int u = u0 + rank;
+            if (u >= tiles) continue;
             const TileCoord tc = tile_of(u, p.blocks, p.tiles_n, p.group);
             const Block blk = block_at(p, tc.m, num_post);
             if (blk.e < 0) continue;

@@ -460,9 +460,15 @@ static void test_grouped_plan(void **state) {
     assert_int_equal(pl.blocks, 12);
     assert_int_equal(pl.tiles_n, 1);
     assert_int_equal(pl.grid, 12);
-    /* the SM count bounds the grid */
+    /* the SM count bounds the grid; whole clusters of 2, at least one */
     talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 768, 1, 0, 78, &pl);
     assert_int_equal(pl.grid, 78);
+    talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 768, 1, 0, 77, &pl);
+    assert_int_equal(pl.grid, 76);
+    talon__grouped_gemm_plan_make(TALON_GROUPED_MASKED, 3, 100, 64, 1, 0, 132, &pl);
+    assert_int_equal(pl.grid, 2); /* 3 tiles */
+    talon__grouped_gemm_plan_make(TALON_GROUPED_MASKED, 1, 1, 64, 1, 0, 132, &pl);
+    assert_int_equal(pl.grid, 2); /* 1 tile: one CTA of the pair idles */
     /* fp8 gated: 256 where n is a multiple of 128, else 128 (the up half's scale blocks) */
     talon__grouped_gemm_plan_make(TALON_GROUPED_CONTIGUOUS, 128, 49152, 768, 1, 1, 132, &pl);
     assert_int_equal(pl.bn, 256);

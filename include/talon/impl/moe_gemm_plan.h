@@ -17,10 +17,10 @@ typedef struct talon__moe_gemm_plan {
    work (the device decides which): the tile width by the dense GEMM's wave cost
    (talon__gemm_cost) over the blocks those rows fill, between 256 and 128 rows of b (128
    only, unless allow_256: gated fp8 block scales with n not a multiple of 128, where a
-   256-row tile's up half would straddle two scale blocks). Tiles
-   are walked in groups of 16 blocks, consecutive blocks mostly of one expert, so a wave
-   shares its experts' weight panels in L2. Grid: min(blocks x tiles_n, SMs) CTAs; a tile of
-   a block without work costs its CTA two loads. */
+   256-row tile's up half would straddle two scale blocks). Tiles are walked in groups of 16
+   blocks, consecutive blocks mostly of one expert, so a wave shares its experts' weight
+   panels in L2. Grid: min(blocks x tiles_n, SMs) CTAs rounded down to whole clusters (at
+   least one); a tile of a block without work costs its CTA two loads. */
 static void talon__moe_gemm_plan_blocks(int64_t busy_rows, int64_t blocks, int64_t n, int gated,
                                         int allow_256, int sms, talon__moe_gemm_plan *pl) {
     const int64_t busy = (busy_rows + 127) / 128;
@@ -33,7 +33,8 @@ static void talon__moe_gemm_plan_blocks(int64_t busy_rows, int64_t blocks, int64
     pl->tiles_n = (int)((n + cols - 1) / cols);
     pl->group = 16;
     tiles = blocks * pl->tiles_n;
-    pl->grid = (int)(tiles < sms ? tiles : sms);
+    pl->grid = (int)(tiles < sms ? tiles : sms) / TALON__MOE_GEMM_CLUSTER * TALON__MOE_GEMM_CLUSTER;
+    if (pl->grid < TALON__MOE_GEMM_CLUSTER) pl->grid = TALON__MOE_GEMM_CLUSTER;
 }
 
 /* talon_moe_gemm: the blocks expert_ids holds that end inside sorted_capacity (a valid
