@@ -1179,8 +1179,10 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
                                holds the group of each 128-row tile; a tile whose group is
                                outside [0, groups) (e.g. -1 for padding, or expert
                                parallelism's experts on another GPU) is skipped, its d rows not
-                               written. rows_used (optional, int32 [1], on the device): tiles
-                               at or past rows_used are skipped (0: every tile is walked).
+                               written. rows_used (optional, int32 [1], on the device: e.g.
+                               moe_align's num_tokens_post_padded): tiles starting at or past
+                               rows_used are skipped (NULL: every tile is walked; a checked
+                               ctx records a value outside [0, rows]).
                                Padding rows inside a tile with work are computed and written
                                like the others.
      TALON_GROUPED_MASKED      a [groups, rows, k], d [groups, rows, n] (each group's rows
@@ -1212,8 +1214,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
    (rows, n, gated, SM count); fp8 gated with n not a multiple of 128: 128). No workspace.
    Errors (INVALID_ARGUMENT, nothing launched): NULL, misaligned or stray pointers, sizes or
    strides out of range, an unsupported dtype, scale, act or layout, gated not 0/1, d
-   overlapping an input; DRIVER if the driver rejects a tensor map. Thread-safe; legal inside stream capture
-   (after preload). */
+   overlapping an input; DRIVER if the driver rejects a tensor map. Thread-safe; legal inside
+   stream capture (after preload). */
 typedef enum talon_grouped_layout {
     TALON_GROUPED_CONTIGUOUS = 0, /* [rows, .]: groups back to back, 128-row tiles */
     TALON_GROUPED_MASKED = 1      /* [groups, rows, .]: the first group_rows[g] of each */
@@ -1224,7 +1226,7 @@ typedef struct talon_grouped_gemm_args {
     CUdeviceptr a;           /* CONTIGUOUS [rows, k]; MASKED [groups, rows, k] */
     CUdeviceptr b;           /* [groups, gated ? 2n : n, k] */
     CUdeviceptr tile_groups; /* CONTIGUOUS: int32 [rows / 128], the group of each tile */
-    CUdeviceptr rows_used;   /* CONTIGUOUS, optional: int32 [1], rows walked (0: all) */
+    CUdeviceptr rows_used;   /* CONTIGUOUS, optional: int32 [1], rows walked (NULL: all) */
     CUdeviceptr group_rows;  /* MASKED: int32 [groups], rows in use of each group */
     CUdeviceptr a_scale, b_scale; /* fp8 only: fp32 block scales (above) */
     int64_t groups;
