@@ -161,9 +161,11 @@ def block_case(h, model, tokens, targets=()):
         return s
 
     def talon(s, stream):
-        for name, op in (("router", "talon_moe_router_topk"), ("align", "talon_moe_align_block_size"),
-                         ("up", "talon_moe_gemm"), ("down", "talon_moe_gemm"), ("sum", "talon_moe_sum")):
-            h.call(op, s[name], stream)
+        h.call("talon_moe_router_topk", s["router"], stream)
+        h.call("talon_moe_align_block_size", s["align"], stream)
+        h.call("talon_moe_gemm", s["up"], stream)
+        h.call("talon_moe_gemm", s["down"], stream)
+        h.call("talon_moe_sum", s["sum"], stream)
 
     def gemms(s):
         stream = torch.cuda.current_stream().cuda_stream
@@ -374,7 +376,8 @@ def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False):
             x, w = s["a"][r].double(), s["b"][g].double()
             if fp8:  # the block scales spread over the elements they scale
                 x = x * s["sa"][:, r].double().repeat_interleave(128)[:k]
-                w = w * s["sb"][g].double().repeat_interleave(128, 0)[:b_rows].repeat_interleave(128, 1)[:, :k]
+                sb = s["sb"][g].double().repeat_interleave(128, 0)[:b_rows]
+                w = w * sb.repeat_interleave(128, 1)[:, :k]
             y = w @ x
             mag = w.abs() @ x.abs()
             if gated:
@@ -383,11 +386,13 @@ def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False):
             else:
                 ref = y
             got = s["d"][r].double()
-            bad = ((got - ref).abs() > 2.0 ** -7 * ref.abs() + 2.0 ** -12 * mag) | ~torch.isfinite(got)
+            tol = 2.0 ** -7 * ref.abs() + 2.0 ** -12 * mag
+            bad = ((got - ref).abs() > tol) | ~torch.isfinite(got)
             if bad.any():
                 i = int(bad.nonzero()[0])
-                raise AssertionError(f"grouped_gemm {label}: group {g} row {r}: {int(bad.sum())} "
-                                     f"elements off, first at {i}: {got[i].item()} vs {ref[i].item()}")
+                raise AssertionError(f"grouped_gemm {label}: group {g} row {r}: "
+                                     f"{int(bad.sum())} elements off, first at {i}: "
+                                     f"{got[i].item()} vs {ref[i].item()}")
 
     flops = 2 * sum(counts) * b_rows * k
     peers = {"torch": torch_full, "grouped_mm": gemm}
@@ -421,13 +426,14 @@ def grouped_cases():
     e, k, hid, inter = MODELS["DeepSeek-V3"]
     ids, _ = routing(4096, e, k, False, 11)
     dsv3 = torch.bincount(ids.reshape(-1).long(), minlength=e).tolist()
-    out.append(("fp8 contiguous DeepSeek-V3 gate/up T=4096", "contiguous", e, dsv3, inter, hid, 1, True))
-    out.append(("fp8 contiguous DeepSeek-V3 down T=4096", "contiguous", e, dsv3, hid, inter, 0, True))
-    out.append(("fp8 masked DeepSeek-V3 32 experts x 256 gate/up", "masked", 32, counts, 2048, 7168, 1, True))
-    out.append(("fp8 masked DeepSeek-V3 32 experts x 256 down", "masked", 32, counts, 7168, 2048, 0, True))
+    fp8 = "fp8 contiguous DeepSeek-V3"
+    out.append((f"{fp8} gate/up T=4096", "contiguous", e, dsv3, inter, hid, 1, True))
+    out.append((f"{fp8} down T=4096", "contiguous", e, dsv3, hid, inter, 0, True))
     full = [256] * 32
-    out.append(("fp8 masked DeepSeek-V3 32 experts x 256 full gate/up", "masked", 32, full, 2048, 7168, 1, True))
-    out.append(("fp8 masked DeepSeek-V3 32 experts x 256 full down", "masked", 32, full, 7168, 2048, 0, True))
+    for name, c in (("", counts), (" full", full)):
+        fp8 = f"fp8 masked DeepSeek-V3 32 experts x 256{name}"
+        out.append((f"{fp8} gate/up", "masked", 32, c, 2048, 7168, 1, True))
+        out.append((f"{fp8} down", "masked", 32, c, 7168, 2048, 0, True))
     return out
 
 

@@ -1,6 +1,6 @@
 /* talon/impl/moe_gemm.h - the MoE expert GEMMs and the grouped GEMM: validate -> plan
-   (moe_gemm_plan.h) -> tensor maps -> launch. Part of talon.h's implementation (TALON_IMPLEMENTATION); not a
-   public header. */
+   (moe_gemm_plan.h) -> tensor maps -> launch. Part of talon.h's implementation
+   (TALON_IMPLEMENTATION); not a public header. */
 #ifndef TALON_IMPL_MOE_GEMM_H
 #define TALON_IMPL_MOE_GEMM_H
 
