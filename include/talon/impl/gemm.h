@@ -27,47 +27,58 @@ static talon_status talon__gemm_check_ld(const char *op, const char *name, int64
     return TALON_SUCCESS;
 }
 
-/* The input types: bf16 or f16 with out_dtype the same or f32, scale NONE and no scale
-   pointers; fp8 e4m3 with out_dtype bf16, scale TENSOR, ROW or BLOCK and both scale pointers
-   (4-byte aligned, b_scale 8 for ROW: the epilogue reads column pairs); gated with BLOCK: n a
-   multiple of 64 (each half-tile of b inside one 128-row block). */
-static talon_status talon__gemm_check_types(const char *op, const talon_gemm_args *a) {
-    if (a->dtype != TALON_DTYPE_FP8_E4M3) {
-        if (a->dtype != TALON_DTYPE_BF16 && a->dtype != TALON_DTYPE_F16)
+/* The rules the GEMM and the grouped GEMM share on their input types: dtype bf16, f16 or fp8
+   e4m3; 16-bit inputs take scale NONE and no scale pointers; fp8 both scale pointers (4-byte
+   aligned, b_scale 8 for ROW: the epilogue reads column pairs), and with BLOCK, gated: n a
+   multiple of 64 (each half-tile of b inside one 128-row block). Which fp8 scale modes an op
+   takes is its own rule, checked before this. */
+static talon_status talon__gemm_check_inputs(const char *op, talon_dtype dtype,
+                                             talon_gemm_scale scale, CUdeviceptr a_scale,
+                                             CUdeviceptr b_scale, int gated, int64_t n) {
+    if (dtype != TALON_DTYPE_FP8_E4M3) {
+        if (dtype != TALON_DTYPE_BF16 && dtype != TALON_DTYPE_F16)
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->dtype = %d is not "
                                "supported (bf16 = %d, f16 = %d, fp8 e4m3 = %d)", op,
-                               (int)a->dtype, (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16,
+                               (int)dtype, (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16,
                                (int)TALON_DTYPE_FP8_E4M3);
-        if (a->out_dtype != a->dtype && a->out_dtype != TALON_DTYPE_F32)
-            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out_dtype = %d must "
-                               "be dtype (%d) or f32 (%d)", op, (int)a->out_dtype,
-                               (int)a->dtype, (int)TALON_DTYPE_F32);
-        if (a->scale != TALON_GEMM_SCALE_NONE)
+        if (scale != TALON_GEMM_SCALE_NONE)
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
                                "TALON_GEMM_SCALE_NONE (0) with bf16/f16 inputs", op,
-                               (int)a->scale);
-        if (a->a_scale || a->b_scale)
+                               (int)scale);
+        if (a_scale || b_scale)
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = 0x%llx must be "
                                "NULL with bf16/f16 inputs (scales are for fp8)", op,
-                               a->a_scale ? "a_scale" : "b_scale",
-                               (unsigned long long)(a->a_scale ? a->a_scale : a->b_scale));
+                               a_scale ? "a_scale" : "b_scale",
+                               (unsigned long long)(a_scale ? a_scale : b_scale));
         return TALON_SUCCESS;
     }
-    if (a->out_dtype != TALON_DTYPE_BF16)
+    if (scale == TALON_GEMM_SCALE_BLOCK && gated && n % 64)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld must be a "
+                           "multiple of 64 for gated block scales", op, (long long)n);
+    TALON__TRY(talon__check_ptr_align(op, "a_scale", a_scale, 0, 4));
+    return talon__check_ptr_align(op, "b_scale", b_scale, 0, scale == TALON_GEMM_SCALE_ROW ? 8 : 4);
+}
+
+/* talon_gemm's types: out_dtype the input's or f32 (16-bit), bf16 (fp8); fp8 scale TENSOR,
+   ROW or BLOCK; then the shared rules. */
+static talon_status talon__gemm_check_types(const char *op, const talon_gemm_args *a) {
+    const int fp8 = a->dtype == TALON_DTYPE_FP8_E4M3;
+    if (!fp8 && (a->dtype == TALON_DTYPE_BF16 || a->dtype == TALON_DTYPE_F16) &&
+        a->out_dtype != a->dtype && a->out_dtype != TALON_DTYPE_F32)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out_dtype = %d must "
+                           "be dtype (%d) or f32 (%d)", op, (int)a->out_dtype,
+                           (int)a->dtype, (int)TALON_DTYPE_F32);
+    if (fp8 && a->out_dtype != TALON_DTYPE_BF16)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->out_dtype = %d must be "
                            "bf16 (%d) with fp8 inputs", op, (int)a->out_dtype,
                            (int)TALON_DTYPE_BF16);
-    if (a->scale != TALON_GEMM_SCALE_TENSOR && a->scale != TALON_GEMM_SCALE_ROW &&
+    if (fp8 && a->scale != TALON_GEMM_SCALE_TENSOR && a->scale != TALON_GEMM_SCALE_ROW &&
         a->scale != TALON_GEMM_SCALE_BLOCK)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
                            "TALON_GEMM_SCALE_TENSOR (1), ROW (2) or BLOCK (3) with fp8 inputs",
                            op, (int)a->scale);
-    if (a->scale == TALON_GEMM_SCALE_BLOCK && a->gated && a->n % 64)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld must be a "
-                           "multiple of 64 for gated block scales", op, (long long)a->n);
-    TALON__TRY(talon__check_ptr_align(op, "a_scale", a->a_scale, 0, 4));
-    return talon__check_ptr_align(op, "b_scale", a->b_scale, 0,
-                                  a->scale == TALON_GEMM_SCALE_ROW ? 8 : 4);
+    return talon__gemm_check_inputs(op, a->dtype, a->scale, a->a_scale, a->b_scale, a->gated,
+                                    a->n);
 }
 
 /* Bytes [lo, hi) a row-major rows x cols matrix of stride ld touches. */

@@ -153,36 +153,14 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
                                   a->dtype);
 }
 
-/* talon_grouped_gemm's types: bf16 or f16 with scale NONE and no scale pointers; fp8 e4m3
-   with scale BLOCK and both scale pointers (4-byte aligned); gated fp8: n a multiple of 64
-   (each half-tile of b inside one 128-row scale block). */
+/* talon_grouped_gemm's types: fp8 takes BLOCK scales only; then the dense GEMM's rules. */
 static talon_status talon__grouped_gemm_check_types(const char *op,
                                                     const talon_grouped_gemm_args *a) {
-    if (a->dtype != TALON_DTYPE_FP8_E4M3) {
-        if (a->dtype != TALON_DTYPE_BF16 && a->dtype != TALON_DTYPE_F16)
-            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->dtype = %d is not "
-                               "supported (bf16 = %d, f16 = %d, fp8 e4m3 = %d)", op,
-                               (int)a->dtype, (int)TALON_DTYPE_BF16, (int)TALON_DTYPE_F16,
-                               (int)TALON_DTYPE_FP8_E4M3);
-        if (a->scale != TALON_GEMM_SCALE_NONE)
-            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
-                               "TALON_GEMM_SCALE_NONE (0) with bf16/f16 inputs", op,
-                               (int)a->scale);
-        if (a->a_scale || a->b_scale)
-            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = 0x%llx must be "
-                               "NULL with bf16/f16 inputs (scales are for fp8)", op,
-                               a->a_scale ? "a_scale" : "b_scale",
-                               (unsigned long long)(a->a_scale ? a->a_scale : a->b_scale));
-        return TALON_SUCCESS;
-    }
-    if (a->scale != TALON_GEMM_SCALE_BLOCK)
+    if (a->dtype == TALON_DTYPE_FP8_E4M3 && a->scale != TALON_GEMM_SCALE_BLOCK)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
                            "TALON_GEMM_SCALE_BLOCK (3) with fp8 inputs", op, (int)a->scale);
-    if (a->gated && a->n % 64)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld must be a "
-                           "multiple of 64 for gated block scales", op, (long long)a->n);
-    TALON__TRY(talon__check_ptr_align(op, "a_scale", a->a_scale, 0, 4));
-    return talon__check_ptr_align(op, "b_scale", a->b_scale, 0, 4);
+    return talon__gemm_check_inputs(op, a->dtype, a->scale, a->a_scale, a->b_scale, a->gated,
+                                    a->n);
 }
 
 /* talon_grouped_gemm's rules: the pointers of its layout given, the other layout's 0. */
