@@ -281,19 +281,10 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
         // One tile's k-blocks [kb0, kb1) into d.
         auto mainloop = [&](int m0, const TileCoord &tc) {
             if constexpr (BLOCK_SCALED) {
-                // a's scales: k-block rows of a_scale_ld floats; b's: one per 128-row block
-                // and k-block, rows of b_scale_ld (the half-tiles' blocks: gated, two). a's
-                // row pointer steps in 64 bits: ceil(k / 128) x a_scale_ld may pass 2^31.
-                const float *as = reinterpret_cast<const float *>(p.a_scale) + int64_t(kb0) * p.a_scale_ld;
-                const float *bs = reinterpret_cast<const float *>(p.b_scale);
-                const int r = m0 + band * 64 + 16 * warp_in_warpgroup() + lane_index() / 4;
-                const int ra[2] = {r < p.m ? r : 0, r + 8 < p.m ? r + 8 : 0};
-                const int lo = tc.n * (G ? BN / 2 : BN), hi = G ? lo + p.n : lo + BN / 2;
-                // a last tile's second half-tile may start past b's rows (its columns are
-                // clipped): its scales row would too
-                const float *bl = bs + (lo / 128) * p.b_scale_ld;
-                const float *bh = G || hi < p.n ? bs + (hi / 128) * p.b_scale_ld : bl;
-                consume_kblocks_block_scaled<DT, BN>(d, pipe, st, kb0, kb1, as, p.a_scale_ld, ra, bl, bh,
+                const BlockScales sc{reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld, p.m,
+                                     reinterpret_cast<const float *>(p.b_scale), p.b_scale_ld, p.n};
+                consume_kblocks_block_scaled<DT, BN, G>(d, pipe, st, kb0, kb1, sc, m0 + band * 64,
+                    tc.n * (G ? BN / 2 : BN),
                     [&](uint32_t s) { return make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK); },
                     [&](uint32_t s) { return sb + s * B_ELEMS; }, release);
             } else {

@@ -151,24 +151,44 @@ __device__ __forceinline__ void promote(float (&d)[BN / 2], const float (&tmp)[P
     }
 }
 
-// The k-blocks [kb0, kb1) of one tile into d with fp8 block scales (DeepSeek-V3's layout):
-// each k-block's product goes to a second accumulator set, which is waited for and added to
-// d times a's scale of the thread's two rows (as[ra[0]], as[ra[1]]; `as` is k-block kb0's
-// row and steps a_scale_ld floats per k-block) and b's of the half-tile's 128-row block
-// (bl[kb], bh[kb]). The scales differ per k-block, so they cannot wait for the epilogue; this
-// also keeps the fp8 tensor cores' short accumulation to one k-block. bn 256: the product goes
-// to tmp one half-tile (128 columns) at a time; the other warpgroup's wgmmas keep the tensor
-// cores busy during each promotion (two full 64 x 256 sets would take all 256 registers).
-// a_desc(stage): the warpgroup's a descriptor; b_tile(stage): the stage's b tile.
-template <int DT, int BN, int STAGES, typename ADesc, typename BTile, typename Release>
+// The block scales of one launch (fp8, DeepSeek-V3's layout, talon_gemm's BLOCK): a's, k-block
+// rows of a_ld floats over `rows` rows; b's (of the tile's weights), one per 128-row block
+// and k-block, rows of b_ld floats; n: the output columns (gated: b's up rows start n on).
+struct BlockScales {
+    const float *a;
+    int64_t a_ld;
+    int rows;
+    const float *b;
+    int b_ld, n;
+};
+
+// The k-blocks [kb0, kb1) of one tile into d with fp8 block scales: each k-block's product
+// goes to a second accumulator set, which is waited for and added to d times a's scale of the
+// thread's two rows (row0: the warpgroup's first; rows at or past sc.rows read row 0's, their
+// results are clipped or dropped) and b's of the half-tile's 128-row block (n0: the tile's
+// first output column; gated: the gate's block and the up's). The scales differ per k-block,
+// so they cannot wait for the epilogue; this also keeps the fp8 tensor cores' short
+// accumulation to one k-block. bn 256: the product goes to tmp one half-tile (128 columns) at
+// a time; the other warpgroup's wgmmas keep the tensor cores busy during each promotion (two
+// full 64 x 256 sets would take all 256 registers). a_desc(stage): the warpgroup's a
+// descriptor; b_tile(stage): the stage's b tile.
+template <int DT, int BN, int G, int STAGES, typename ADesc, typename BTile, typename Release>
 __device__ __forceinline__ void consume_kblocks_block_scaled(
     float (&d)[BN / 2], Pipeline<STAGES> *pipe, PipeState<STAGES> &st, int kb0, int kb1,
-    const float *as, int64_t a_scale_ld, const int (&ra)[2], const float *bl, const float *bh,
-    ADesc a_desc, BTile b_tile, Release release) {
+    const BlockScales &sc, int row0, int n0, ADesc a_desc, BTile b_tile, Release release) {
     constexpr int PN = BN == 256 ? 128 : BN, BK = kblock<DT>;
+    const int r = row0 + 16 * warp_in_warpgroup() + lane_index() / 4;
+    const int ra[2] = {r < sc.rows ? r : 0, r + 8 < sc.rows ? r + 8 : 0};
+    const int hi = G ? n0 + sc.n : n0 + BN / 2;
+    // a's row pointer steps in 64 bits: ceil(k / 128) x a_ld may pass 2^31. A last tile's
+    // second half-tile may start past b's rows (its columns are clipped): its scales row
+    // would too, so it reads the first's.
+    const float *as = sc.a + int64_t(kb0) * sc.a_ld;
+    const float *bl = sc.b + (n0 / 128) * sc.b_ld;
+    const float *bh = G || hi < sc.n ? sc.b + (hi / 128) * sc.b_ld : bl;
     float tmp[PN / 2];
     zero(d);
-    for (int kb = kb0; kb < kb1; kb++, as += a_scale_ld) {
+    for (int kb = kb0; kb < kb1; kb++, as += sc.a_ld) {
         // (loading these a k-block ahead, also as volatile loads, measured 4-8% slower on
         // H100; releasing the stage before the adds 10%: gemm.md)
         const float a0 = __ldg(as + ra[0]);

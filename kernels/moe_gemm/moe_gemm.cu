@@ -275,16 +275,12 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         if (blk.e < 0) continue;
         auto release = [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); };
         if constexpr (is_fp8<DT>) {
-            // a's scales of the thread's two rows (rows past a_scale's read row 0's: their
-            // products are not written); b's of the half-tiles' 128-row blocks of expert e
-            const int r = blk.s0 + band * 64 + 16 * warp_in_warpgroup() + lane_index() / 4;
-            const int ra[2] = {r < p.scale_rows ? r : 0, r + 8 < p.scale_rows ? r + 8 : 0};
-            const int lo = tc.n * (G ? BN / 2 : BN), hi = G ? lo + p.n : lo + BN / 2;
-            const float *bs = reinterpret_cast<const float *>(p.b_scale) + blk.e * p.b_scale_expert;
-            const float *bl = bs + (lo / 128) * p.b_scale_ld;
-            const float *bh = G || hi < p.n ? bs + (hi / 128) * p.b_scale_ld : bl;
-            consume_kblocks_block_scaled<DT, BN>(d, pipe, st, 0, kblocks,
-                reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld, ra, bl, bh,
+            // b's scales: expert e's
+            const BlockScales sc{reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld, p.scale_rows,
+                                 reinterpret_cast<const float *>(p.b_scale) + blk.e * p.b_scale_expert,
+                                 p.b_scale_ld, p.n};
+            consume_kblocks_block_scaled<DT, BN, G>(d, pipe, st, 0, kblocks, sc, blk.s0 + band * 64,
+                tc.n * (G ? BN / 2 : BN),
                 [&](uint32_t s) { return make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK); },
                 [&](uint32_t s) { return sb + s * B_ELEMS; }, release);
         } else {
