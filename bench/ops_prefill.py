@@ -21,6 +21,9 @@ contiguous k/v: talon_prefill_attention ("talon_contiguous": the cost of paging)
 FA3 single prefill (batch of 1; causal aligned bottom-right) and SDPA with a lower-right causal
 bias. Check: an fp32 reference of the first and last query heads. Target (issue 22): 2048 new
 tokens over a 30000-token prefix, page 16, GQA 32/8 hd128 >= 560 TFLOP/s.
+
+fp8 (fp8_case): e4m3 q/k/v with per-tensor scales, B=2 x L=8192; targets (issue 22): hd128
+non-causal >= 950 TFLOP/s, hd256 >= 1100.
 """
 import math
 
@@ -242,6 +245,72 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=()):
                 targets=targets, meta=meta)
 
 
+def fp8_case(h, lens, heads, d, causal, label, targets=()):
+    """fp8 e4m3 q, k, v (per-tensor scales: amax / 448), o bf16, B equal requests. Peers: the
+    same attention in bf16 on the dequantised values, talon's ("talon_bf16") and cuDNN SDPA's
+    (torch has no fp8 attention; FlashInfer's FA3 fp8 is not in the peer pack). Check: against
+    fp32 SDPA of the dequantised values, |talon - ref| <= 2^-4 max|ref| + 4e-3 (P rounded to
+    e4m3)."""
+    Args = h.struct("talon_prefill_attention_args")
+    B, L = len(lens), lens[0]
+    total = sum(lens)
+    q0s = [sum(lens[:b]) for b in range(B + 1)]
+    flops = 4 * sum(x * x for x in lens) * heads * d // (2 if causal else 1)
+    FP8 = 4
+
+    def make():
+        s = ragged_inputs(total, total, heads, heads, d, q0s, q0s)
+        s["o16"], s["ws16"] = torch.empty_like(s["o"]), torch.empty_like(s["ws"])
+        scales = {}
+        for name in ("q", "k", "v"):
+            scales[name] = s[name].float().abs().max().item() / 448
+            s[name + "8"] = (s[name].float() / scales[name]).to(torch.float8_e4m3fn)
+            s[name] = (s[name + "8"].float() * scales[name]).to(torch.bfloat16)  # dequantised
+        common = dict(lse=ptr(s["lse"]), cu_seqlens_q=ptr(s["cu_q"]), cu_seqlens_k=ptr(s["cu_k"]),
+                      workspace_bytes=16, batch=B, total_q=total, total_kv=total,
+                      max_seqlen_q=L, num_qo_heads=heads, num_kv_heads=heads, head_dim=d,
+                      causal=int(causal))
+        s["args"] = Args(o=ptr(s["o"]), q=ptr(s["q8"]), k=ptr(s["k8"]), v=ptr(s["v8"]),
+                         workspace=ptr(s["ws"]), dtype=FP8, q_scale=scales["q"],
+                         k_scale=scales["k"], v_scale=scales["v"], **common)
+        s["args16"] = Args(o=ptr(s["o16"]), q=ptr(s["q"]), k=ptr(s["k"]), v=ptr(s["v"]),
+                           workspace=ptr(s["ws16"]), dtype=BF16, **common)
+        return s
+
+    def talon(s, stream):
+        h.call("talon_prefill_attention", s["args"], stream)
+
+    def talon_bf16(s):
+        h.call("talon_prefill_attention", s["args16"], torch.cuda.current_stream().cuda_stream)
+
+    def bhld(x):
+        return x.view(B, L, heads, d).transpose(1, 2)
+
+    def sdpa_cudnn(s):
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(bhld(s["q"]), bhld(s["k"]), bhld(s["v"]),
+                                                  is_causal=causal)
+
+    def check(s):
+        torch.cuda.synchronize()
+        ref = torch.empty(total, heads, d, device="cuda")
+        for b in range(B):
+            for h0 in range(0, heads, 4):  # fp32 scores of 4 heads at a time
+                sl = slice(q0s[b], q0s[b + 1])
+                q, k, v = (s[n][sl, h0:h0 + 4].float().transpose(0, 1) for n in ("q", "k", "v"))
+                ref[sl, h0:h0 + 4] = F.scaled_dot_product_attention(
+                    q, k, v, is_causal=causal).transpose(0, 1)
+        err = (s["o"].float() - ref).abs().max().item()
+        tol = 2.0 ** -4 * ref.abs().max().item() + 4e-3
+        assert math.isfinite(err) and err <= tol, f"talon o differs from the reference by {err} (tol {tol})"
+
+    meta = {"dtype": "fp8_e4m3", "batch": B, "hq": heads, "hk": heads, "head_dim": d,
+            "causal": causal, "total_q": total}
+    return Case("prefill_attention", label, make, talon,
+                {"talon_bf16": talon_bf16, "sdpa_cudnn": sdpa_cudnn}, check=check, flops=flops,
+                targets=targets, meta=meta)
+
+
 def cases(h):
     out = []
     L, B = 8192, 2
@@ -270,6 +339,12 @@ def cases(h):
                             f"varlen 32 requests 200..8000 ({sum(lens)} tokens) hd128 causal"))
     out.append(prefill_case(h, [eq] * 32, 16, 16, 128, True,
                             f"B=32 L={eq} (dense, same total) hd128 causal"))
+    for d, heads, need in ((128, 16, 950), (256, 8, 1100)):
+        for causal in (False, True):
+            t = [] if causal else [("tflops", ">=", need, f">= {need} TFLOP/s")]
+            out.append(fp8_case(h, [L] * B, heads, d, causal,
+                                f"fp8 B={B} L={L} H={heads} hd{d} {'causal' if causal else 'full'}",
+                                targets=t))
     out.append(paged_case(h, [2048], [30000], 32, 8, 128, 16, 0,
                           "2048 new over 30000 cached, page 16 NHD, GQA 32/8 hd128",
                           targets=[("tflops", ">=", 560, ">= 560 TFLOP/s")]))

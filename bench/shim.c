@@ -103,7 +103,8 @@
       F(max_seqlen_q, I64) F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) \
       F(v_head_dim, I64) F(q_stride, I64) F(k_stride, I64) F(v_stride, I64) F(o_stride, I64) \
       F(window, I64) \
-      F(causal, I32) F(sm_scale, F32) F(logits_soft_cap, F32) F(dtype, ENUM)) \
+      F(causal, I32) F(sm_scale, F32) F(logits_soft_cap, F32) F(dtype, ENUM) \
+      F(q_scale, F32) F(k_scale, F32) F(v_scale, F32)) \
     S(talon_prefill_attention_paged_args, \
       F(o, PTR) F(lse, PTR) F(q, PTR) F(k_cache, PTR) F(v_cache, PTR) F(page_table, PTR) \
       F(kv_lens, PTR) F(cu_seqlens_q, PTR) F(workspace, PTR) F(workspace_bytes, I64) \

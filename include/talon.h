@@ -809,6 +809,15 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    Precision: fp32 scores, online softmax in fp32 (exp2 with log2 e folded into the scale),
    the weights rounded to dtype (8 significant bits for bf16, 11 for f16) for P v on the
    tensor cores, fp32 accumulation, o rounded once.
+   FP8 (dtype TALON_DTYPE_FP8_E4M3, head_dim 128 or 256, v_head_dim the same): q, k and v hold
+   e4m3 with per-tensor scales (real value = e4m3 value x q_scale, k_scale, v_scale, as
+   talon_quant_fp8 with TALON_QUANT_TENSOR writes them), o is bf16, token strides multiples of 16
+   elements (o_stride of 8). q k^T runs on the fp8 tensor cores with q_scale x k_scale folded
+   into sm_scale; the softmax weights are rounded to e4m3 for P v (4 significant bits:
+   relative error up to 2^-4, absolute up to 2^-10 of the row's running max), v_scale is
+   applied to o with 1 / l (FlashAttention-3's fp8 scheme). So |o - exact| <= sum_j (2^-4 p_j
+   + 2^-10) |v_j| / sum_j p_j with p_j the exact weights, plus the fp8 tensor cores' own
+   accumulation error (fewer bits than fp32) and o's bf16 rounding.
    Kernel: a 4-byte fill of the workspace (cuMemsetD32Async: a memset node when captured),
    then one launch of min(tiles, SMs) persistent CTAs over the tiles of 128 query rows of one
    head of one request, in the order (request, kv head, query block from the last, query
@@ -840,7 +849,10 @@ typedef struct talon_prefill_attention_args {
     int causal;                 /* 0 or 1 */
     float sm_scale;             /* 0: 1 / sqrt(head_dim); else > 0 and finite */
     float logits_soft_cap;      /* 0: off; else > 0 and finite */
-    talon_dtype dtype;          /* bf16 or f16 */
+    talon_dtype dtype;          /* q, k, v and o: bf16 or f16; or TALON_DTYPE_FP8_E4M3: q, k,
+                                   v e4m3 and o bf16 (FP8 above) */
+    float q_scale, k_scale, v_scale; /* fp8 only: real value = e4m3 value x scale; finite
+                                        and > 0 (ignored otherwise) */
 } talon_prefill_attention_args;
 
 /* Workspace bytes talon_prefill_attention needs: 16 (a tile counter), whatever the args.
@@ -852,7 +864,9 @@ talon_status talon_prefill_attention_workspace_size(talon_ctx *ctx,
 /* Errors (INVALID_ARGUMENT, nothing launched): NULL pointers (lse may be 0), pointers not
    16-byte aligned (q, k, v, o, workspace) or 4-byte aligned (lse, cu_seqlens_*), shapes out
    of range, num_qo_heads not a multiple of num_kv_heads, v_head_dim not matching head_dim,
-   strides below a token's heads or not a multiple of 8, workspace_bytes under 16,
+   strides below a token's heads or not a multiple of 8 (fp8 q, k, v: 16), fp8 with head_dim
+   64 or 192, fp8 scales not finite and > 0 (or q_scale x k_scale x sm_scale out of fp32
+   range), workspace_bytes under 16,
    max_seqlen_q + total_kv over 2^31 - 256, o overlapping q, k, v, lse or the workspace.
    Legal inside stream capture (after preload). Thread-safe. */
 talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,

@@ -45,6 +45,13 @@ template <bool TRANS> __device__ __forceinline__ void ldmatrix_x4(uint32_t (&x)[
                      : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr) : "memory");
 }
 
+// Four 8x8 b16 matrices to shared memory (each lane gives one row address; lane l holds row
+// l / 4, columns 2 (l % 4) and + 1 of matrix i in x[i]): the inverse of ldmatrix_x4<false>.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&x)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};"
+                 ::"r"(addr), "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]) : "memory");
+}
+
 // N (2 or 4) 32-bit words from shared memory at a shared-window address, one access.
 template <int N> __device__ __forceinline__ void lds(uint32_t *x, uint32_t addr) {
     static_assert(N == 2 || N == 4, "8 or 16 bytes");

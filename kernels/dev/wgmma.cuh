@@ -303,6 +303,28 @@ __device__ __forceinline__ void mma_e4m3_ss(float (&d)[N / 2], uint64_t a, uint6
                      : TALON_DEV_DOPS_128(d) : "l"(a), "l"(b), "r"(s));
 }
 
+// D[64 x N] (+)= A[64 x 32] * B[N x 32]^T, e4m3, A from registers, B K-major in shared memory
+// (fp8 has no transposed B). The A fragment is the 16-bit one with bytes for elements: a[0] =
+// A[r][c..c+3], a[1] = A[r+8][c..c+3], a[2] = A[r][c+16..c+19], a[3] = A[r+8][c+16..c+19],
+// r = 16 * w + l / 4, c = 4 * (l % 4), the lowest column in the low byte.
+template <int N>
+__device__ __forceinline__ void mma_e4m3_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
+    static_assert(N == 64 || N == 128 || N == 256, "N not provided");
+    const uint32_t s = accumulate;
+    if constexpr (N == 64)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " TALON_DEV_DREGS_32 ", {%32, %33, %34, %35}, %36, p, 1, 1;\n}"
+                     : TALON_DEV_DOPS_32(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(s));
+    else if constexpr (N == 128)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " TALON_DEV_DREGS_64 ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}"
+                     : TALON_DEV_DOPS_64(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(s));
+    else if constexpr (N == 256)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 " TALON_DEV_DREGS_128 ", {%128, %129, %130, %131}, %132, p, 1, 1;\n}"
+                     : TALON_DEV_DOPS_128(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(s));
+}
+
 // D[64 x N] (+)= A[64 x 32] * B[N x 32]^T, e5m2, both operands from shared memory.
 template <int N>
 __device__ __forceinline__ void mma_e5m2_ss(float (&d)[N / 2], uint64_t a, uint64_t b, bool accumulate) {

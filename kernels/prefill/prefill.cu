@@ -25,6 +25,10 @@
 //                turns at issuing (ping-pong), so one's softmax overlaps the other's products.
 // Blocks are walked from the last one down, so the causal diagonal and the ragged tail (the
 // blocks that need a mask) come first.
+// fp8 e4m3 (contiguous k/v): q k^T on the fp8 tensor cores; P is rounded to e4m3 for P v,
+// whose B must be K-major, so warps 1-3 of the producer warpgroup transpose each block of v
+// from the ring it lands in into a v^T ring (ldmatrix/stmatrix, transpose_v_block), with the
+// keys in the order the P fragments come out of the score accumulator.
 // Paged k/v: the same kernel with another producer. KV_PAGES (pages of 16 keys and more): the
 // producer warp's lanes each load one page's rows of a block as TMA boxes (page id from the
 // page table; ids outside the cache and pages past the request's keys read zeros). The last
@@ -41,11 +45,14 @@
 // it cost the default path 1-2% at pages of 8 and 16).
 #include "dev/async.cuh"
 #include "dev/check.cuh"
+#include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
 #include "dev/math.cuh"
+#include "dev/mma.cuh"
 #include "dev/pipeline.cuh"
 #include "dev/reduce.cuh"
 #include "dev/tma.cuh"
+#include "dev/vec.cuh"
 #include "dev/warpgroup.cuh"
 #include "dev/wgmma.cuh"
 #include "talon/kernels/prefill.def"
@@ -60,14 +67,54 @@ constexpr float NEG_INF = -__builtin_huge_valf();
 template <int DT, int N>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, bool acc) {
     if constexpr (DT == TALON__BF16) mma_bf16_ss<N>(d, a, b, acc);
-    else mma_f16_ss<N>(d, a, b, acc);
+    else if constexpr (DT == TALON__F16) mma_f16_ss<N>(d, a, b, acc);
+    else mma_e4m3_ss<N>(d, a, b, acc);
 }
 
-// D[64 x N] += A . B with A from registers and B MN-major in shared memory (O += P v).
+// D[64 x N] += A . B with A from registers and B in shared memory (O += P v): 16-bit v MN-major
+// (its natural rows), fp8 v^T K-major.
 template <int DT, int N>
-__device__ __forceinline__ void mma_rs_mn(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
+__device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
     if constexpr (DT == TALON__BF16) mma_bf16_rs<N, 1>(d, a, b, true);
-    else mma_f16_rs<N, 1>(d, a, b, true);
+    else if constexpr (DT == TALON__F16) mma_f16_rs<N, 1>(d, a, b, true);
+    else mma_e4m3_rs<N>(d, a, b, true);
+}
+
+// fp8: the v^T of one block of BN keys, by one of the three transposing producer warps
+// (warp w of 3). v landed as the k tiles do (rows of keys, 128-byte chunks of d, 128-byte
+// swizzle); vt has rows of BN bytes (128: 128-byte swizzle, 64: 64-byte). vt row d holds the
+// keys of column d in the order the P fragments of mma_e4m3_rs want them: the score
+// accumulator gives a thread keys 8 j + 2 (l % 4) + {0, 1} of every 32, the A fragment reads
+// 4 (l % 4) + {0..3} (+16), so position 16 g + 4 q + 2 i + e of a row holds key 16 g + 8 i +
+// 2 q + e, and P packs into fragments without shuffles.
+// A pass moves 16 keys x 32 bytes of d with one ldmatrix and one stmatrix. The load reads four
+// 8 x 8 b16 matrices (keys 16 g + {0..7, 8..15} x d bytes 32 e + {0..15, 16..31}), transposed:
+// lane (c, q) = (l / 4, l % 4) gets, of each, keys 2 q and 2 q + 1 at d pair 2 c, + 1 (bytes
+// k0d0 k0d1 k1d0 k1d1). One byte permute of the two key halves makes the word of row d = 2 c
+// (or 2 c + 1) at positions 16 g + 4 q + {0..3}: keys 2 q, 2 q + 1, 2 q + 8, 2 q + 9, the order
+// above. Those words are the rows of four matrices (even and odd d of each 16 bytes of d),
+// which the store writes as 16-byte pieces of vt rows. The loads are free of bank conflicts
+// (8 consecutive keys read 8 different pieces); the stores of 8 even rows meet 4 pieces
+// twice (2-way).
+template <int BN, int DV>
+__device__ __forceinline__ void transpose_v_block(const uint8_t *land, uint8_t *vt, int w) {
+    const int l = lane_index(), m = l / 8, i = l % 8; // the matrix and row this lane addresses
+    const uint32_t src = smem_addr(land), dst = smem_addr(vt);
+    for (int pass = w; pass < (BN / 16) * (DV / 32); pass += 3) {
+        const int g = pass % (BN / 16), e = pass / (BN / 16);
+        // load: matrix m = keys 16 g + 8 (m % 2) + i, d bytes 32 e + 16 (m / 2) (128-byte chunks of d)
+        const int key = 16 * g + 8 * (m % 2) + i, db = 32 * e + 16 * (m / 2);
+        uint32_t r[4], o[4];
+        ldmatrix_x4<true>(r, src + (db / 128) * (BN * 128) + key * 128 + ((((db % 128) / 16) ^ (key % 8)) << 4));
+        o[0] = prmt(r[0], r[1], 0x6420); // d = 32 e + 2 c
+        o[1] = prmt(r[0], r[1], 0x7531); // d = 32 e + 2 c + 1
+        o[2] = prmt(r[2], r[3], 0x6420); // d = 32 e + 16 + 2 c
+        o[3] = prmt(r[2], r[3], 0x7531); // d = 32 e + 16 + 2 c + 1
+        // store: matrix m row i = vt row d = 32 e + 16 (m / 2) + 2 i + m % 2, bytes 16 g..16 g + 15
+        const int d = 32 * e + 16 * (m / 2) + 2 * i + m % 2;
+        const int swz = BN == 128 ? d % 8 : d / 2 % 4;
+        stmatrix_x4(dst + d * BN + ((g ^ swz) << 4), o);
+    }
 }
 
 // The tile's place: request b, query head h, rows [m0, m0 + BM) of the request's q_len,
@@ -129,37 +176,51 @@ __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, T
 
 template <int DT, int D, int KV>
 __device__ void prefill_tile(const talon__prefill_params &p) {
-    using T = elem<DT>;
+    constexpr bool FP8 = DT == TALON__FP8_E4M3;
+    using T = elem<DT>;                            // q, k, v
+    using TO = elem<FP8 ? TALON__BF16 : DT>;       // o
     constexpr bool PAGED = KV != TALON__PREFILL_KV_CONTIGUOUS, GATHER = KV == TALON__PREFILL_KV_GATHER;
-    constexpr int BN = TALON__PREFILL_BN(D), STAGES = TALON__PREFILL_STAGES(D);
+    static_assert(!FP8 || !PAGED, "fp8: contiguous k/v only");
+    constexpr int BN = FP8 ? TALON__PREFILL_FP8_BN(D) : TALON__PREFILL_BN(D);
+    constexpr int STAGES = FP8 ? TALON__PREFILL_FP8_STAGES(D) : TALON__PREFILL_STAGES(D);
+    // the v stages the consumers read: the k ring's count, fp8 the v^T ring's 2
+    constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES : STAGES;
+    constexpr int PRODUCER_REGS = FP8 ? 56 : 40, CONSUMER_REGS = FP8 ? 224 : 232;
     constexpr int DV = TALON__PREFILL_DV(D); // v's and o's head_dim
     static_assert(!PAGED || DV == D, "the paged caches have one head_dim");
-    constexpr int CH = D / 64, CHV = DV / 64;         // 128-byte column chunks of a row
-    constexpr int Q_CHUNK = BM * 64, KV_CHUNK = BN * 64; // elements of one chunk's tile
-    constexpr uint32_t Q_BYTES = BM * D * 2, K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;
+    constexpr int CW = 128 / sizeof(T);                // elements of a 128-byte column chunk
+    constexpr int CH = D / CW, CHV = DV / CW;          // chunks of a row
+    constexpr int Q_CHUNK = BM * CW, KV_CHUNK = BN * CW; // elements of one chunk's tile
+    constexpr uint32_t Q_BYTES = BM * D * sizeof(T), K_BYTES = BN * D * sizeof(T), V_BYTES = BN * DV * sizeof(T);
     extern __shared__ uint8_t smem_raw[];
-    // 128-byte swizzled tiles: 1024-aligned
+    // 128-byte swizzled tiles: 1024-aligned. fp8: v lands in sv (2 stages) and its transpose
+    // goes to svt.
     T *sq = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     T *sk = sq + BM * D;
     T *sv = sk + STAGES * BN * D;
-    uint64_t *q_full = reinterpret_cast<uint64_t *>(sv + STAGES * BN * DV);
+    T *svt = sv + (FP8 ? 2 : STAGES) * BN * DV;
+    uint64_t *q_full = reinterpret_cast<uint64_t *>(svt + (FP8 ? VSTAGES * DV * BN : 0));
     uint64_t *q_empty = q_full + 1;
     auto *kpipe = reinterpret_cast<Pipeline<STAGES> *>(q_empty + 1);
-    auto *vpipe = kpipe + 1;
+    auto *vpipe = reinterpret_cast<Pipeline<VSTAGES> *>(kpipe + 1);
+    auto *lpipe = reinterpret_cast<Pipeline<2> *>(vpipe + 1); // fp8: v landing -> transposers
     // the tile handed from the producer's lead thread to the rest (two slots: tile k in slot
-    // k % 2), and the barrier the gathering producer threads wait on for it
-    int *tile_slot = reinterpret_cast<int *>(vpipe + 1);
+    // k % 2), and the barrier the gathering (or fp8's transposing) producer threads wait on
+    int *tile_slot = reinterpret_cast<int *>(lpipe + 1);
     uint64_t *tile_ready = reinterpret_cast<uint64_t *>(tile_slot + 2);
     const int tiles = p.m_blocks * p.batch * p.num_qo_heads;
 
     if (threadIdx.x == 0) {
         mbar_init(tile_ready, 1);
         mbar_init(q_full, 1);
-        mbar_init(q_empty, 8); // one arrival per consumer warp
+        // one arrival per consumer warp (its last q k^T of the tile done) and, fp8, per
+        // transposing warp (it read the tile's slot: the lead publishes the next one only then)
+        mbar_init(q_empty, FP8 ? 11 : 8);
         // k/v stages: filled by TMA (one arrive_expect_tx), or by the 128 producer threads'
         // cp.async
         kpipe->init(8, GATHER ? 128 : 1);
-        vpipe->init(8, GATHER ? 128 : 1);
+        vpipe->init(8, GATHER ? 128 : FP8 ? 3 : 1); // fp8: v^T from the 3 transposing warps
+        if (FP8) lpipe->init(3, 1);
         tma_prefetch_desc(&p.q_map);
         if (!GATHER) {
             tma_prefetch_desc(&p.k_map);
@@ -170,9 +231,42 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 
     if (warpgroup_index() == 0) {
         // The CTA holds 384 x 168 registers (the launch bound's share, rounded to 8): 2 x 128 x
-        // 232 + 128 x 40 (the tile hand-over and the paged address arithmetic spill at 24).
-        setmaxnreg_dec<40>();
-        // contiguous: thread 0 alone; pages: warp 0 (lane 0 leads); gather: 4 warps
+        // 232 + 128 x 40 (the tile hand-over and the paged address arithmetic spill at 24);
+        // fp8 2 x 128 x 224 + 128 x 56 (the transposing warps spill at 40).
+        setmaxnreg_dec<PRODUCER_REGS>();
+        // contiguous: thread 0 alone (fp8: and warps 1-3 transpose v); pages: warp 0 (lane 0
+        // leads); gather: 4 warps
+        if constexpr (FP8) {
+            if (warp_in_warpgroup() != 0) {
+                // each block of v of each tile, as it lands, into the next v^T stage
+                PipeState<2> ls;
+                PipeState<VSTAGES> ts;
+                for (int k = 0;; k++) {
+                    Tile tl;
+                    mbar_wait(tile_ready, k % 2);
+                    const int t = tile_slot[k % 2];
+                    __syncwarp();
+                    if (lane_index() == 0) mbar_arrive(q_empty);
+                    if (t < 0) return;
+                    tile_of<BN, PAGED>(p, t, tl);
+                    for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
+                        lpipe->consumer_wait(ls);
+                        vpipe->producer_acquire(ts);
+                        transpose_v_block<BN, DV>(reinterpret_cast<const uint8_t *>(sv + ls.stage * BN * DV),
+                                                  reinterpret_cast<uint8_t *>(svt + ts.stage * DV * BN),
+                                                  warp_in_warpgroup() - 1);
+                        fence_proxy_async(); // ordinary stores, read next by the tensor cores
+                        __syncwarp();
+                        if (lane_index() == 0) {
+                            lpipe->consumer_release(ls);
+                            mbar_arrive(&vpipe->full[ts.stage]);
+                        }
+                        ls.advance();
+                        ts.advance();
+                    }
+                }
+            }
+        }
         if constexpr (!PAGED) {
             if (threadIdx.x != 0) return;
         } else if constexpr (!GATHER) {
@@ -182,6 +276,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         const int hk_count = p.num_qo_heads / p.group;
         unsigned *counter = reinterpret_cast<unsigned *>(p.tile_counter);
         PipeState<STAGES> st;
+        PipeState<2> lst; // fp8: the v landing ring
         uint32_t q_phase = 0;
         // the lead's next candidate tile (unsigned: grid + tickets may pass 2^31 - 1 when
         // tiles come near it)
@@ -199,14 +294,14 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 t = next < unsigned(tiles) ? int(next) : -1;
                 mbar_wait(q_empty, q_phase ^ 1);
                 tile_slot[k % 2] = t;
-                if (GATHER) mbar_arrive(tile_ready);
+                if (GATHER || FP8) mbar_arrive(tile_ready);
                 if (t < 0) {
                     mbar_arrive(q_full); // no bytes: the consumers read -1 and stop
                 } else {
                     mbar_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
                     for (int c = 0; c < CH; c++)
-                        tma_load_3d(sq + c * Q_CHUNK, &p.q_map, q_full, c * 64, tl.h, tl.q0 + tl.m0);
+                        tma_load_3d(sq + c * Q_CHUNK, &p.q_map, q_full, c * CW, tl.h, tl.q0 + tl.m0);
                     next = gridDim.x + atomicAdd(counter, 1u);
                 }
             }
@@ -227,17 +322,26 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             const int hk = tl.h / p.group;
             for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
                 if constexpr (!PAGED) {
-                    // keys [n BN, n BN + BN) of the request: one box per 64 columns
+                    // keys [n BN, n BN + BN) of the request: one box per 128-byte column chunk
                     uint64_t *kf = kpipe->producer_acquire(st);
                     kpipe->producer_commit(st, K_BYTES);
 #pragma unroll
                     for (int c = 0; c < CH; c++)
-                        tma_load_3d(sk + st.stage * BN * D + c * KV_CHUNK, &p.k_map, kf, c * 64, hk, tl.k0 + n * BN);
-                    uint64_t *vf = vpipe->producer_acquire(st);
-                    vpipe->producer_commit(st, V_BYTES);
+                        tma_load_3d(sk + st.stage * BN * D + c * KV_CHUNK, &p.k_map, kf, c * CW, hk, tl.k0 + n * BN);
+                    if constexpr (FP8) {
+                        uint64_t *vf = lpipe->producer_acquire(lst);
+                        lpipe->producer_commit(lst, V_BYTES);
 #pragma unroll
-                    for (int c = 0; c < CHV; c++)
-                        tma_load_3d(sv + st.stage * BN * DV + c * KV_CHUNK, &p.v_map, vf, c * 64, hk, tl.k0 + n * BN);
+                        for (int c = 0; c < CHV; c++)
+                            tma_load_3d(sv + lst.stage * BN * DV + c * KV_CHUNK, &p.v_map, vf, c * CW, hk, tl.k0 + n * BN);
+                        lst.advance();
+                    } else {
+                        uint64_t *vf = vpipe->producer_acquire(st);
+                        vpipe->producer_commit(st, V_BYTES);
+#pragma unroll
+                        for (int c = 0; c < CHV; c++)
+                            tma_load_3d(sv + st.stage * BN * DV + c * KV_CHUNK, &p.v_map, vf, c * CW, hk, tl.k0 + n * BN);
+                    }
                 } else if constexpr (!GATHER) {
                     // lane i loads box i: page_rows keys of one page, 64 columns a box; a
                     // coordinate below 0 puts the whole box outside the map (zeros)
@@ -308,13 +412,14 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         return;
     }
 
-    setmaxnreg_inc<232>();
+    setmaxnreg_inc<CONSUMER_REGS>();
     const int band = warpgroup_index() - 1, lane = lane_index();
     const int r0 = band * 64 + 16 * warp_in_warpgroup() + lane / 4; // tile row of h = 0; h = 1: + 8
-    const uint64_t dq = make_desc_kmajor<Swizzle::B128>(sq + band * 64 * 64);
+    const uint64_t dq = make_desc_kmajor<Swizzle::B128>(sq + band * 64 * CW); // 64 rows of 128 B
     // soft-cap: the scores are capped in log2 units, then used as they are
     const float sc = p.cap != 0.f ? 1.f : p.scale;
-    PipeState<STAGES> kst, vst; // v is consumed one block behind k
+    PipeState<STAGES> kst;
+    PipeState<VSTAGES> vst; // v is consumed one block behind k
     uint32_t q_phase = 0;
     float o[DV / 2], m_run[2], l_run[2];
     Tile tl{};
@@ -327,9 +432,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         wgmma_fence(); // s and the previous block's P were touched since the last wgmma
         const uint64_t dk = make_desc_kmajor<Swizzle::B128>(sk + kst.stage * BN * D);
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++)
-            mma_ss<DT, BN>(s, desc_add(dq, (kk / 4) * Q_CHUNK * 2 + (kk % 4) * 32),
-                           desc_add(dk, (kk / 4) * KV_CHUNK * 2 + (kk % 4) * 32), kk > 0);
+        for (int kk = 0; kk < D * int(sizeof(T)) / 32; kk++) // 32 bytes of d a step
+            mma_ss<DT, BN>(s, desc_add(dq, (kk / 4) * Q_CHUNK * sizeof(T) + (kk % 4) * 32),
+                           desc_add(dk, (kk / 4) * KV_CHUNK * sizeof(T) + (kk % 4) * 32), kk > 0);
         wgmma_commit();
     };
     // KV_PAGES: v rows past the request's keys in the tile's first v stage (its last block)
@@ -347,15 +452,26 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         named_bar_sync(3, 128);
     };
     // O += P v of the next v stage, issued (P from registers, v MN-major)
-    auto issue_pv = [&](const uint32_t (&pf)[BN / 16][4]) {
+    // (P fragments: k16 steps of 16-bit P, k32 steps of fp8 P)
+    constexpr int PK = FP8 ? BN / 32 : BN / 16;
+    auto issue_pv = [&](const uint32_t (&pf)[PK][4]) {
         vpipe->consumer_wait(vst);
-        if (PAGED && !GATHER && first_pv && band == 0) zero_v_tail();
+        if constexpr (PAGED && !GATHER) {
+            if (first_pv && band == 0) zero_v_tail();
+        }
         first_pv = false;
         if (GATHER) fence_proxy_async(); // written by cp.async, read by the tensor cores
         wgmma_fence();
-        const uint64_t dv = make_desc_mn_major_b128(sv + vst.stage * BN * DV, KV_CHUNK * 2);
+        if constexpr (FP8) { // v^T rows of BN keys: a k32 step is 32 bytes along them
+            constexpr Swizzle SW = BN == 128 ? Swizzle::B128 : Swizzle::B64;
+            const uint64_t dv = make_desc_kmajor<SW>(svt + vst.stage * DV * BN);
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) mma_rs_mn<DT, DV>(o, pf[kk], desc_add(dv, kk * 16 * 128));
+            for (int kk = 0; kk < PK; kk++) mma_rs<DT, DV>(o, pf[kk], desc_add(dv, kk * 32));
+        } else { // v's rows: a k16 step is 16 rows of 128 bytes
+            const uint64_t dv = make_desc_mn_major_b128(sv + vst.stage * BN * DV, KV_CHUNK * 2);
+#pragma unroll
+            for (int kk = 0; kk < PK; kk++) mma_rs<DT, DV>(o, pf[kk], desc_add(dv, kk * 16 * 128));
+        }
         wgmma_commit();
     };
     // Scores of block n, masked, into p = exp2(s sc - max) in place (log2 units: sc folds
@@ -399,10 +515,30 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 #pragma unroll
         for (int r = 0; r < 2; r++) l_run[r] = fmaf(l_run[r], alpha[r], rs[r]);
     };
-    // P rounded into A fragments: k-step kk's register e packs i = 8 kk + 2 e and + 1
-    auto pack = [&](const float (&s)[BN / 2], uint32_t (&pf)[BN / 16][4]) {
+    // P rounded into A fragments. 16-bit: k-step kk's register e packs i = 8 kk + 2 e and + 1.
+    // fp8 (keys in v^T's order, transpose_v_block): register e of k-step kk packs i = 16 kk +
+    // 2 e' + 8 (e / 2) + {0, 1, 4, 5}, e' = e % 2 (the row half).
+    auto pack = [&](const float (&s)[BN / 2], uint32_t (&pf)[PK][4]) {
+        if constexpr (FP8) {
 #pragma unroll
-        for (int i = 0; i < BN / 2; i += 2) pf[i / 8][(i % 8) / 2] = pack2<T>(s[i], s[i + 1]);
+            for (int kk = 0; kk < PK; kk++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = 16 * kk + 2 * (e % 2) + 8 * (e / 2);
+                    pf[kk][e] = e4m3x2_from_f32(s[i], s[i + 1]) | e4m3x2_from_f32(s[i + 4], s[i + 5]) << 16;
+                }
+        } else {
+#pragma unroll
+            for (int i = 0; i < BN / 2; i += 2) pf[i / 8][(i % 8) / 2] = pack2<T>(s[i], s[i + 1]);
+        }
+    };
+    // Releases the v stage once this warp's P v on it is done. fp8: the transposing warps
+    // write the stage next, ordinary stores, so the whole warp's reads are ordered before the
+    // release (__syncwarp), not only lane 0's.
+    auto release_v = [&] {
+        if (FP8) __syncwarp();
+        if (lane == 0) vpipe->consumer_release(vst);
+        vst.advance();
     };
     // Releases q once this warp's last q k^T of the tile is done.
     auto release_q = [&] { if (lane == 0) mbar_arrive(q_empty); };
@@ -434,7 +570,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             // Software pipeline: S of block n is computed while P v of block n + 1 (blocks
             // are walked downwards) still runs, and the softmax of block n overlaps that P v.
             float s[BN / 2], alpha[2];
-            uint32_t pf[BN / 16][4];
+            uint32_t pf[PK][4];
             my_turn();
             issue_qk(s);
             their_turn();
@@ -458,8 +594,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 softmax(s, n, alpha);
                 wgmma_wait<0>();
                 fence_operand(o);
-                if (lane == 0) vpipe->consumer_release(vst);
-                vst.advance();
+                release_v();
 #pragma unroll
                 for (int i = 0; i < DV / 2; i++) o[i] *= alpha[(i / 2) % 2];
                 pack(s, pf);
@@ -469,14 +604,13 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             their_turn();
             wgmma_wait<0>();
             fence_operand(o);
-            if (lane == 0) vpipe->consumer_release(vst);
-            vst.advance();
+            release_v();
         } else {
             release_q();
         }
 
         // ---- o = O / l, lse = ln(sum exp(score)) = (max + log2 l) ln 2
-        T *out = reinterpret_cast<T *>(p.o);
+        TO *out = reinterpret_cast<TO *>(p.o);
         float *lse = reinterpret_cast<float *>(p.lse);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -486,11 +620,11 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             const int row = tl.m0 + r0 + 8 * r;
             // rows of this request inside o, even for cu_seqlens that break the caller's promise
             if (row >= tl.q_len || int64_t(tl.q0) + row < 0 || int64_t(tl.q0) + row >= p.total_q) continue;
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            T *orow = out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV + 2 * (lane % 4);
+            const float inv = l > 0.f ? p.o_scale / l : 0.f;
+            TO *orow = out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV + 2 * (lane % 4);
 #pragma unroll
             for (int q = 0; q < DV / 8; q++)
-                *reinterpret_cast<uint32_t *>(orow + 8 * q) = pack2<T>(o[4 * q + 2 * r] * inv, o[4 * q + 2 * r + 1] * inv);
+                *reinterpret_cast<uint32_t *>(orow + 8 * q) = pack2<TO>(o[4 * q + 2 * r] * inv, o[4 * q + 2 * r + 1] * inv);
             if (lse && lane % 4 == 0)
                 lse[(int64_t(tl.q0) + row) * p.num_qo_heads + tl.h] =
                     l > 0.f ? (m_run[r] + log2f(l)) * 0.6931471805599453f : NEG_INF;

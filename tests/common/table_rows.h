@@ -5,7 +5,7 @@
 #ifndef TALON_TABLE_ROWS_H
 #define TALON_TABLE_ROWS_H
 
-#define MAX_SETS 6 /* field edits per row; a SET_NONE (or zero) entry ends a shorter list */
+#define MAX_SETS 10 /* field edits per row; a SET_NONE (or zero) entry ends a shorter list */
 #define ONE(...) {__VA_ARGS__}
 #define NONE {{SET_NONE, 0, 0, 0}}
 

@@ -179,7 +179,7 @@ dev_tma_multicast(const __grid_constant__ CUtensorMap map, uint16_t *out, int ha
 // ------------------------------------------------------------------ (4) one wgmma tile
 // C[64 x N] (fp32, row-major) = A[64 x K] * B[N x K]^T; A, B K-major, loaded by TMA one K-slab
 // at a time. KIND 0 bf16 SS, 1 f16 SS, 2 bf16 RS (A fragments from global into registers),
-// 3 e4m3 SS. SW picks the shared-memory layout (and the maps' swizzle): with a swizzle the slab
+// 3 e4m3 SS, 4 e4m3 RS. SW picks the shared-memory layout (and the maps' swizzle): with a swizzle the slab
 // is one box whose rows are the swizzle span (128B: 64 x 16-bit or 128 x fp8; 64B: 32; 32B: 16
 // elements); with None the 128-byte slab is loaded as 8 boxes 16 bytes wide, box j at j * rows *
 // 16 bytes, which is the no-swizzle core-matrix layout (SBO = 128, LBO = rows * 16). K is a
@@ -199,11 +199,27 @@ __device__ __forceinline__ void load_a_fragments(uint32_t (&af)[STEPS][4], const
     }
 }
 
+// The e4m3 A-from-registers fragments (mma_e4m3_rs) of STEPS k32 steps from column c0 of a
+// row-major e4m3 [64, K] matrix in global memory.
+template <int STEPS>
+__device__ __forceinline__ void load_a_fragments_e4m3(uint32_t (&af)[STEPS][4], const uint8_t *A, int K, int c0) {
+    const int r = 16 * (threadIdx.x / 32) + threadIdx.x % 32 / 4;
+#pragma unroll
+    for (int k = 0; k < STEPS; k++) {
+        const int c = c0 + 32 * k + 4 * (threadIdx.x % 4);
+        af[k][0] = *reinterpret_cast<const uint32_t *>(A + size_t(r) * K + c);
+        af[k][1] = *reinterpret_cast<const uint32_t *>(A + size_t(r + 8) * K + c);
+        af[k][2] = *reinterpret_cast<const uint32_t *>(A + size_t(r) * K + c + 16);
+        af[k][3] = *reinterpret_cast<const uint32_t *>(A + size_t(r + 8) * K + c + 16);
+    }
+}
+
 template <int KIND, int N, Swizzle SW, bool SWAP_LBO_SBO = false>
 __device__ __forceinline__ void wgmma_tile(const CUtensorMap *ma, const CUtensorMap *mb, float *C,
                                            int K, const uint16_t *A) {
     constexpr int SPAN = SW == Swizzle::B64 ? 64 : SW == Swizzle::B32 ? 32 : 128; // bytes per row
-    constexpr int BK = KIND == 3 ? SPAN : SPAN / 2;                              // elements
+    constexpr bool RS = KIND == 2 || KIND == 4, FP8 = KIND >= 3;
+    constexpr int BK = FP8 ? SPAN : SPAN / 2;                                    // elements
     constexpr int STEPS = SPAN / 32;                                             // 32 B of K each
     constexpr uint32_t A_BYTES = 64 * SPAN, B_BYTES = N * SPAN;
     __shared__ uint64_t bar;
@@ -238,21 +254,22 @@ __device__ __forceinline__ void wgmma_tile(const CUtensorMap *ma, const CUtensor
     const int nk = K / BK;
     for (int kb = 0; kb < nk; kb++) {
         if (t == 0) {
-            mbar_arrive_expect_tx(&bar, (KIND == 2 ? 0 : A_BYTES) + B_BYTES);
+            mbar_arrive_expect_tx(&bar, (RS ? 0 : A_BYTES) + B_BYTES);
             if constexpr (SW == Swizzle::None) {
-                constexpr int CHUNK = KIND == 3 ? 16 : 8; // elements per 16 bytes
+                constexpr int CHUNK = FP8 ? 16 : 8; // elements per 16 bytes
 #pragma unroll
                 for (int j = 0; j < SPAN / 16; j++) {
-                    if (KIND != 2) tma_load_2d(sA + j * 64 * 16, ma, &bar, kb * BK + j * CHUNK, 0);
+                    if (!RS) tma_load_2d(sA + j * 64 * 16, ma, &bar, kb * BK + j * CHUNK, 0);
                     tma_load_2d(sB + j * N * 16, mb, &bar, kb * BK + j * CHUNK, 0);
                 }
             } else {
-                if (KIND != 2) tma_load_2d(sA, ma, &bar, kb * BK, 0);
+                if (!RS) tma_load_2d(sA, ma, &bar, kb * BK, 0);
                 tma_load_2d(sB, mb, &bar, kb * BK, 0);
             }
         }
         uint32_t af[STEPS][4];
         if constexpr (KIND == 2) load_a_fragments(af, A, K, kb * BK);
+        if constexpr (KIND == 4) load_a_fragments_e4m3(af, reinterpret_cast<const uint8_t *>(A), K, kb * BK);
         mbar_wait(&bar, kb & 1);
         wgmma_fence();
 #pragma unroll
@@ -262,7 +279,8 @@ __device__ __forceinline__ void wgmma_tile(const CUtensorMap *ma, const CUtensor
             if constexpr (KIND == 0) mma_bf16_ss<N>(acc, a, b, accumulate);
             else if constexpr (KIND == 1) mma_f16_ss<N>(acc, a, b, accumulate);
             else if constexpr (KIND == 2) mma_bf16_rs<N>(acc, af[k], b, accumulate);
-            else mma_e4m3_ss<N>(acc, a, b, accumulate);
+            else if constexpr (KIND == 3) mma_e4m3_ss<N>(acc, a, b, accumulate);
+            else mma_e4m3_rs<N>(acc, af[k], b, accumulate);
         }
         wgmma_commit();
         wgmma_wait<0>();
@@ -289,6 +307,8 @@ DEV_WGMMA_KERNEL(dev_wgmma_f16_n128, 1, 128, B128)
 DEV_WGMMA_KERNEL(dev_wgmma_bf16rs_n128, 2, 128, B128)
 DEV_WGMMA_KERNEL(dev_wgmma_e4m3_n128, 3, 128, B128)
 DEV_WGMMA_KERNEL(dev_wgmma_e4m3_n256, 3, 256, B128)
+DEV_WGMMA_KERNEL(dev_wgmma_e4m3rs_n128, 4, 128, B128)
+DEV_WGMMA_KERNEL(dev_wgmma_e4m3rs_n256, 4, 256, B128)
 DEV_WGMMA_KERNEL(dev_wgmma_bf16_n64_sw64, 0, 64, B64)
 DEV_WGMMA_KERNEL(dev_wgmma_bf16_n64_sw32, 0, 64, B32)
 DEV_WGMMA_KERNEL(dev_wgmma_bf16_n128_nosw, 0, 128, None)

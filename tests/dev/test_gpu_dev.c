@@ -695,6 +695,8 @@ static void test_wgmma_tile(void **state) {
     run_wgmma("dev_wgmma_bf16rs_n128", T_BF16, 128, 256, 128);
     run_wgmma("dev_wgmma_e4m3_n128", T_E4M3, 128, 256, 128);
     run_wgmma("dev_wgmma_e4m3_n256", T_E4M3, 256, 384, 128);
+    run_wgmma("dev_wgmma_e4m3rs_n128", T_E4M3, 128, 256, 128);
+    run_wgmma("dev_wgmma_e4m3rs_n256", T_E4M3, 256, 384, 128);
     run_wgmma("dev_wgmma_bf16_n64_sw64", T_BF16, 64, 96, 64);
     run_wgmma("dev_wgmma_bf16_n64_sw32", T_BF16, 64, 80, 32);
     run_wgmma("dev_wgmma_bf16_n128_nosw", T_BF16, 128, 192, 0);

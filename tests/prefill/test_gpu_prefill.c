@@ -19,6 +19,15 @@
    or HND), every slot that holds no key of a request filled with NaN: the kernel must neither
    read unused pages nor let the NaN of a last page's empty slots reach o. Page-table entries
    past a request's pages are -1 (never read).
+   FP8 cases (talon_prefill_attention only): q, k and v drawn as above, quantised to e4m3 with
+   per-tensor scales (real value = e4m3 value x scale, what the reference reads), o bf16:
+     o:   |dev - ref| <= 2^-7 |ref| + 1e-5 + sum_j e_j |v_j| / sum_j p_j, with p_j = exp(s_j -
+          max s) and e_j = max(2^-4 p_j, min(2^-10, p_j)) + p_j ds_j: the kernel's e4m3 rounding
+          of each weight (relative 2^-4; absolute 2^-10 of the running max, which is at most
+          the final one, in e4m3's subnormals), ds_j = 2^-12 sm_scale sum_i |q_i k_ji| for the
+          fp8 tensor cores' accumulation of the score;
+     lse: the tolerance above plus max_j ds_j.
+   They include peaky rows (large q) where one wrong key order in P v is far outside it.
    TALON_TEST_QUICK=1 (compute-sanitizer) keeps every path with short requests. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -41,6 +50,9 @@
 #define NTHREADS 8
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define DV(c) ((c)->d == 192 ? 128 : (c)->d) /* v's and o's head_dim */
+#define FP8(c) ((c)->dtype == TALON_DTYPE_FP8_E4M3)
+#define ES(c) (FP8(c) ? 1 : 2)                                   /* bytes of q, k, v */
+#define ODT(c) (FP8(c) ? TALON_DTYPE_BF16 : (c)->dtype)         /* o's type */
 
 static talon_ctx *g_ctx;
 static CUstream g_stream;
@@ -54,6 +66,7 @@ typedef struct pcase {
     int qlens[MAXB], klens[MAXB];
     int causal, window, no_lse;
     float cap, sm_scale, qamp;
+    float qscale, kscale, vscale; /* fp8 only */
     int64_t pad;   /* extra elements in every token stride (q, k, v, o) */
     int sample;    /* compare every sample-th query row (0 or 1: all) */
     int page_size; /* 0: contiguous k/v (talon_prefill_attention); else the paged op */
@@ -64,7 +77,7 @@ typedef struct pcase {
 
 static void describe(const pcase *c, char *buf, size_t n) {
     int i, k = snprintf(buf, n, "%s D=%lld/%lld Hq=%lld Hk=%lld %s window=%d cap=%g pad=%lld%s lens={",
-                        c->dtype == TALON_DTYPE_F16 ? "f16" : "bf16", (long long)c->d, (long long)DV(c),
+                        FP8(c) ? "e4m3" : c->dtype == TALON_DTYPE_F16 ? "f16" : "bf16", (long long)c->d, (long long)DV(c),
                         (long long)c->hq, (long long)c->hk, c->causal ? "causal" : "full",
                         c->window, (double)c->cap, (long long)c->pad, c->no_lse ? " no-lse" : "");
     for (i = 0; i < c->batch && k > 0 && (size_t)k < n; i++)
@@ -84,7 +97,7 @@ typedef struct job {
     const pcase *c;
     int64_t total_q, total_kv, qs, ks, vs, os;
     int32_t cu_q[MAXB + 1], cu_k[MAXB + 1];
-    uint16_t *qb, *kb, *vb, *ob;   /* device images */
+    uint16_t *qb, *kb, *vb, *ob;   /* element bits (fp8: the e4m3 byte) */
     float *qv, *kv, *vv;           /* element values */
     /* paged: the caches' images, the page table and kv_lens */
     uint16_t *kc, *vc;
@@ -100,12 +113,32 @@ typedef struct job {
     int next_row;
 } job;
 
-static void draw(const pcase *c, uint16_t *bits, float *val, int64_t n, float amp, uint64_t seed) {
+/* fp8: x / scale rounded to e4m3, val = that e4m3 value x scale. */
+static void draw(const pcase *c, uint16_t *bits, float *val, int64_t n, float amp, float scale,
+                 uint64_t seed) {
     uint64_t s = ref_mix64(seed);
     int64_t i;
     for (i = 0; i < n; i++) {
-        bits[i] = ref_from_f32(c->dtype, amp * (2.0f * ref_unit01(&s) - 1.0f));
-        val[i] = ref_to_f32(c->dtype, bits[i]);
+        const float x = amp * (2.0f * ref_unit01(&s) - 1.0f);
+        if (FP8(c)) {
+            bits[i] = ref_e4m3_from_f32(x / scale);
+            val[i] = (float)(ref_e4m3_to_f64((uint8_t)bits[i]) * scale);
+        } else {
+            bits[i] = ref_from_f32(c->dtype, x);
+            val[i] = ref_to_f32(c->dtype, bits[i]);
+        }
+    }
+}
+
+/* n elements' bits to the device: 16-bit as they are, fp8 one byte each. */
+static void upload(const pcase *c, CUdeviceptr dst, const uint16_t *bits, int64_t n) {
+    if (FP8(c)) {
+        uint8_t *b = malloc((size_t)n);
+        for (int64_t i = 0; i < n; i++) b[i] = (uint8_t)bits[i];
+        GPU_CK(cu.cuMemcpyHtoD(dst, b, (size_t)n));
+        free(b);
+    } else {
+        GPU_CK(cu.cuMemcpyHtoD(dst, bits, 2 * (size_t)n));
     }
 }
 
@@ -176,9 +209,9 @@ static void job_make(job *j, const pcase *c) {
     j->vv = malloc(4 * (size_t)(j->total_kv * j->vs));
     j->ob = malloc(2 * (size_t)(j->total_q * j->os));
     j->lse = malloc(4 * (size_t)(j->total_q * c->hq));
-    draw(c, j->qb, j->qv, j->total_q * j->qs, c->qamp > 0 ? c->qamp : 1.0f, c->seed * 3 + 1);
-    draw(c, j->kb, j->kv, j->total_kv * j->ks, 1.0f, c->seed * 3 + 2);
-    draw(c, j->vb, j->vv, j->total_kv * j->vs, 1.0f, c->seed * 3 + 3);
+    draw(c, j->qb, j->qv, j->total_q * j->qs, c->qamp > 0 ? c->qamp : 1.0f, c->qscale, c->seed * 3 + 1);
+    draw(c, j->kb, j->kv, j->total_kv * j->ks, 1.0f, c->kscale, c->seed * 3 + 2);
+    draw(c, j->vb, j->vv, j->total_kv * j->vs, 1.0f, c->vscale, c->seed * 3 + 3);
     j->sm_scale = c->sm_scale != 0.0f ? c->sm_scale : 1.0 / sqrt((double)c->d);
     if (c->page_size) job_make_pages(j);
     pthread_mutex_init(&j->lock, NULL);
@@ -199,6 +232,38 @@ static void note(job *j, long long bad, long long elements, double worst, const 
     pthread_mutex_unlock(&j->lock);
 }
 
+/* fp8: bound[i] = sum_j e_j |v_j[i]| / sum_j p_j (file comment) for one query row against its
+   n attended keys; returns max_j ds_j. */
+static double fp8_weight_bound(const double *q, const float *const *k, const float *const *v,
+                               int64_t n, int64_t d, int64_t dv, double sm_scale, double cap,
+                               double *bound) {
+    double *s = malloc(sizeof(double) * (size_t)(n ? n : 1)), *ds = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    double mx = -INFINITY, l = 0, ds_max = 0;
+    int64_t j, i;
+    for (i = 0; i < dv; i++) bound[i] = 0;
+    for (j = 0; j < n; j++) {
+        double dot = 0, mag = 0;
+        for (i = 0; i < d; i++) {
+            dot += q[i] * k[j][i];
+            mag += fabs(q[i] * k[j][i]);
+        }
+        s[j] = sm_scale * dot;
+        if (cap > 0) s[j] = cap * tanh(s[j] / cap);
+        ds[j] = 0x1p-12 * sm_scale * mag;
+        if (ds[j] > ds_max) ds_max = ds[j];
+        if (s[j] > mx) mx = s[j];
+    }
+    for (j = 0; j < n; j++) l += exp(s[j] - mx);
+    for (j = 0; j < n; j++) {
+        const double p = exp(s[j] - mx);
+        const double e = fmax(0x1p-4 * p, fmin(0x1p-10, p)) + p * ds[j];
+        for (i = 0; i < dv; i++) bound[i] += e * fabs(v[j][i]) / l;
+    }
+    free(s);
+    free(ds);
+    return ds_max;
+}
+
 /* Checks query token rows handed out one at a time (all heads of a token). */
 static void *check_worker(void *arg) {
     job *j = arg;
@@ -211,6 +276,7 @@ static void *check_worker(void *arg) {
     const float **vp = malloc(sizeof(float *) * (size_t)j->total_kv);
     double *q = malloc(sizeof(double) * (size_t)d), *o = malloc(sizeof(double) * (size_t)dv);
     double *mag = malloc(sizeof(double) * (size_t)dv);
+    double *w8 = malloc(sizeof(double) * (size_t)dv); /* fp8: the weights' error bound */
     char first[256];
     for (;;) {
         long long bad = 0, elements = 0;
@@ -233,7 +299,7 @@ static void *check_worker(void *arg) {
         for (h = 0; h < c->hq; h++) {
             const uint16_t *orow = j->ob + t * j->os + h * dv;
             const int sampled = c->sample <= 1 || qi % c->sample == 0 || qi == ql - 1;
-            double lse = 0, smax = 0;
+            double lse = 0, smax = 0, ds_max = 0;
             if (sampled) {
                 const int64_t hk = h / group;
                 for (i = 0; i < d; i++) q[i] = j->qv[t * j->qs + h * d + i];
@@ -242,9 +308,10 @@ static void *check_worker(void *arg) {
                     vp[i] = j->vv + (j->cu_k[b] + lo + i) * j->vs + hk * dv;
                 }
                 lse = ref_attn_dv(q, kp, vp, n, d, dv, j->sm_scale, c->cap, 1.0, 1.0, o, mag, &smax);
+                if (FP8(c)) ds_max = fp8_weight_bound(q, kp, vp, n, d, dv, j->sm_scale, c->cap, w8);
             }
             for (i = 0; i < dv; i++) {
-                const double dev = ref_to_f32(c->dtype, orow[i]);
+                const double dev = ref_to_f32(ODT(c), orow[i]);
                 double tol, err;
                 elements++;
                 if (!sampled) {
@@ -252,7 +319,7 @@ static void *check_worker(void *arg) {
                         snprintf(first, sizeof first, "o[%lld, %lld, %lld] = %g (not written?)", (long long)t, (long long)h, (long long)i, dev);
                     continue;
                 }
-                tol = rtol * fabs(o[i]) + atol + ptol * mag[i];
+                tol = FP8(c) ? 0x1p-7 * fabs(o[i]) + 1e-5 + w8[i] : rtol * fabs(o[i]) + atol + ptol * mag[i];
                 err = fabs(dev - o[i]);
                 if (!(err <= tol)) {
                     if (!bad++)
@@ -268,14 +335,14 @@ static void *check_worker(void *arg) {
                 elements++;
                 if (!sampled) ok = !isnan(dl);
                 else if (lse == -INFINITY) ok = dl == -INFINITY;
-                else ok = fabs(dl - lse) <= 0x1p-16 * (1 + fabs(lse) + smax);
+                else ok = fabs(dl - lse) <= 0x1p-16 * (1 + fabs(lse) + smax) + ds_max;
                 if (!ok && !bad++)
                     snprintf(first, sizeof first, "lse[%lld, %lld] = %.9g, ref %.9g", (long long)t, (long long)h, (double)dl, lse);
             }
         }
         note(j, bad, elements, worst, first);
     }
-    free(kp); free(vp); free(q); free(o); free(mag);
+    free(kp); free(vp); free(q); free(o); free(mag); free(w8);
     return NULL;
 }
 
@@ -302,6 +369,7 @@ static void fill_args(const job *j, const dev *dv, talon_prefill_attention_args 
     a->sm_scale = c->sm_scale;
     a->logits_soft_cap = c->cap;
     a->dtype = c->dtype;
+    a->q_scale = c->qscale; a->k_scale = c->kscale; a->v_scale = c->vscale;
 }
 
 static void fill_paged_args(const job *j, const dev *dv, talon_prefill_attention_paged_args *a) {
@@ -347,7 +415,7 @@ static void check_broken(job *j) {
     for (t = 0; t < j->cu_q[c->batch]; t++) {
         while (j->cu_q[b + 1] <= t) b++;
         for (i = 0; i < c->hq * DV(c); i++) {
-            const double o = ref_to_f32(c->dtype, j->ob[t * j->os + i]);
+            const double o = ref_to_f32(ODT(c), j->ob[t * j->os + i]);
             const int ok = j->kv_lens[b] < 0 ? o == 0.0 : isfinite(o);
             j->elements++;
             if (!ok && !j->bad++)
@@ -404,10 +472,10 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     job_make(&j, c);
     if (c->broken) job_break(&j);
     const size_t cache_bytes = 2 * (size_t)(j.num_pages * c->page_size * c->hk * c->d);
-    const size_t k_bytes = c->page_size ? cache_bytes : 2 * (size_t)(j.total_kv * j.ks);
-    const size_t v_bytes = c->page_size ? cache_bytes : 2 * (size_t)(j.total_kv * j.vs);
+    const size_t k_bytes = c->page_size ? cache_bytes : ES(c) * (size_t)(j.total_kv * j.ks);
+    const size_t v_bytes = c->page_size ? cache_bytes : ES(c) * (size_t)(j.total_kv * j.vs);
     memset(&dv, 0, sizeof dv);
-    dv.q = gpu_alloc(2 * (size_t)(j.total_q * j.qs));
+    dv.q = gpu_alloc(ES(c) * (size_t)(j.total_q * j.qs));
     dv.k = gpu_alloc(k_bytes);
     dv.v = gpu_alloc(v_bytes);
     dv.o = gpu_alloc(2 * (size_t)(j.total_q * j.os));
@@ -415,9 +483,14 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     dv.cu_q = gpu_alloc(4 * (MAXB + 1));
     dv.cu_k = gpu_alloc(4 * (MAXB + 1));
     dv.ws = gpu_alloc(16);
-    GPU_CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
-    GPU_CK(cu.cuMemcpyHtoD(dv.k, c->page_size ? j.kc : j.kb, k_bytes));
-    GPU_CK(cu.cuMemcpyHtoD(dv.v, c->page_size ? j.vc : j.vb, v_bytes));
+    upload(c, dv.q, j.qb, j.total_q * j.qs);
+    if (c->page_size) {
+        GPU_CK(cu.cuMemcpyHtoD(dv.k, j.kc, k_bytes));
+        GPU_CK(cu.cuMemcpyHtoD(dv.v, j.vc, v_bytes));
+    } else {
+        upload(c, dv.k, j.kb, j.total_kv * j.ks);
+        upload(c, dv.v, j.vb, j.total_kv * j.vs);
+    }
     GPU_CK(cu.cuMemcpyHtoD(dv.cu_q, j.cu_q, 4 * (MAXB + 1)));
     GPU_CK(cu.cuMemcpyHtoD(dv.cu_k, j.cu_k, 4 * (MAXB + 1)));
     if (c->page_size) {
@@ -438,8 +511,9 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     }
     for (r = 0; r < (graph ? replays : 1) && st == TALON_SUCCESS && !gpu_call_failed; r++) {
         if (r > 0) { /* fresh q for the replay */
-            draw(c, j.qb, j.qv, j.total_q * j.qs, c->qamp > 0 ? c->qamp : 1.0f, c->seed * 3 + 1 + 1000 * (uint64_t)r);
-            GPU_CK(cu.cuMemcpyHtoD(dv.q, j.qb, 2 * (size_t)(j.total_q * j.qs)));
+            draw(c, j.qb, j.qv, j.total_q * j.qs, c->qamp > 0 ? c->qamp : 1.0f, c->qscale,
+                 c->seed * 3 + 1 + 1000 * (uint64_t)r);
+            upload(c, dv.q, j.qb, j.total_q * j.qs);
         }
         poison(&j, &dv);
         if (graph) GPU_CK(cu.cuGraphLaunch(ge, g_stream));
@@ -651,6 +725,52 @@ static void test_dims_192_128(void **state) {
     tally_end(&t);
 }
 
+/* fp8 e4m3 q, k, v (head_dim 128 and 256): mixed lengths 1..4097, a cached prefix and empty
+   requests, GQA 4 and MQA, peaky rows (large q), a window, a soft-cap, padded strides (16
+   elements), no lse, and a captured graph replayed on fresh q. Scales differ per tensor. */
+static pcase fp8_case(int64_t d, int64_t hq, int64_t hk, int causal, const int *ql, const int *kl,
+                      int n, uint64_t seed) {
+    pcase c = base(TALON_DTYPE_FP8_E4M3, d, hq, hk, causal, ql, kl, n, seed);
+    c.qscale = 1.0f / 300;
+    c.kscale = 1.0f / 250;
+    c.vscale = 1.0f / 320;
+    return c;
+}
+static void test_fp8(void **state) {
+    static const int full[] = {1, 17, 128, 1000, 4097}, quick[] = {1, 17, 128, 300};
+    static const int pql[] = {1, 17, 128, 300, 50, 0, 9}, pkl[] = {1000, 17, 2000, 301, 20, 5, 0};
+    static const int ql[] = {130, 7, 64, 300}, kl[] = {130, 260, 64, 700};
+    static const int d8[] = {128, 256};
+    tally t;
+    int di, causal, i;
+    (void)state;
+    tally_start(&t, "fp8 e4m3");
+    for (di = 0; di < 2; di++)
+        for (causal = 0; causal < 2; causal++) {
+            pcase c = fp8_case(d8[di], 4, 2, causal, g_quick ? quick : full, NULL, g_quick ? 4 : 5, 1001 + di * 2 + causal);
+            c.sample = g_quick ? 1 : 5;
+            run_case(&t, &c, 0, 1);
+            c = fp8_case(d8[di], 2, 1, causal, pql, pkl, 7, 1011 + di * 2 + causal);
+            if (g_quick) c.klens[0] = c.klens[2] = 400;
+            run_case(&t, &c, 0, 1);
+        }
+    for (i = 0; i < 4; i++) { /* peaky rows; window, soft-cap, strides, no lse */
+        pcase c = fp8_case(d8[i % 2], i < 2 ? 6 : 3, i < 2 ? 1 : 3, i % 2, ql, kl, 4, 1021 + i);
+        c.qamp = 4.0f;
+        c.qscale = c.qamp / 300;
+        c.window = i == 1 ? 37 : 0;
+        c.cap = i == 2 ? 20.0f : 0.0f;
+        c.pad = i >= 2 ? 16 * i : 0;
+        c.no_lse = i == 3;
+        run_case(&t, &c, 0, 1);
+    }
+    {
+        pcase c = fp8_case(128, 4, 2, 1, ql, kl, 4, 1031);
+        run_case(&t, &c, 1, 3);
+    }
+    tally_end(&t);
+}
+
 /* The paged op: page sizes 1..256 in both layouts at every head_dim, over a cached prefix
    (fewer queries than keys) and without one, lengths 1 to 4097, both types. */
 static void test_paged(void **state) {
@@ -710,7 +830,7 @@ int main(void) {
         cmocka_unit_test(test_mixed_lengths), cmocka_unit_test(test_prefix_and_empty),
         cmocka_unit_test(test_group_ratios),  cmocka_unit_test(test_window_softcap),
         cmocka_unit_test(test_strides),       cmocka_unit_test(test_graph),
-        cmocka_unit_test(test_dims_192_128),
+        cmocka_unit_test(test_dims_192_128), cmocka_unit_test(test_fp8),
         cmocka_unit_test(test_paged),         cmocka_unit_test(test_paged_options),
         cmocka_unit_test(test_paged_broken),
     };

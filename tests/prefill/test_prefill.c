@@ -68,7 +68,15 @@ static const bad_row bad_rows[] = {
     BAD("workspace_bytes 15", ONE(P(workspace_bytes, I64, 15)), "args->workspace_bytes", "15"),
     BAD("o overlapping the workspace", ONE(P(workspace, PTR, P_O + 4096)), "args->o", "0x10000000"),
     BAD("dtype F32", ONE(P(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
-    BAD("dtype FP8 (not yet)", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BAD("fp8 with head_dim 64", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(head_dim, I64, 64), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1)), "args->head_dim", "64"),
+    BAD("fp8 with head_dim 192 (v 128)", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(head_dim, I64, 192), P(v_head_dim, I64, 128), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1)), "args->head_dim", "192"),
+    BAD("fp8 q_scale 0", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(k_scale, F32, 1), P(v_scale, F32, 1)), "args->q_scale", "0"),
+    BAD("fp8 k_scale NaN", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, NAN), P(v_scale, F32, 1)), "args->k_scale", "nan"),
+    BAD("fp8 v_scale -1", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, -1)), "args->v_scale", "-1"),
+    BAD("fp8 q_scale x k_scale x sm_scale past fp32", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1e30f), P(k_scale, F32, 1e30f), P(v_scale, F32, 1)), "args->q_scale", "1e+30"),
+    BAD("fp8 q_stride not a multiple of 16", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(q_stride, I64, 4104)), "args->q_stride", "4104"),
+    BAD("fp8 v_stride not a multiple of 16", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(v_stride, I64, 1032)), "args->v_stride", "1032"),
+    BAD("fp8 o overlapping k's last token", ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(o, PTR, P_K + 1500 * 1024 - 16)), "args->o", "0x40176ff0"),
     BAD("batch 0", ONE(P(batch, I64, 0)), "args->batch", "0"),
     BAD("batch 2^20+1", ONE(P(batch, I64, (1 << 20) + 1)), "args->batch", "1048577"),
     BAD("total_q 0", ONE(P(total_q, I64, 0)), "args->total_q", "0"),
@@ -121,7 +129,7 @@ static const bad_row bad_rows[] = {
     BADP("page_table not 4-byte aligned", ONE(G(page_table, PTR, P_PT + 2)), "args->page_table", "0x71000002"),
     BADP("kv_lens NULL", ONE(G(kv_lens, PTR, 0)), "args->kv_lens", "NULL"),
     BADP("kv_lens not 4-byte aligned", ONE(G(kv_lens, PTR, P_LENS + 1)), "args->kv_lens", "0x72000001"),
-    BADP("dtype FP8 (not yet)", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BADP("dtype FP8 (fp8 paged prefill not built)", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
     BADP("max_seqlen_q past total_q", ONE(G(max_seqlen_q, I64, 1501)), "args->max_seqlen_q", "1501"),
     BADP("head_dim 96", ONE(G(head_dim, I64, 96)), "args->head_dim", "96"),
     BADP("head_dim 192 (one head_dim for the caches)", ONE(G(head_dim, I64, 192)), "args->head_dim", "192"),
@@ -176,6 +184,9 @@ static const launch_row launch_rows[] = {
     {.name = "prefill max_seqlen_q + total_kv = 2^31 - 256 -> _bf16_d128", .set = ONE(P(total_kv, I64, 2147482392LL)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill window 2^31-1 (no key excluded: passed as none) -> _bf16_d128", .set = ONE(P(window, I64, 2147483647LL), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill window = total_kv (passed as none) -> _bf16_d128", .set = ONE(P(window, I64, 1500)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill fp8 d128 GQA 4 causal, scales -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 0.5f), P(k_scale, F32, 0.25f), P(v_scale, F32, 3.0f)), .symbol = "talon_prefill_attention_e4m3_d128"},
+    {.name = "prefill fp8 d256 soft-cap, strides of 16 -> _e4m3_d256", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(head_dim, I64, 256), P(q_scale, F32, 0.125f), P(k_scale, F32, 2.0f), P(v_scale, F32, 0.75f), P(logits_soft_cap, F32, 50.0f), P(q_stride, I64, 8192 + 16), P(k_stride, I64, 2048 + 16), P(o_stride, I64, 8192 + 8)), .symbol = "talon_prefill_attention_e4m3_d256"},
+    {.name = "prefill fp8 o right after k (1-byte elements: no overlap) -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(o, PTR, P_K + 1500 * 1024)), .symbol = "talon_prefill_attention_e4m3_d128"},
     {.name = "prefill 12 tiles: 12 CTAs -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(num_qo_heads, I64, 4), P(num_kv_heads, I64, 4), P(max_seqlen_q, I64, 300)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "paged NHD page 16 bf16 d128 -> _pages_bf16_d128", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged HND page 256 f16 d256, table stride 300 -> _pages_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16), G(page_table_stride, I64, 300)), .symbol = "talon_prefill_attention_pages_f16_d256"},
@@ -187,19 +198,22 @@ static const launch_row launch_rows[] = {
     {.name = "paged NHD page 16, MQA, 2^31 page rows -> _gather_bf16_d128", .op = OP_PAGED, .set = ONE(G(num_pages, I64, 1 << 27), G(num_kv_heads, I64, 1), G(k_cache, PTR, 0x100000000000LL), G(v_cache, PTR, 0x200000000000LL)), .symbol = "talon_prefill_attention_gather_bf16_d128"},
 };
 
-/* A map {head_dim, heads, rows} with token stride `stride` elements, box {64, 1, box_rows},
-   swizzled 128B, of the args' type, at base. */
+/* A map {head_dim, heads, rows} with token stride `stride` elements, box {128 bytes, 1,
+   box_rows}, swizzled 128B, of the args' type (fp8: bytes), at base. */
 static void check_map(const struct fake_enc *e, CUdeviceptr base, int64_t rows, int64_t heads,
                       int64_t d, int64_t stride, uint32_t box_rows, talon_dtype dt) {
-    assert_int_equal(e->type, dt == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+    const int es = dt == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
+    assert_int_equal(e->type, dt == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                              : dt == TALON_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                      : CU_TENSOR_MAP_DATA_TYPE_UINT8);
     assert_int_equal(e->rank, 3);
     assert_true((CUdeviceptr)(uintptr_t)e->addr == base);
     assert_int_equal(e->dims[0], d);
     assert_int_equal(e->dims[1], heads);
     assert_int_equal(e->dims[2], rows);
-    assert_int_equal(e->strides[0], d * 2);
-    assert_int_equal(e->strides[1], stride * 2);
-    assert_int_equal(e->box[0], 64);
+    assert_int_equal(e->strides[0], d * es);
+    assert_int_equal(e->strides[1], stride * es);
+    assert_int_equal(e->box[0], 128 / es);
     assert_int_equal(e->box[1], 1);
     assert_int_equal(e->box[2], box_rows);
     assert_int_equal(e->swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
@@ -255,6 +269,7 @@ static void want_common(talon__prefill_params *want, const talon__prefill_params
     /* scores in log2 units: sm_scale log2(e), or sm_scale / cap inside cap log2(e) tanh(.) */
     want->scale = cap > 0 ? sm / cap : sm * 1.4426950408889634f;
     want->cap = cap * 1.4426950408889634f;
+    want->o_scale = 1.0f;
 }
 
 static void test_launch_paged(const launch_row *row) {
@@ -353,6 +368,10 @@ static void test_launch(void **state) {
                 a.total_q, a.batch, a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q,
                 a.causal, a.window >= a.total_kv ? 0 : a.window, a.sm_scale, a.logits_soft_cap);
     want.cu_seqlens_k = a.cu_seqlens_k;
+    if (a.dtype == TALON_DTYPE_FP8_E4M3) { /* q_scale k_scale in the score scale, v_scale on o */
+        want.scale *= a.q_scale * a.k_scale;
+        want.o_scale = a.v_scale;
+    }
     /* persistent: one CTA per SM (132 here), fewer for fewer tiles */
     tiles = want.m_blocks * a.batch * a.num_qo_heads;
     assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);

@@ -3,16 +3,19 @@
 #ifndef TALON_IMPL_PREFILL_H
 #define TALON_IMPL_PREFILL_H
 
-/* A token stride: 0 = heads * head_dim, else at least that, a multiple of 8 elements (TMA
-   rows of 16-byte multiples; o's pairs) and at most 2^31. */
+/* A token stride: 0 = heads * head_dim, else at least that, 16 bytes' elements apart (8
+   16-bit, 16 fp8: TMA rows of 16-byte multiples; o's pairs) and at most 2^31. */
 static talon_status talon__prefill_check_stride(const char *op, const char *name, int64_t v,
-                                                int64_t row, int64_t *out) {
+                                                int64_t row, int esize, int64_t *out) {
     TALON__TRY(talon__check_stride(op, name, v, row, out));
-    if (*out % 8 || *out > (1LL << 31))
+    if (*out % (16 / esize) || *out > (1LL << 31))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = %lld must be a "
-                           "multiple of 8 up to 2^31", op, name, (long long)*out);
+                           "multiple of %d up to 2^31", op, name, (long long)*out, 16 / esize);
     return TALON_SUCCESS;
 }
+
+/* Bytes of an element of q, k and v: fp8 e4m3 1, else 2 (o: always 2) */
+static int talon__prefill_esize(talon_dtype dt) { return dt == TALON_DTYPE_FP8_E4M3 ? 1 : 2; }
 
 /* Persistent CTAs: one per SM (a CTA takes the whole register file), fewer when there are
    fewer tiles. The workspace holds the counter of the tiles taken after the first grid. */
@@ -21,20 +24,23 @@ static int64_t talon__prefill_grid(int64_t tiles, int sms) {
     return tiles < sms ? tiles : sms;
 }
 
-/* Token-major [rows, heads, head_dim] of 16-bit elements as the 3-D map {head_dim, heads,
-   rows}, boxes of 64 columns (128 bytes, swizzled) x 1 head x box_rows tokens: one box is a
-   K-major wgmma tile. */
+/* Token-major [rows, heads, head_dim] of 16-bit or fp8 elements as the 3-D map {head_dim,
+   heads, rows}, boxes of 128 bytes of columns (64 or 128 elements, swizzled) x 1 head x
+   box_rows tokens: one box is a K-major wgmma tile. */
 static talon_status talon__prefill_map(const talon_ctx *ctx, const char *op, const char *name,
                                        CUtensorMap *map, CUdeviceptr base, int64_t rows,
                                        int64_t heads, int64_t head_dim, int64_t stride,
                                        int box_rows, talon_dtype dt) {
     talon__tensor_map_shape t;
     memset(&t, 0, sizeof t);
-    t.type = dt == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    const int es = talon__prefill_esize(dt);
+    t.type = dt == TALON_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+             : dt == TALON_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                     : CU_TENSOR_MAP_DATA_TYPE_UINT8;
     t.rank = 3;
     t.dims[0] = (uint64_t)head_dim; t.dims[1] = (uint64_t)heads; t.dims[2] = (uint64_t)rows;
-    t.strides[0] = (uint64_t)(head_dim * 2); t.strides[1] = (uint64_t)(stride * 2);
-    t.box[0] = 64; t.box[1] = 1; t.box[2] = (uint32_t)box_rows;
+    t.strides[0] = (uint64_t)(head_dim * es); t.strides[1] = (uint64_t)(stride * es);
+    t.box[0] = (uint32_t)(128 / es); t.box[1] = 1; t.box[2] = (uint32_t)box_rows;
     t.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
     return talon__tensor_map(ctx, op, name, map, base, &t);
 }
@@ -52,9 +58,11 @@ typedef struct talon__prefill_common {
 } talon__prefill_common;
 
 /* Validates the shared fields and fills their params but q's map (no driver call: the caller
-   encodes the maps after its own checks); *qs is q's token stride, *o_bytes o's span. */
+   encodes the maps after its own checks); *qs is q's token stride, *o_bytes o's span. fp8:
+   whether dtype may be TALON_DTYPE_FP8_E4M3 (head_dim 128 or 256 then; the caller folds its
+   scales in). */
 static talon_status talon__prefill_common_params(const char *op, const talon__prefill_common *a,
-                                                 talon__prefill_params *p, int64_t *qs,
+                                                 int fp8, talon__prefill_params *p, int64_t *qs,
                                                  int64_t *o_bytes) {
     int64_t os, q_row, o_row, m_blocks;
     const int64_t dv = a->v_head_dim ? a->v_head_dim : a->head_dim;
@@ -68,7 +76,11 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->workspace_bytes = %lld is "
                            "smaller than the %d bytes the workspace size function asks for", op,
                            (long long)a->workspace_bytes, TALON__PREFILL_WORKSPACE);
-    TALON__TRY(talon__check_dtype(op, a->dtype));
+    const int es = talon__prefill_esize(a->dtype);
+    if (!fp8 || a->dtype != TALON_DTYPE_FP8_E4M3) TALON__TRY(talon__check_dtype(op, a->dtype));
+    else if (a->head_dim != 128 && a->head_dim != 256)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->head_dim = %lld is not "
+                           "supported with fp8 e4m3 (128, 256)", op, (long long)a->head_dim);
     TALON__TRY(talon__check_size(op, "batch", a->batch, 1 << 20));
     TALON__TRY(talon__check_size(op, "total_q", a->total_q, TALON__GRID_MAX));
     TALON__TRY(talon__check_size(op, "max_seqlen_q", a->max_seqlen_q, a->total_q));
@@ -80,8 +92,8 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
                            "head_dim (or 0), or 128 with head_dim 192", op, (long long)dv);
     q_row = a->num_qo_heads * a->head_dim;
     o_row = a->num_qo_heads * dv;
-    TALON__TRY(talon__prefill_check_stride(op, "q_stride", a->q_stride, q_row, qs));
-    TALON__TRY(talon__prefill_check_stride(op, "o_stride", a->o_stride, o_row, &os));
+    TALON__TRY(talon__prefill_check_stride(op, "q_stride", a->q_stride, q_row, es, qs));
+    TALON__TRY(talon__prefill_check_stride(op, "o_stride", a->o_stride, o_row, 2, &os));
     TALON__TRY(talon__check_range(op, "window", a->window, 0, INT32_MAX));
     TALON__TRY(talon__check_range(op, "causal", a->causal, 0, 1));
     TALON__TRY(talon__check_float(op, "sm_scale", a->sm_scale, 1, 1));
@@ -93,7 +105,7 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
                            (long long)a->max_seqlen_q, (long long)a->batch,
                            (long long)a->num_qo_heads);
     *o_bytes = talon__rows_bytes(a->total_q, o_row, os, 2);
-    if (talon__overlap(a->o, *o_bytes, a->q, talon__rows_bytes(a->total_q, q_row, *qs, 2)) ||
+    if (talon__overlap(a->o, *o_bytes, a->q, talon__rows_bytes(a->total_q, q_row, *qs, es)) ||
         talon__overlap(a->o, *o_bytes, a->lse, a->total_q * a->num_qo_heads * 4) ||
         talon__overlap(a->o, *o_bytes, a->workspace, TALON__PREFILL_WORKSPACE))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps q, lse "
@@ -117,6 +129,7 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     p->scale = a->logits_soft_cap > 0.0f ? sm_scale / a->logits_soft_cap
                                          : sm_scale * 1.4426950408889634f;
     p->cap = a->logits_soft_cap * 1.4426950408889634f;
+    p->o_scale = 1.0f;
     return TALON_SUCCESS;
 }
 
@@ -193,22 +206,34 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__check_ptr_align(op, "v", a->v, 0, 16));
         TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_k", a->cu_seqlens_k, 0, 4));
         TALON__TRY(talon__check_size(op, "total_kv", a->total_kv, TALON__GRID_MAX));
-        TALON__TRY(talon__prefill_common_params(op, &c, &p, &qs, &o_bytes));
+        const int es = talon__prefill_esize(a->dtype);
+        const int bn = es == 1 ? TALON__PREFILL_FP8_BN(a->head_dim) : TALON__PREFILL_BN(a->head_dim);
+        TALON__TRY(talon__prefill_common_params(op, &c, 1, &p, &qs, &o_bytes));
+        if (a->dtype == TALON_DTYPE_FP8_E4M3) {
+            TALON__TRY(talon__check_float(op, "q_scale", a->q_scale, 1, 0));
+            TALON__TRY(talon__check_float(op, "k_scale", a->k_scale, 1, 0));
+            TALON__TRY(talon__check_float(op, "v_scale", a->v_scale, 1, 0));
+            p.scale *= a->q_scale * a->k_scale;
+            p.o_scale = a->v_scale;
+            if (!(p.scale > 0.0f && p.scale - p.scale == 0.0f))
+                return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->q_scale = %g and "
+                                   "k_scale = %g make the score scale %g (not finite and > 0)",
+                                   op, (double)a->q_scale, (double)a->k_scale, (double)p.scale);
+        }
         TALON__TRY(talon__prefill_positions(op, "total_kv", a->total_kv, &c, &p));
         k_row = a->num_kv_heads * a->head_dim;
         v_row = a->num_kv_heads * TALON__PREFILL_DV(a->head_dim);
-        TALON__TRY(talon__prefill_check_stride(op, "k_stride", a->k_stride, k_row, &ks));
-        TALON__TRY(talon__prefill_check_stride(op, "v_stride", a->v_stride, v_row, &vs));
-        if (talon__overlap(a->o, o_bytes, a->k, talon__rows_bytes(a->total_kv, k_row, ks, 2)) ||
-            talon__overlap(a->o, o_bytes, a->v, talon__rows_bytes(a->total_kv, v_row, vs, 2)))
+        TALON__TRY(talon__prefill_check_stride(op, "k_stride", a->k_stride, k_row, es, &ks));
+        TALON__TRY(talon__prefill_check_stride(op, "v_stride", a->v_stride, v_row, es, &vs));
+        if (talon__overlap(a->o, o_bytes, a->k, talon__rows_bytes(a->total_kv, k_row, ks, es)) ||
+            talon__overlap(a->o, o_bytes, a->v, talon__rows_bytes(a->total_kv, v_row, vs, es)))
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps k "
                                "or v (outputs must not overlap inputs)", op,
                                (unsigned long long)a->o);
         TALON__TRY(talon__prefill_map(ctx, op, "k", &p.k_map, a->k, a->total_kv, a->num_kv_heads,
-                                      a->head_dim, ks, TALON__PREFILL_BN(a->head_dim), a->dtype));
+                                      a->head_dim, ks, bn, a->dtype));
         TALON__TRY(talon__prefill_map(ctx, op, "v", &p.v_map, a->v, a->total_kv, a->num_kv_heads,
-                                      TALON__PREFILL_DV(a->head_dim), vs,
-                                      TALON__PREFILL_BN(a->head_dim), a->dtype));
+                                      TALON__PREFILL_DV(a->head_dim), vs, bn, a->dtype));
         p.cu_seqlens_k = a->cu_seqlens_k;
         return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS, &p);
     }
@@ -267,7 +292,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__check_ptr_align(op, "v_cache", a->v_cache, 0, 16));
         TALON__TRY(talon__check_ptr_align(op, "page_table", a->page_table, 0, 4));
         TALON__TRY(talon__check_ptr_align(op, "kv_lens", a->kv_lens, 0, 4));
-        TALON__TRY(talon__prefill_common_params(op, &c, &p, &qs, &o_bytes));
+        TALON__TRY(talon__prefill_common_params(op, &c, 0, &p, &qs, &o_bytes));
         TALON__TRY(talon__check_pages(op, a->page_size, a->max_kv_len, a->page_table_stride,
                                       &pt_stride));
         TALON__TRY(talon__prefill_positions(op, "max_kv_len", a->max_kv_len, &c, &p));
