@@ -82,8 +82,8 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 
 // fp8: the v^T of one block of BN keys, by one of the three transposing producer warps
 // (warp w of 3). v landed as the k tiles do (rows of keys, 128-byte chunks of d, 128-byte
-// swizzle); vt has rows of BN bytes (128: 128-byte swizzle, 64: 64-byte). vt row d holds the
-// keys of column d in the order the P fragments of mma_e4m3_rs want them: the score
+// swizzle); v^T has rows of BN bytes (128: 128-byte swizzle, 64: 64-byte). v^T row d holds
+// the keys of column d in the order the P fragments of mma_e4m3_rs want them: the score
 // accumulator gives a thread keys 8 j + 2 (l % 4) + {0, 1} of every 32, the A fragment reads
 // 4 (l % 4) + {0..3} (+16), so position 16 g + 4 q + 2 i + e of a row holds key 16 g + 8 i +
 // 2 q + e, and P packs into fragments without shuffles.
@@ -93,27 +93,31 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 // k0d0 k0d1 k1d0 k1d1). One byte permute of the two key halves makes the word of row d = 2 c
 // (or 2 c + 1) at positions 16 g + 4 q + {0..3}: keys 2 q, 2 q + 1, 2 q + 8, 2 q + 9, the order
 // above. Those words are the rows of four matrices (even and odd d of each 16 bytes of d),
-// which the store writes as 16-byte pieces of vt rows. The loads are free of bank conflicts
+// which the store writes as 16-byte pieces of v^T rows. The loads are free of bank conflicts
 // (8 consecutive keys read 8 different pieces); the stores of 8 even rows meet 4 pieces
 // twice (2-way).
 template <int BN, int DV>
 __device__ __forceinline__ void transpose_v_block(const uint8_t *land, uint8_t *vt, int w) {
-    const int l = lane_index(), m = l / 8, i = l % 8; // the matrix and row this lane addresses
-    const uint32_t src = smem_addr(land), dst = smem_addr(vt);
-    for (int pass = w; pass < (BN / 16) * (DV / 32); pass += 3) {
-        const int g = pass % (BN / 16), e = pass / (BN / 16);
-        // load: matrix m = keys 16 g + 8 (m % 2) + i, d bytes 32 e + 16 (m / 2) (128-byte chunks of d)
-        const int key = 16 * g + 8 * (m % 2) + i, db = 32 * e + 16 * (m / 2);
-        uint32_t r[4], o[4];
-        ldmatrix_x4<true>(r, src + (db / 128) * (BN * 128) + key * 128 + ((((db % 128) / 16) ^ (key % 8)) << 4));
-        o[0] = prmt(r[0], r[1], 0x6420); // d = 32 e + 2 c
-        o[1] = prmt(r[0], r[1], 0x7531); // d = 32 e + 2 c + 1
-        o[2] = prmt(r[2], r[3], 0x6420); // d = 32 e + 16 + 2 c
-        o[3] = prmt(r[2], r[3], 0x7531); // d = 32 e + 16 + 2 c + 1
-        // store: matrix m row i = vt row d = 32 e + 16 (m / 2) + 2 i + m % 2, bytes 16 g..16 g + 15
-        const int d = 32 * e + 16 * (m / 2) + 2 * i + m % 2;
-        const int swz = BN == 128 ? d % 8 : d / 2 % 4;
-        stmatrix_x4(dst + d * BN + ((g ^ swz) << 4), o);
+    constexpr int G = BN / 16; // 16-key groups
+    // lane l addresses row i of matrix m; every swizzle term but the pass's own is fixed per
+    // lane: the load's row key % 8 = i, the store's row d % 8 = 2 i + m % 2 (128-byte rows) or
+    // (d / 2) % 4 = i % 4 (64-byte rows)
+    const unsigned l = lane_index(), m = l / 8, i = l % 8;
+    const uint32_t ld_base = smem_addr(land) + (8 * (m % 2) + i) * 128 + (((m / 2) ^ (i % 2)) << 4);
+    const uint32_t st_base = smem_addr(vt) + (16 * (m / 2) + 2 * i + m % 2) * BN;
+    const unsigned swz = BN == 128 ? (2 * i + m % 2) % 8 : i % 4;
+    for (unsigned pass = w; pass < G * (DV / 32); pass += 3) {
+        const unsigned g = pass % G, e = pass / G;
+        // load: keys 16 g + 8 (m % 2) + i, d bytes 32 e + 16 (m / 2): chunk e / 4 of 128 bytes,
+        // piece (2 (e % 4) + m / 2) ^ i
+        uint32_t x[4], o[4];
+        ldmatrix_x4<true>(x, ld_base + g * 2048 + (e / 4) * (BN * 128) + (((e % 4) ^ (i / 2)) << 5));
+        o[0] = prmt(x[0], x[1], 0x6420); // d = 32 e + 2 c
+        o[1] = prmt(x[0], x[1], 0x7531); // d = 32 e + 2 c + 1
+        o[2] = prmt(x[2], x[3], 0x6420); // d = 32 e + 16 + 2 c
+        o[3] = prmt(x[2], x[3], 0x7531); // d = 32 e + 16 + 2 c + 1
+        // store: matrix m row i = v^T row d = 32 e + 16 (m / 2) + 2 i + m % 2, bytes 16 g..16 g + 15
+        stmatrix_x4(st_base + e * 32 * BN + ((g ^ swz) << 4), o);
     }
 }
 
@@ -185,6 +189,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     constexpr int STAGES = FP8 ? TALON__PREFILL_FP8_STAGES(D) : TALON__PREFILL_STAGES(D);
     // the v stages the consumers read: the k ring's count, fp8 the v^T ring's 2
     constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES : STAGES;
+    constexpr int LSTAGES = TALON__PREFILL_FP8_LAND_STAGES; // fp8: v's landing ring
     constexpr int PRODUCER_REGS = FP8 ? 56 : 40, CONSUMER_REGS = FP8 ? 224 : 232;
     constexpr int DV = TALON__PREFILL_DV(D); // v's and o's head_dim
     static_assert(!PAGED || DV == D, "the paged caches have one head_dim");
@@ -198,15 +203,15 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     T *sq = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     T *sk = sq + BM * D;
     T *sv = sk + STAGES * BN * D;
-    T *svt = sv + (FP8 ? 2 : STAGES) * BN * DV;
+    T *svt = sv + (FP8 ? LSTAGES : STAGES) * BN * DV;
     uint64_t *q_full = reinterpret_cast<uint64_t *>(svt + (FP8 ? VSTAGES * DV * BN : 0));
     uint64_t *q_empty = q_full + 1;
     auto *kpipe = reinterpret_cast<Pipeline<STAGES> *>(q_empty + 1);
     auto *vpipe = reinterpret_cast<Pipeline<VSTAGES> *>(kpipe + 1);
-    auto *lpipe = reinterpret_cast<Pipeline<2> *>(vpipe + 1); // fp8: v landing -> transposers
+    auto *lpipe = reinterpret_cast<Pipeline<LSTAGES> *>(vpipe + 1); // fp8: v landing -> transposers
     // the tile handed from the producer's lead thread to the rest (two slots: tile k in slot
     // k % 2), and the barrier the gathering (or fp8's transposing) producer threads wait on
-    int *tile_slot = reinterpret_cast<int *>(lpipe + 1);
+    int *tile_slot = FP8 ? reinterpret_cast<int *>(lpipe + 1) : reinterpret_cast<int *>(vpipe + 1);
     uint64_t *tile_ready = reinterpret_cast<uint64_t *>(tile_slot + 2);
     const int tiles = p.m_blocks * p.batch * p.num_qo_heads;
 
@@ -239,7 +244,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         if constexpr (FP8) {
             if (warp_in_warpgroup() != 0) {
                 // each block of v of each tile, as it lands, into the next v^T stage
-                PipeState<2> ls;
+                PipeState<LSTAGES> ls;
                 PipeState<VSTAGES> ts;
                 for (int k = 0;; k++) {
                     Tile tl;
@@ -276,7 +281,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         const int hk_count = p.num_qo_heads / p.group;
         unsigned *counter = reinterpret_cast<unsigned *>(p.tile_counter);
         PipeState<STAGES> st;
-        PipeState<2> lst; // fp8: the v landing ring
+        PipeState<LSTAGES> lst; // fp8: the v landing ring
         uint32_t q_phase = 0;
         // the lead's next candidate tile (unsigned: grid + tickets may pass 2^31 - 1 when
         // tiles come near it)
@@ -495,11 +500,18 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 if (!ok) s[i] = NEG_INF;
             }
         }
-        float mx[2] = {NEG_INF, NEG_INF}, ms[2], rs[2] = {0.f, 0.f};
+        // the row maxima and sums in 4 partial chains a row (a chain of 32 dependent
+        // instructions a row left the warp waiting on each one's latency)
+        float mx4[2][4], rs4[2][4], mx[2], ms[2], rs[2];
 #pragma unroll
-        for (int i = 0; i < BN / 2; i++) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) mx4[r][c] = NEG_INF, rs4[r][c] = 0.f;
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) mx4[(i / 2) % 2][(i / 4) % 4] = fmaxf(mx4[(i / 2) % 2][(i / 4) % 4], s[i]);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(fmaxf(mx4[r][0], mx4[r][1]), fmaxf(mx4[r][2], mx4[r][3]));
             mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 1));
             mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 2));
             const float m_new = fmaxf(m_run[r], mx[r] * sc);
@@ -510,10 +522,13 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) {
             s[i] = exp2_ftz(fmaf(s[i], sc, -ms[(i / 2) % 2]));
-            rs[(i / 2) % 2] += s[i];
+            rs4[(i / 2) % 2][(i / 4) % 4] += s[i];
         }
 #pragma unroll
-        for (int r = 0; r < 2; r++) l_run[r] = fmaf(l_run[r], alpha[r], rs[r]);
+        for (int r = 0; r < 2; r++) {
+            rs[r] = (rs4[r][0] + rs4[r][1]) + (rs4[r][2] + rs4[r][3]);
+            l_run[r] = fmaf(l_run[r], alpha[r], rs[r]);
+        }
     };
     // P rounded into A fragments. 16-bit: k-step kk's register e packs i = 8 kk + 2 e and + 1.
     // fp8 (keys in v^T's order, transpose_v_block): register e of k-step kk packs i = 16 kk +
@@ -558,13 +573,19 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // and 2: a warpgroup waits for its turn, issues, then hands the turn over), so that
         // one's softmax runs while the other's matrix products occupy the tensor cores. Per
         // tile, warpgroup 2 hands warpgroup 1 the first turn and takes no turn after its last.
+        // fp8 issues without turns: its products are half as long against the same softmax,
+        // and taking turns made each warpgroup wait for the other's softmax (measured 1.03-1.05x
+        // faster without, docs/notes/prefill.md).
+        constexpr bool PING_PONG = !FP8;
         const int phases = tl.nb_hi - tl.nb_lo + 1; // issue points: first S, S + P v per block, last P v
         int phase = 0;
-        auto my_turn = [&] { named_bar_sync(1 + band, 256); };
-        auto their_turn = [&] {
-            if (band == 0 || ++phase < phases) named_bar_arrive(2 - band, 256);
+        auto my_turn = [&] {
+            if (PING_PONG) named_bar_sync(1 + band, 256);
         };
-        if (band == 1 && phases > 1) named_bar_arrive(1, 256);
+        auto their_turn = [&] {
+            if (PING_PONG && (band == 0 || ++phase < phases)) named_bar_arrive(2 - band, 256);
+        };
+        if (PING_PONG && band == 1 && phases > 1) named_bar_arrive(1, 256);
 
         if (tl.nb_hi > tl.nb_lo) {
             // Software pipeline: S of block n is computed while P v of block n + 1 (blocks
@@ -595,8 +616,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 wgmma_wait<0>();
                 fence_operand(o);
                 release_v();
+                // rows whose max did not move keep O as it is (alpha 1): most blocks of a long
+                // row; the warp skips the multiplies when all of its rows are such
+                if (__any_sync(~0u, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-                for (int i = 0; i < DV / 2; i++) o[i] *= alpha[(i / 2) % 2];
+                    for (int i = 0; i < DV / 2; i++) o[i] *= alpha[(i / 2) % 2];
+                }
                 pack(s, pf);
             }
             my_turn();
