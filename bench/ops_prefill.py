@@ -140,8 +140,10 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv
                 targets=targets, meta=meta)
 
 
-def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=()):
-    """B = len(new) requests, request b: new[b] queries over prefix[b] + new[b] keys (causal)."""
+def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=False):
+    """B = len(new) requests, request b: new[b] queries over prefix[b] + new[b] keys (causal).
+    kv8: fp8 e4m3 caches (per-tensor scales amax / 448); k and v are their dequantised values,
+    which the peers and the check read."""
     Args = h.struct("talon_prefill_attention_paged_args")
     Contig = h.struct("talon_prefill_attention_args")
     B = len(new)
@@ -158,6 +160,12 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=()):
     def make():
         dt = torch.bfloat16
         s = ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s)
+        scales = {}
+        if kv8:
+            for name in ("k", "v"):
+                scales[name] = s[name].float().abs().max().item() / 448
+                s[name] = ((s[name].float() / scales[name]).to(torch.float8_e4m3fn).float()
+                           * scales[name]).to(dt)
         s["o2"] = torch.empty_like(s["o"])
         s["ws2"] = torch.empty_like(s["ws"])
         s["lens"] = torch.tensor(kv, device="cuda", dtype=torch.int32)
@@ -176,6 +184,9 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=()):
                 src[:kv[b]] = s[name][k0s[b]:k0s[b + 1]]
                 src = src.view(pages[b], page, hk, d)
                 s[name + "_cache"][ids.long()] = src if nhd else src.transpose(1, 2)
+        if kv8:  # exact: the bf16 values are e4m3 values times the scale
+            for name in ("k", "v"):
+                s[name + "_cache"] = (s[name + "_cache"].float() / scales[name]).to(torch.float8_e4m3fn)
         s["table"] = table
         s["args"] = Args(o=ptr(s["o"]), lse=ptr(s["lse"]), q=ptr(s["q"]),
                          k_cache=ptr(s["k_cache"]), v_cache=ptr(s["v_cache"]),
@@ -184,7 +195,8 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=()):
                          max_seqlen_q=max(new), max_kv_len=max(kv),
                          num_pages=num_pages, page_size=page, page_table_stride=stride,
                          num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=1, dtype=BF16,
-                         layout=layout)
+                         layout=layout, kv_dtype=4 if kv8 else 0, k_scale=scales.get("k", 0.0),
+                         v_scale=scales.get("v", 0.0))
         s["contig"] = Contig(o=ptr(s["o2"]), lse=ptr(s["lse"]), q=ptr(s["q"]), k=ptr(s["k"]),
                              v=ptr(s["v"]), cu_seqlens_q=ptr(s["cu_q"]), cu_seqlens_k=ptr(s["cu_k"]),
                              workspace=ptr(s["ws2"]), workspace_bytes=16, batch=B,
@@ -213,8 +225,8 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=()):
         return fa3(s["q"], s["k"], s["v"], causal=True, backend="fa3")
 
     peers = {"talon_contiguous": contiguous}
-    meta = {"dtype": "bf16", "batch": B, "hq": hq, "hk": hk, "head_dim": d, "causal": True,
-            "page_size": page, "layout": "NHD" if nhd else "HND", "total_q": total_q,
+    meta = {"dtype": "bf16", "kv_dtype": "fp8_e4m3" if kv8 else "bf16", "batch": B, "hq": hq,
+            "hk": hk, "head_dim": d, "causal": True, "page_size": page, "layout": "NHD" if nhd else "HND", "total_q": total_q,
             "total_kv": total_kv}
     if B == 1:
         peers["sdpa_lower_right"] = sdpa_lower_right
@@ -354,4 +366,10 @@ def cases(h):
                           "2048 new over 30000 cached, page 1 NHD, GQA 32/8 hd128"))
     out.append(paged_case(h, [512] * 8, [4096] * 8, 32, 8, 128, 16, 0,
                           "chunked: 8 x 512 new over 4096 cached, page 16 NHD, GQA 32/8 hd128"))
+    out.append(paged_case(h, [2048], [30000], 32, 8, 128, 16, 0,
+                          "2048 new over 30000 cached, page 16 NHD, GQA 32/8 hd128, fp8 caches",
+                          kv8=True))
+    out.append(paged_case(h, [2048], [30000], 32, 8, 128, 1, 0,
+                          "2048 new over 30000 cached, page 1 NHD, GQA 32/8 hd128, fp8 caches",
+                          kv8=True))
     return out

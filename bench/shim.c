@@ -112,7 +112,8 @@
       F(max_kv_len, I64) F(num_pages, I64) F(page_size, I64) F(page_table_stride, I64) \
       F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) F(q_stride, I64) \
       F(o_stride, I64) F(window, I64) F(causal, I32) F(sm_scale, F32) \
-      F(logits_soft_cap, F32) F(dtype, ENUM) F(layout, ENUM)) \
+      F(logits_soft_cap, F32) F(dtype, ENUM) F(layout, ENUM) F(kv_dtype, ENUM) F(k_scale, F32) \
+      F(v_scale, F32)) \
     S(talon_gemm_args, \
       F(d, PTR) F(a, PTR) F(b, PTR) F(bias, PTR) F(c, PTR) F(a_scale, PTR) F(b_scale, PTR) \
       F(m, I64) F(n, I64) F(k, I64) F(lda, I64) F(ldb, I64) F(ldc, I64) F(ldd, I64) \

@@ -895,7 +895,12 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    smaller pages (where that would be up to 128 copies a block): the rows are gathered by the
    producer warps' 16-byte copies. Either way a request's keys past kv_lens[b] are never used
    (the cache's unwritten slots may hold anything, NaN included). Workspace and scheduling as
-   talon_prefill_attention's. */
+   talon_prefill_attention's.
+   fp8 caches (kv_dtype TALON_DTYPE_FP8_E4M3, as talon_kv_append and talon_decode_attention
+   use them: real value = e4m3 value x k_scale / v_scale): the producer warps load each block's
+   rows and widen them to dtype (exact) in shared memory, so q and P v keep dtype's precision;
+   k_scale is folded into sm_scale and v_scale into o. Any page size, both layouts, head_dim
+   64, 128, 256. */
 typedef struct talon_prefill_attention_paged_args {
     CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */
     CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */
@@ -921,8 +926,10 @@ typedef struct talon_prefill_attention_paged_args {
     int causal;                 /* 0 or 1 */
     float sm_scale;             /* 0: 1 / sqrt(head_dim); else > 0 and finite */
     float logits_soft_cap;      /* 0: off; else > 0 and finite */
-    talon_dtype dtype;          /* q, o and the caches: bf16 or f16 */
+    talon_dtype dtype;          /* q, o (and the caches unless kv_dtype says fp8): bf16 or f16 */
     talon_kv_layout layout;     /* the caches' layout; 0: NHD */
+    talon_dtype kv_dtype;       /* the caches: 0 or dtype (dtype), or TALON_DTYPE_FP8_E4M3 */
+    float k_scale, v_scale;     /* fp8 caches only: finite and > 0 (ignored otherwise) */
 } talon_prefill_attention_paged_args;
 
 /* Workspace bytes talon_prefill_attention_paged needs: 16, as talon_prefill_attention's. */
@@ -934,7 +941,9 @@ talon_status talon_prefill_attention_paged_workspace_size(
    caches (16 bytes), page_table or kv_lens (4 bytes), page_size not a power of two in
    [1, 256], max_kv_len or num_pages out of range (caches of 2^32 rows or more included),
    max_seqlen_q + max_kv_len over 2^31 - 256, page_table_stride < ceil(max_kv_len /
-   page_size), an unknown layout, o overlapping a cache.
+   page_size), an unknown layout, o overlapping a cache, kv_dtype other than 0, dtype or
+   TALON_DTYPE_FP8_E4M3, fp8 scales not finite and > 0 (or k_scale x sm_scale out of fp32
+   range).
    Legal inside stream capture (after preload). Thread-safe. */
 talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
                                            const talon_prefill_attention_paged_args *args);

@@ -13,6 +13,15 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w) {
     return uint32_t(h.x) | uint32_t(h.y) << 16;
 }
 
+// The two e4m3 values in the low 16 bits of w -> bf16x2 (exact: e4m3 -> f16 -> f32 -> bf16,
+// every e4m3 value is a bf16 value).
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t w) {
+    const uint32_t h = e4m3x2_to_f16x2(w);
+    const float lo = __half2float(__ushort_as_half((unsigned short)(h & 0xffffu)));
+    const float hi = __half2float(__ushort_as_half((unsigned short)(h >> 16)));
+    return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u); // exact: no rounding
+}
+
 // fp32 -> e4m3: one value, and two into 16 bits (lo in the low byte).
 __device__ __forceinline__ uint8_t e4m3_from_f32(float x) {
     return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);

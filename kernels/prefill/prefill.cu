@@ -183,14 +183,17 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     constexpr bool FP8 = DT == TALON__FP8_E4M3;
     using T = elem<DT>;                            // q, k, v
     using TO = elem<FP8 ? TALON__BF16 : DT>;       // o
-    constexpr bool PAGED = KV != TALON__PREFILL_KV_CONTIGUOUS, GATHER = KV == TALON__PREFILL_KV_GATHER;
+    constexpr bool PAGED = KV != TALON__PREFILL_KV_CONTIGUOUS;
+    // the producer warpgroup's 128 threads fill the k/v stages (cp.async, or widening fp8 rows)
+    constexpr bool WIDEN = KV == TALON__PREFILL_KV_WIDEN;
+    constexpr bool GATHER = KV == TALON__PREFILL_KV_GATHER || WIDEN;
     static_assert(!FP8 || !PAGED, "fp8: contiguous k/v only");
     constexpr int BN = FP8 ? TALON__PREFILL_FP8_BN(D) : TALON__PREFILL_BN(D);
     constexpr int STAGES = FP8 ? TALON__PREFILL_FP8_STAGES(D) : TALON__PREFILL_STAGES(D);
     // the v stages the consumers read: the k ring's count, fp8 the v^T ring's 2
     constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES : STAGES;
     constexpr int LSTAGES = TALON__PREFILL_FP8_LAND_STAGES; // fp8: v's landing ring
-    constexpr int PRODUCER_REGS = FP8 ? 56 : 40, CONSUMER_REGS = FP8 ? 224 : 232;
+    constexpr int PRODUCER_REGS = FP8 ? 56 : WIDEN ? 72 : 40, CONSUMER_REGS = FP8 ? 224 : WIDEN ? 216 : 232;
     constexpr int DV = TALON__PREFILL_DV(D); // v's and o's head_dim
     static_assert(!PAGED || DV == D, "the paged caches have one head_dim");
     constexpr int CW = 128 / sizeof(T);                // elements of a 128-byte column chunk
@@ -237,7 +240,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     if (warpgroup_index() == 0) {
         // The CTA holds 384 x 168 registers (the launch bound's share, rounded to 8): 2 x 128 x
         // 232 + 128 x 40 (the tile hand-over and the paged address arithmetic spill at 24);
-        // fp8 2 x 128 x 224 + 128 x 56 (the transposing warps spill at 40).
+        // fp8 2 x 128 x 224 + 128 x 56 (the transposing warps spill at 40); fp8 caches 2 x
+        // 128 x 216 + 128 x 72 (the widening threads spill at 56).
         setmaxnreg_dec<PRODUCER_REGS>();
         // contiguous: thread 0 alone (fp8: and warps 1-3 transpose v); pages: warp 0 (lane 0
         // leads); gather: 4 warps
@@ -408,8 +412,62 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         }
                         cp_async_mbar_arrive_noinc(smem_addr(&pipe->full[st.stage]));
                     };
-                    copy(kpipe, sk, p.k_cache);
-                    copy(vpipe, sv, p.v_cache);
+                    // fp8 caches: each thread loads its rows' 16-byte pieces of e4m3 (16 elements,
+                    // piece lane % 8 of each 128-byte chunk of a row; at d64 lanes 0-3 of 8), 2
+                    // loads in flight before it widens them (more spill at 72 registers), and
+                    // stores each as two 16-byte pieces of the row's 64-column chunk. Rows past
+                    // the keys or on a bad page are zeros.
+                    auto widen = [&](Pipeline<STAGES> *pipe, T *ring, CUdeviceptr cache) {
+                        constexpr int XP = D >= 128 ? D / 128 : 1; // pieces a lane takes of a row
+                        constexpr int RB = 2 / XP;                 // rows a batch (2 loads in flight)
+                        const bool active = D >= 128 || lane % 8 < 4;
+                        const uint8_t *src = reinterpret_cast<const uint8_t *>(cache) + (lane % 8) * 16;
+                        T *stage = ring + st.stage * BN * D;
+#pragma unroll 1
+                        for (int i0 = 0; i0 < BN / 16; i0 += RB) {
+                            uint4 raw[RB][XP];
+#pragma unroll
+                            for (int i = 0; i < RB; i++) {
+                                const unsigned at = __shfl_sync(~0u, mine, 4 * (i0 + i) + lane / 8);
+#pragma unroll
+                                for (int j = 0; j < XP; j++)
+                                    raw[i][j] = active && at != ~0u
+                                                    ? __ldg(reinterpret_cast<const uint4 *>(src + uint64_t(at) * D + 128 * j))
+                                                    : make_uint4(0, 0, 0, 0);
+                            }
+                            if (i0 == 0) pipe->producer_acquire(st);
+#pragma unroll
+                            for (int i = 0; i < RB; i++) {
+                                const int r = 16 * (i0 + i) + 4 * w + lane / 8;
+#pragma unroll
+                                for (int j = 0; j < XP; j++) {
+                                    const int x = lane % 8 + 8 * j; // elements 16 x .. 16 x + 15 of the row
+                                    const uint32_t in[4] = {raw[i][j].x, raw[i][j].y, raw[i][j].z, raw[i][j].w};
+                                    uint32_t h[8];
+#pragma unroll
+                                    for (int k = 0; k < 8; k++) {
+                                        const uint32_t two = in[k / 2] >> (16 * (k % 2));
+                                        h[k] = DT == TALON__BF16 ? e4m3x2_to_bf16x2(two) : e4m3x2_to_f16x2(two);
+                                    }
+                                    T *row = stage + (x / 4) * KV_CHUNK + r * 64; // its 64-column chunk
+                                    const int p0 = 2 * (x % 4);
+                                    if (active) {
+                                        *reinterpret_cast<uint4 *>(row + ((p0 ^ (r % 8)) << 3)) = make_uint4(h[0], h[1], h[2], h[3]);
+                                        *reinterpret_cast<uint4 *>(row + (((p0 + 1) ^ (r % 8)) << 3)) = make_uint4(h[4], h[5], h[6], h[7]);
+                                    }
+                                }
+                            }
+                        }
+                        fence_proxy_async(); // ordinary stores, read next by the tensor cores
+                        mbar_arrive(&pipe->full[st.stage]);
+                    };
+                    if constexpr (WIDEN) {
+                        widen(kpipe, sk, p.k_cache);
+                        widen(vpipe, sv, p.v_cache);
+                    } else {
+                        copy(kpipe, sk, p.k_cache);
+                        copy(vpipe, sv, p.v_cache);
+                    }
                 }
                 st.advance();
             }

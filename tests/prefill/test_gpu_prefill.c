@@ -52,6 +52,7 @@
 #define DV(c) ((c)->d == 192 ? 128 : (c)->d) /* v's and o's head_dim */
 #define FP8(c) ((c)->dtype == TALON_DTYPE_FP8_E4M3)
 #define ES(c) (FP8(c) ? 1 : 2)                                   /* bytes of q, k, v */
+#define KV8(c) (FP8(c) || (c)->kv8)                              /* k and v hold e4m3 */
 #define ODT(c) (FP8(c) ? TALON_DTYPE_BF16 : (c)->dtype)         /* o's type */
 
 static talon_ctx *g_ctx;
@@ -66,7 +67,8 @@ typedef struct pcase {
     int qlens[MAXB], klens[MAXB];
     int causal, window, no_lse;
     float cap, sm_scale, qamp;
-    float qscale, kscale, vscale; /* fp8 only */
+    float qscale, kscale, vscale; /* fp8 only (kscale, vscale: and fp8 caches) */
+    int kv8;       /* paged: fp8 e4m3 caches (kv_dtype), q and o dtype */
     int64_t pad;   /* extra elements in every token stride (q, k, v, o) */
     int sample;    /* compare every sample-th query row (0 or 1: all) */
     int page_size; /* 0: contiguous k/v (talon_prefill_attention); else the paged op */
@@ -84,7 +86,8 @@ static void describe(const pcase *c, char *buf, size_t n) {
         k += snprintf(buf + k, n - (size_t)k, "%s%d/%d", i ? "," : "", c->qlens[i], c->klens[i]);
     if (k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, "}");
     if (c->page_size && k > 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, "} paged %s page %d", c->layout == TALON_KV_HND ? "HND" : "NHD", c->page_size);
+        snprintf(buf + k, n - (size_t)k, "} paged %s page %d%s", c->layout == TALON_KV_HND ? "HND" : "NHD",
+                 c->page_size, c->kv8 ? " e4m3 caches" : "");
 }
 
 typedef struct tally {
@@ -113,14 +116,14 @@ typedef struct job {
     int next_row;
 } job;
 
-/* fp8: x / scale rounded to e4m3, val = that e4m3 value x scale. */
-static void draw(const pcase *c, uint16_t *bits, float *val, int64_t n, float amp, float scale,
-                 uint64_t seed) {
+/* e4m3: x / scale rounded to e4m3, val = that e4m3 value x scale; else dtype. */
+static void draw(const pcase *c, int e4m3, uint16_t *bits, float *val, int64_t n, float amp,
+                 float scale, uint64_t seed) {
     uint64_t s = ref_mix64(seed);
     int64_t i;
     for (i = 0; i < n; i++) {
         const float x = amp * (2.0f * ref_unit01(&s) - 1.0f);
-        if (FP8(c)) {
+        if (e4m3) {
             bits[i] = ref_e4m3_from_f32(x / scale);
             val[i] = (float)(ref_e4m3_to_f64((uint8_t)bits[i]) * scale);
         } else {
@@ -130,9 +133,9 @@ static void draw(const pcase *c, uint16_t *bits, float *val, int64_t n, float am
     }
 }
 
-/* n elements' bits to the device: 16-bit as they are, fp8 one byte each. */
-static void upload(const pcase *c, CUdeviceptr dst, const uint16_t *bits, int64_t n) {
-    if (FP8(c)) {
+/* n elements' bits to the device: 16-bit as they are, e4m3 one byte each. */
+static void upload(int e4m3, CUdeviceptr dst, const uint16_t *bits, int64_t n) {
+    if (e4m3) {
         uint8_t *b = malloc((size_t)n);
         for (int64_t i = 0; i < n; i++) b[i] = (uint8_t)bits[i];
         GPU_CK(cu.cuMemcpyHtoD(dst, b, (size_t)n));
@@ -209,9 +212,9 @@ static void job_make(job *j, const pcase *c) {
     j->vv = malloc(4 * (size_t)(j->total_kv * j->vs));
     j->ob = malloc(2 * (size_t)(j->total_q * j->os));
     j->lse = malloc(4 * (size_t)(j->total_q * c->hq));
-    draw(c, j->qb, j->qv, j->total_q * j->qs, c->qamp > 0 ? c->qamp : 1.0f, c->qscale, c->seed * 3 + 1);
-    draw(c, j->kb, j->kv, j->total_kv * j->ks, 1.0f, c->kscale, c->seed * 3 + 2);
-    draw(c, j->vb, j->vv, j->total_kv * j->vs, 1.0f, c->vscale, c->seed * 3 + 3);
+    draw(c, FP8(c), j->qb, j->qv, j->total_q * j->qs, c->qamp > 0 ? c->qamp : 1.0f, c->qscale, c->seed * 3 + 1);
+    draw(c, KV8(c), j->kb, j->kv, j->total_kv * j->ks, 1.0f, c->kscale, c->seed * 3 + 2);
+    draw(c, KV8(c), j->vb, j->vv, j->total_kv * j->vs, 1.0f, c->vscale, c->seed * 3 + 3);
     j->sm_scale = c->sm_scale != 0.0f ? c->sm_scale : 1.0 / sqrt((double)c->d);
     if (c->page_size) job_make_pages(j);
     pthread_mutex_init(&j->lock, NULL);
@@ -396,6 +399,11 @@ static void fill_paged_args(const job *j, const dev *dv, talon_prefill_attention
     a->logits_soft_cap = c->cap;
     a->dtype = c->dtype;
     a->layout = c->layout;
+    if (c->kv8) {
+        a->kv_dtype = TALON_DTYPE_FP8_E4M3;
+        a->k_scale = c->kscale;
+        a->v_scale = c->vscale;
+    }
 }
 
 static void poison(const job *j, const dev *dv) {
@@ -471,7 +479,8 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     CUgraphExec ge = NULL;
     job_make(&j, c);
     if (c->broken) job_break(&j);
-    const size_t cache_bytes = 2 * (size_t)(j.num_pages * c->page_size * c->hk * c->d);
+    const int64_t cache_elems = j.num_pages * c->page_size * c->hk * c->d;
+    const size_t cache_bytes = (KV8(c) ? 1 : 2) * (size_t)cache_elems;
     const size_t k_bytes = c->page_size ? cache_bytes : ES(c) * (size_t)(j.total_kv * j.ks);
     const size_t v_bytes = c->page_size ? cache_bytes : ES(c) * (size_t)(j.total_kv * j.vs);
     memset(&dv, 0, sizeof dv);
@@ -483,13 +492,13 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     dv.cu_q = gpu_alloc(4 * (MAXB + 1));
     dv.cu_k = gpu_alloc(4 * (MAXB + 1));
     dv.ws = gpu_alloc(16);
-    upload(c, dv.q, j.qb, j.total_q * j.qs);
-    if (c->page_size) {
-        GPU_CK(cu.cuMemcpyHtoD(dv.k, j.kc, k_bytes));
-        GPU_CK(cu.cuMemcpyHtoD(dv.v, j.vc, v_bytes));
+    upload(FP8(c), dv.q, j.qb, j.total_q * j.qs);
+    if (c->page_size) { /* unused slots: 0xFFFF, or the e4m3 NaN 0xFF */
+        upload(KV8(c), dv.k, j.kc, cache_elems);
+        upload(KV8(c), dv.v, j.vc, cache_elems);
     } else {
-        upload(c, dv.k, j.kb, j.total_kv * j.ks);
-        upload(c, dv.v, j.vb, j.total_kv * j.vs);
+        upload(FP8(c), dv.k, j.kb, j.total_kv * j.ks);
+        upload(FP8(c), dv.v, j.vb, j.total_kv * j.vs);
     }
     GPU_CK(cu.cuMemcpyHtoD(dv.cu_q, j.cu_q, 4 * (MAXB + 1)));
     GPU_CK(cu.cuMemcpyHtoD(dv.cu_k, j.cu_k, 4 * (MAXB + 1)));
@@ -511,9 +520,9 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     }
     for (r = 0; r < (graph ? replays : 1) && st == TALON_SUCCESS && !gpu_call_failed; r++) {
         if (r > 0) { /* fresh q for the replay */
-            draw(c, j.qb, j.qv, j.total_q * j.qs, c->qamp > 0 ? c->qamp : 1.0f, c->qscale,
+            draw(c, FP8(c), j.qb, j.qv, j.total_q * j.qs, c->qamp > 0 ? c->qamp : 1.0f, c->qscale,
                  c->seed * 3 + 1 + 1000 * (uint64_t)r);
-            upload(c, dv.q, j.qb, j.total_q * j.qs);
+            upload(FP8(c), dv.q, j.qb, j.total_q * j.qs);
         }
         poison(&j, &dv);
         if (graph) GPU_CK(cu.cuGraphLaunch(ge, g_stream));
@@ -797,6 +806,60 @@ static void test_paged(void **state) {
     tally_end(&t);
 }
 
+/* The paged op on fp8 e4m3 caches (kv_dtype, bf16/f16 q and o): page sizes 1..256 in both
+   layouts at every head_dim, a cached prefix, lengths 1 to 4097, GQA 7, a window, a soft-cap,
+   q/o strides, no lse, bad page ids and kv_lens, and a captured graph replayed on fresh q.
+   The caches' values are exact e4m3 x scale, which the kernel widens exactly: the 16-bit
+   tolerances apply. */
+static void test_paged_fp8(void **state) {
+    static const struct { int d, page, layout; } pages[] = {
+        {64, 1, TALON_KV_NHD}, {64, 16, TALON_KV_HND}, {128, 4, TALON_KV_HND}, {128, 16, TALON_KV_NHD},
+        {128, 256, TALON_KV_HND}, {256, 8, TALON_KV_NHD}, {256, 64, TALON_KV_HND},
+    };
+    static const int ql[] = {1, 17, 128, 300, 1000}, kl[] = {1, 40, 2000, 300, 4097};
+    static const int qlq[] = {1, 17, 128, 70}, klq[] = {1, 40, 300, 70};
+    static const int ol[] = {300, 129, 5}, okl[] = {300, 700, 64};
+    static const int bl[] = {100, 60, 30}, bkl[] = {300, 208, 90};
+    tally t;
+    int pi, causal, i;
+    (void)state;
+    tally_start(&t, "paged fp8 caches");
+    for (pi = 0; pi < COUNT(pages); pi++)
+        for (causal = 0; causal < 2; causal++) {
+            pcase c = base(pi % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, pages[pi].d, 4, 2, causal,
+                           g_quick ? qlq : ql, g_quick ? klq : kl, g_quick ? 4 : 5, 1101 + pi * 2 + causal);
+            c.page_size = pages[pi].page;
+            c.layout = (talon_kv_layout)pages[pi].layout;
+            c.sample = g_quick ? 1 : 5;
+            c.kv8 = 1; c.kscale = 1.0f / 250; c.vscale = 1.0f / 320;
+            run_case(&t, &c, 0, 1);
+        }
+    for (i = 0; i < 3; i++) {
+        pcase c = base(i == 1 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, 128, 7, 1, i != 1, ol, okl, 3, 1121 + i);
+        c.page_size = i == 0 ? 16 : i == 1 ? 2 : 32;
+        c.layout = i == 1 ? TALON_KV_HND : TALON_KV_NHD;
+        c.window = i == 1 ? 100 : 0;
+        c.cap = i == 2 ? 20.0f : 0.0f;
+        c.qamp = i == 2 ? 6.0f : 1.0f;
+        c.pad = i == 2 ? 24 : 0;
+        c.no_lse = i == 2;
+        c.kv8 = 1; c.kscale = 1.0f / 200; c.vscale = 1.0f / 100;
+        run_case(&t, &c, 0, 1);
+    }
+    {
+        pcase c = base(TALON_DTYPE_BF16, 128, 4, 2, 1, bl, bkl, 3, 1131);
+        c.page_size = 16;
+        c.broken = 1;
+        c.kv8 = 1; c.kscale = 1.0f / 250; c.vscale = 1.0f / 320;
+        run_case(&t, &c, 0, 1);
+        c = base(TALON_DTYPE_BF16, 128, 8, 2, 1, ol, okl, 3, 1132);
+        c.page_size = 16;
+        c.kv8 = 1; c.kscale = 1.0f / 250; c.vscale = 1.0f / 320;
+        run_case(&t, &c, 1, 3);
+    }
+    tally_end(&t);
+}
+
 /* The paged op with GQA 7 and MQA, a window, a soft-cap, q/o strides and no lse; and captured
    once, replayed on fresh q. */
 static void test_paged_options(void **state) {
@@ -832,7 +895,7 @@ int main(void) {
         cmocka_unit_test(test_strides),       cmocka_unit_test(test_graph),
         cmocka_unit_test(test_dims_192_128), cmocka_unit_test(test_fp8),
         cmocka_unit_test(test_paged),         cmocka_unit_test(test_paged_options),
-        cmocka_unit_test(test_paged_broken),
+        cmocka_unit_test(test_paged_broken),  cmocka_unit_test(test_paged_fp8),
     };
     gpu_test t;
     int failed;

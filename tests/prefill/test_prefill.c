@@ -129,7 +129,13 @@ static const bad_row bad_rows[] = {
     BADP("page_table not 4-byte aligned", ONE(G(page_table, PTR, P_PT + 2)), "args->page_table", "0x71000002"),
     BADP("kv_lens NULL", ONE(G(kv_lens, PTR, 0)), "args->kv_lens", "NULL"),
     BADP("kv_lens not 4-byte aligned", ONE(G(kv_lens, PTR, P_LENS + 1)), "args->kv_lens", "0x72000001"),
-    BADP("dtype FP8 (fp8 paged prefill not built)", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BADP("dtype FP8 (q and o are 16-bit; fp8 caches are kv_dtype)", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
+    BADP("kv_dtype F32", ONE(G(kv_dtype, ENUM, TALON_DTYPE_F32)), "args->kv_dtype", "2"),
+    BADP("kv_dtype 100 with dtype F16", ONE(G(dtype, ENUM, TALON_DTYPE_F16), G(kv_dtype, ENUM, 100)), "args->kv_dtype", "100"),
+    BADP("fp8 caches with k_scale 0", ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(v_scale, F32, 1)), "args->k_scale", "0"),
+    BADP("fp8 caches with v_scale inf", ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 1), G(v_scale, F32, INFINITY)), "args->v_scale", "inf"),
+    BADP("fp8 caches with k_scale x sm_scale past fp32", ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 3e38f), G(v_scale, F32, 1), G(sm_scale, F32, 100)), "args->k_scale", "3e+38"),
+    BADP("o overlapping an fp8 k_cache", ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 1), G(v_scale, F32, 1), G(o, PTR, P_K + 0x3FFFFF0)), "args->o", "0x43fffff0"),
     BADP("max_seqlen_q past total_q", ONE(G(max_seqlen_q, I64, 1501)), "args->max_seqlen_q", "1501"),
     BADP("head_dim 96", ONE(G(head_dim, I64, 96)), "args->head_dim", "96"),
     BADP("head_dim 192 (one head_dim for the caches)", ONE(G(head_dim, I64, 192)), "args->head_dim", "192"),
@@ -195,6 +201,11 @@ static const launch_row launch_rows[] = {
     {.name = "paged window = max_kv_len (passed as none) -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(window, I64, 32768), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged window max_kv_len - 1 (kept) -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(window, I64, 32767)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged HND page 8 f16 d256 -> _gather_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 8), G(num_pages, I64, 8192), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_gather_f16_d256"},
+    {.name = "paged fp8 caches NHD page 16 bf16 d128, scales -> _widen_bf16_d128", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 0.5f), G(v_scale, F32, 3.0f)), .symbol = "talon_prefill_attention_widen_bf16_d128"},
+    {.name = "paged fp8 caches HND page 1 f16 d64 -> _widen_f16_d64", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 2.0f), G(v_scale, F32, 0.25f), G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 1), G(num_pages, I64, 65536), G(head_dim, I64, 64), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_widen_f16_d64"},
+    {.name = "paged fp8 caches page 256 d256, o right after k_cache (1-byte elements) -> _widen_bf16_d256", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 1), G(v_scale, F32, 1), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(o, PTR, P_K + 256LL * 256 * 8 * 256)), .symbol = "talon_prefill_attention_widen_bf16_d256"},
+    {.name = "paged kv_dtype 0 with dtype f16 (0: dtype) -> _pages_f16_d128", .op = OP_PAGED, .set = ONE(G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_pages_f16_d128"},
+    {.name = "paged kv_dtype = dtype (f16) -> _pages_f16_d128", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_F16), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_pages_f16_d128"},
     {.name = "paged NHD page 16, MQA, 2^31 page rows -> _gather_bf16_d128", .op = OP_PAGED, .set = ONE(G(num_pages, I64, 1 << 27), G(num_kv_heads, I64, 1), G(k_cache, PTR, 0x100000000000LL), G(v_cache, PTR, 0x200000000000LL)), .symbol = "talon_prefill_attention_gather_bf16_d128"},
 };
 
@@ -304,6 +315,10 @@ static void test_launch_paged(const launch_row *row) {
     want.layout = (int)a.layout;
     want.max_kv_len = (int)a.max_kv_len;
     want.page_rows = pages ? (int)rows : 0;
+    if (a.kv_dtype == TALON_DTYPE_FP8_E4M3) { /* k_scale in the score scale, v_scale on o */
+        want.scale *= a.k_scale;
+        want.o_scale = a.v_scale;
+    }
     tiles = want.m_blocks * a.batch * a.num_qo_heads;
     assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
     assert_counter_zeroed();

@@ -281,8 +281,9 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
     static const char op[] = "talon_prefill_attention_paged";
     talon__prefill_params p;
     int64_t strides[3], qs, pt_stride, o_bytes, cache_bytes;
-    int kv;
+    int kv, fp8;
     TALON__TRY(talon__check_common(op, ctx, a));
+    fp8 = a->kv_dtype == TALON_DTYPE_FP8_E4M3;
     {
         const talon__prefill_common c = TALON__PREFILL_COMMON(a, a->head_dim);
         if (a->head_dim == 192) /* the caches have one head_dim */
@@ -293,6 +294,20 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__check_ptr_align(op, "page_table", a->page_table, 0, 4));
         TALON__TRY(talon__check_ptr_align(op, "kv_lens", a->kv_lens, 0, 4));
         TALON__TRY(talon__prefill_common_params(op, &c, 0, &p, &qs, &o_bytes));
+        if (a->kv_dtype != 0 && a->kv_dtype != a->dtype && !fp8)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->kv_dtype = %d must be 0 "
+                               "or args->dtype (%d): the caches hold dtype, or %d: fp8 e4m3",
+                               op, (int)a->kv_dtype, (int)a->dtype, (int)TALON_DTYPE_FP8_E4M3);
+        if (fp8) {
+            TALON__TRY(talon__check_float(op, "k_scale", a->k_scale, 1, 0));
+            TALON__TRY(talon__check_float(op, "v_scale", a->v_scale, 1, 0));
+            p.scale *= a->k_scale;
+            p.o_scale = a->v_scale;
+            if (!(p.scale > 0.0f && p.scale - p.scale == 0.0f))
+                return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->k_scale = %g makes "
+                                   "the score scale %g (not finite and > 0)", op,
+                                   (double)a->k_scale, (double)p.scale);
+        }
         TALON__TRY(talon__check_pages(op, a->page_size, a->max_kv_len, a->page_table_stride,
                                       &pt_stride));
         TALON__TRY(talon__prefill_positions(op, "max_kv_len", a->max_kv_len, &c, &p));
@@ -303,7 +318,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
                                "%lld rows of head_dim elements a cache (num_pages x page_size x "
                                "num_kv_heads), 2^32 or more", op, (long long)a->num_pages,
                                (long long)(a->num_pages * a->page_size * a->num_kv_heads));
-        cache_bytes = a->num_pages * a->page_size * a->num_kv_heads * a->head_dim * 2;
+        cache_bytes = a->num_pages * a->page_size * a->num_kv_heads * a->head_dim * (fp8 ? 1 : 2);
         if (talon__overlap(a->o, o_bytes, a->k_cache, cache_bytes) ||
             talon__overlap(a->o, o_bytes, a->v_cache, cache_bytes))
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps "
@@ -318,7 +333,8 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         p.page_shift = (int)talon__ceil_log2((uint64_t)a->page_size);
         p.layout = (int)a->layout;
         p.max_kv_len = (int)a->max_kv_len;
-        kv = talon__prefill_paged_source(a->page_size, a->num_pages, a->num_kv_heads, a->layout);
+        kv = fp8 ? TALON__PREFILL_KV_WIDEN
+                 : talon__prefill_paged_source(a->page_size, a->num_pages, a->num_kv_heads, a->layout);
         if (kv == TALON__PREFILL_KV_PAGES) {
             p.page_rows = (int)(a->page_size < TALON__PREFILL_BN(a->head_dim)
                                     ? a->page_size : TALON__PREFILL_BN(a->head_dim));
