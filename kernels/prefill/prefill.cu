@@ -189,7 +189,10 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     constexpr bool GATHER = KV == TALON__PREFILL_KV_GATHER || WIDEN;
     static_assert(!FP8 || !PAGED, "fp8: contiguous k/v only");
     constexpr int BN = FP8 ? TALON__PREFILL_FP8_BN(D) : TALON__PREFILL_BN(D);
-    constexpr int STAGES = FP8 ? TALON__PREFILL_FP8_STAGES(D) : TALON__PREFILL_STAGES(D);
+    constexpr int STAGES = FP8     ? TALON__PREFILL_FP8_STAGES(D)
+                           : WIDEN ? TALON__PREFILL_WIDEN_STAGES(D)
+                                   : TALON__PREFILL_STAGES(D);
+    constexpr int WLAND = TALON__PREFILL_WIDEN_LAND(D); // widen: landing buffers of fp8 k and v
     // the v stages the consumers read: the k ring's count, fp8 the v^T ring's 2
     constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES : STAGES;
     constexpr int LSTAGES = TALON__PREFILL_FP8_LAND_STAGES; // fp8: v's landing ring
@@ -207,7 +210,11 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     T *sk = sq + BM * D;
     T *sv = sk + STAGES * BN * D;
     T *svt = sv + (FP8 ? LSTAGES : STAGES) * BN * DV;
-    uint64_t *q_full = reinterpret_cast<uint64_t *>(svt + (FP8 ? VSTAGES * DV * BN : 0));
+    // widen: the landing buffers (k then v of a block, rows of d bytes) after the v ring
+    uint8_t *sland = reinterpret_cast<uint8_t *>(svt);
+    uint64_t *q_full = reinterpret_cast<uint64_t *>(FP8 ? reinterpret_cast<uint8_t *>(svt + VSTAGES * DV * BN)
+                                                   : WIDEN ? sland + WLAND * 2 * BN * D
+                                                           : reinterpret_cast<uint8_t *>(svt));
     uint64_t *q_empty = q_full + 1;
     auto *kpipe = reinterpret_cast<Pipeline<STAGES> *>(q_empty + 1);
     auto *vpipe = reinterpret_cast<Pipeline<VSTAGES> *>(kpipe + 1);
@@ -286,6 +293,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         unsigned *counter = reinterpret_cast<unsigned *>(p.tile_counter);
         PipeState<STAGES> st;
         PipeState<LSTAGES> lst; // fp8: the v landing ring
+        int land_slot = 0;      // widen: the landing buffer of the next block
         uint32_t q_phase = 0;
         // the lead's next candidate tile (unsigned: grid + tickets may pass 2^31 - 1 when
         // tiles come near it)
@@ -387,16 +395,20 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     // a page id outside the cache, zero-filled, so no NaN of an unwritten slot
                     // reaches P v.
                     const int w = warp_in_warpgroup(), lane = lane_index();
-                    unsigned mine = ~0u;
-                    if (lane < BN / 4) {
-                        const int j = n * BN + 16 * (lane / 4) + 4 * w + lane % 4;
-                        const int *pt = reinterpret_cast<const int *>(p.page_table) + tl.b * p.page_table_stride;
-                        const int page = j < tl.kv_len ? __ldg(pt + (j >> p.page_shift)) : -1;
-                        const unsigned slot = j & ((1 << p.page_shift) - 1);
-                        if (unsigned(page) < unsigned(p.num_pages))
-                            mine = p.layout == 0 ? ((unsigned(page) << p.page_shift) + slot) * hk_count + hk
-                                                 : ((unsigned(page) * hk_count + hk) << p.page_shift) + slot;
-                    }
+                    auto rows_of = [&](int nb) { // this lane's cache row of block nb, or ~0
+                        unsigned row = ~0u;
+                        if (lane < BN / 4) {
+                            const int j = nb * BN + 16 * (lane / 4) + 4 * w + lane % 4;
+                            const int *pt = reinterpret_cast<const int *>(p.page_table) + tl.b * p.page_table_stride;
+                            const int page = j < tl.kv_len ? __ldg(pt + (j >> p.page_shift)) : -1;
+                            const unsigned slot = j & ((1 << p.page_shift) - 1);
+                            if (unsigned(page) < unsigned(p.num_pages))
+                                row = p.layout == 0 ? ((unsigned(page) << p.page_shift) + slot) * hk_count + hk
+                                                    : ((unsigned(page) * hk_count + hk) << p.page_shift) + slot;
+                        }
+                        return row;
+                    };
+                    const unsigned mine = WIDEN && WLAND == 2 && n != tl.nb_hi - 1 ? ~0u : rows_of(n);
                     const uint32_t dst = uint32_t((4 * w + lane / 8) * 128 + (((lane % 8) ^ ((4 * w + lane / 8) % 8)) << 4));
                     auto copy = [&](Pipeline<STAGES> *pipe, T *ring, CUdeviceptr cache) {
                         pipe->producer_acquire(st);
@@ -412,58 +424,72 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         }
                         cp_async_mbar_arrive_noinc(smem_addr(&pipe->full[st.stage]));
                     };
-                    // fp8 caches: each thread loads its rows' 16-byte pieces of e4m3 (16 elements,
-                    // piece lane % 8 of each 128-byte chunk of a row; at d64 lanes 0-3 of 8), 2
-                    // loads in flight before it widens them (more spill at 72 registers), and
-                    // stores each as two 16-byte pieces of the row's 64-column chunk. Rows past
-                    // the keys or on a bad page are zeros.
-                    auto widen = [&](Pipeline<STAGES> *pipe, T *ring, CUdeviceptr cache) {
-                        constexpr int XP = D >= 128 ? D / 128 : 1; // pieces a lane takes of a row
-                        constexpr int RB = 2 / XP;                 // rows a batch (2 loads in flight)
-                        const bool active = D >= 128 || lane % 8 < 4;
-                        const uint8_t *src = reinterpret_cast<const uint8_t *>(cache) + (lane % 8) * 16;
+                    // fp8 caches: each thread copies its rows' 16-byte pieces of e4m3 (16 elements,
+                    // piece lane % 8 of each 128-byte chunk of a row; at d64 lanes 0-3 of 8) into
+                    // a landing buffer by cp.async (zeros past the keys or on a bad page), and
+                    // later widens the same pieces, so it waits for its own copies only. The
+                    // next block's copies are issued before this one's widening (2 buffers).
+                    constexpr int XP = D >= 128 ? D / 128 : 1; // pieces a lane takes of a row
+                    const bool active = D >= 128 || lane % 8 < 4;
+                    auto land_issue = [&](unsigned rows, int slot) {
+                        uint8_t *buf = sland + slot * 2 * BN * D;
+#pragma unroll 1
+                        for (int i = 0; i < BN / 16; i++) {
+                            const unsigned at = __shfl_sync(~0u, rows, 4 * i + lane / 8);
+                            const int r = 16 * i + 4 * w + lane / 8;
+#pragma unroll
+                            for (int j = 0; j < XP; j++) {
+                                const uint64_t off = uint64_t(at == ~0u ? 0 : at) * D + (lane % 8) * 16 + 128 * j;
+                                const uint32_t dst = smem_addr(buf + r * D + (lane % 8) * 16 + 128 * j);
+                                if (active) {
+                                    cp_async_16_zfill(dst, reinterpret_cast<const uint8_t *>(p.k_cache) + off, at != ~0u);
+                                    cp_async_16_zfill(dst + BN * D, reinterpret_cast<const uint8_t *>(p.v_cache) + off, at != ~0u);
+                                }
+                            }
+                        }
+                        cp_async_commit();
+                    };
+                    // its landed pieces of k (half 0) or v (1) of buffer slot into the next stage of pipe
+                    auto widen = [&](Pipeline<STAGES> *pipe, T *ring, int slot, int half) {
+                        const uint8_t *buf = sland + (slot * 2 + half) * BN * D;
+                        pipe->producer_acquire(st);
                         T *stage = ring + st.stage * BN * D;
 #pragma unroll 1
-                        for (int i0 = 0; i0 < BN / 16; i0 += RB) {
-                            uint4 raw[RB][XP];
+                        for (int i = 0; i < BN / 16; i++) {
+                            const int r = 16 * i + 4 * w + lane / 8;
 #pragma unroll
-                            for (int i = 0; i < RB; i++) {
-                                const unsigned at = __shfl_sync(~0u, mine, 4 * (i0 + i) + lane / 8);
+                            for (int j = 0; j < XP; j++) {
+                                const int x = lane % 8 + 8 * j; // elements 16 x .. 16 x + 15 of the row
+                                if (!active) continue;
+                                const uint4 raw = *reinterpret_cast<const uint4 *>(buf + r * D + 16 * x);
+                                const uint32_t in[4] = {raw.x, raw.y, raw.z, raw.w};
+                                uint32_t h[8];
 #pragma unroll
-                                for (int j = 0; j < XP; j++)
-                                    raw[i][j] = active && at != ~0u
-                                                    ? __ldg(reinterpret_cast<const uint4 *>(src + uint64_t(at) * D + 128 * j))
-                                                    : make_uint4(0, 0, 0, 0);
-                            }
-                            if (i0 == 0) pipe->producer_acquire(st);
-#pragma unroll
-                            for (int i = 0; i < RB; i++) {
-                                const int r = 16 * (i0 + i) + 4 * w + lane / 8;
-#pragma unroll
-                                for (int j = 0; j < XP; j++) {
-                                    const int x = lane % 8 + 8 * j; // elements 16 x .. 16 x + 15 of the row
-                                    const uint32_t in[4] = {raw[i][j].x, raw[i][j].y, raw[i][j].z, raw[i][j].w};
-                                    uint32_t h[8];
-#pragma unroll
-                                    for (int k = 0; k < 8; k++) {
-                                        const uint32_t two = in[k / 2] >> (16 * (k % 2));
-                                        h[k] = DT == TALON__BF16 ? e4m3x2_to_bf16x2(two) : e4m3x2_to_f16x2(two);
-                                    }
-                                    T *row = stage + (x / 4) * KV_CHUNK + r * 64; // its 64-column chunk
-                                    const int p0 = 2 * (x % 4);
-                                    if (active) {
-                                        *reinterpret_cast<uint4 *>(row + ((p0 ^ (r % 8)) << 3)) = make_uint4(h[0], h[1], h[2], h[3]);
-                                        *reinterpret_cast<uint4 *>(row + (((p0 + 1) ^ (r % 8)) << 3)) = make_uint4(h[4], h[5], h[6], h[7]);
-                                    }
+                                for (int k = 0; k < 8; k++) {
+                                    const uint32_t two = in[k / 2] >> (16 * (k % 2));
+                                    h[k] = DT == TALON__BF16 ? e4m3x2_to_bf16x2(two) : e4m3x2_to_f16x2(two);
                                 }
+                                T *row = stage + (x / 4) * KV_CHUNK + r * 64; // its 64-column chunk
+                                const int p0 = 2 * (x % 4);
+                                *reinterpret_cast<uint4 *>(row + ((p0 ^ (r % 8)) << 3)) = make_uint4(h[0], h[1], h[2], h[3]);
+                                *reinterpret_cast<uint4 *>(row + (((p0 + 1) ^ (r % 8)) << 3)) = make_uint4(h[4], h[5], h[6], h[7]);
                             }
                         }
                         fence_proxy_async(); // ordinary stores, read next by the tensor cores
                         mbar_arrive(&pipe->full[st.stage]);
                     };
                     if constexpr (WIDEN) {
-                        widen(kpipe, sk, p.k_cache);
-                        widen(vpipe, sv, p.v_cache);
+                        // block n's copies were issued ahead (the tile's first block: now)
+                        if (WLAND == 1 || n == tl.nb_hi - 1) land_issue(mine, land_slot);
+                        if (WLAND == 2 && n > tl.nb_lo) {
+                            land_issue(rows_of(n - 1), land_slot ^ 1);
+                            cp_async_wait<1>();
+                        } else {
+                            cp_async_wait<0>();
+                        }
+                        widen(kpipe, sk, land_slot, 0);
+                        widen(vpipe, sv, land_slot, 1);
+                        if (WLAND == 2) land_slot ^= 1;
                     } else {
                         copy(kpipe, sk, p.k_cache);
                         copy(vpipe, sv, p.v_cache);
