@@ -52,6 +52,11 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&x)[4
                  ::"r"(addr), "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]) : "memory");
 }
 
+// Four 32-bit words (16 bytes) to shared memory at a shared-window address, one access.
+__device__ __forceinline__ void sts4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
 // N (2 or 4) 32-bit words from shared memory at a shared-window address, one access.
 template <int N> __device__ __forceinline__ void lds(uint32_t *x, uint32_t addr) {
     static_assert(N == 2 || N == 4, "8 or 16 bytes");

@@ -431,48 +431,50 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     // next block's copies are issued before this one's widening (2 buffers).
                     constexpr int XP = D >= 128 ? D / 128 : 1; // pieces a lane takes of a row
                     const bool active = D >= 128 || lane % 8 < 4;
+                    // Row r = 16 i + 4 w + lane / 8 of a block: r % 8 is the same for every i, so
+                    // the swizzle and every offset but i's are fixed per thread.
+                    const int r0 = 4 * w + lane / 8;
                     auto land_issue = [&](unsigned rows, int slot) {
-                        uint8_t *buf = sland + slot * 2 * BN * D;
+                        const uint32_t buf = smem_addr(sland + slot * 2 * BN * D) + r0 * D + (lane % 8) * 16;
+                        const uint8_t *kc = reinterpret_cast<const uint8_t *>(p.k_cache) + (lane % 8) * 16;
+                        const uint8_t *vc = reinterpret_cast<const uint8_t *>(p.v_cache) + (lane % 8) * 16;
 #pragma unroll 1
                         for (int i = 0; i < BN / 16; i++) {
                             const unsigned at = __shfl_sync(~0u, rows, 4 * i + lane / 8);
-                            const int r = 16 * i + 4 * w + lane / 8;
+                            const uint64_t off = uint64_t(at == ~0u ? 0 : at) * D;
 #pragma unroll
                             for (int j = 0; j < XP; j++) {
-                                const uint64_t off = uint64_t(at == ~0u ? 0 : at) * D + (lane % 8) * 16 + 128 * j;
-                                const uint32_t dst = smem_addr(buf + r * D + (lane % 8) * 16 + 128 * j);
-                                if (active) {
-                                    cp_async_16_zfill(dst, reinterpret_cast<const uint8_t *>(p.k_cache) + off, at != ~0u);
-                                    cp_async_16_zfill(dst + BN * D, reinterpret_cast<const uint8_t *>(p.v_cache) + off, at != ~0u);
-                                }
+                                if (!active) continue;
+                                const uint32_t dst = buf + i * 16 * D + 128 * j;
+                                cp_async_16_zfill(dst, kc + off + 128 * j, at != ~0u);
+                                cp_async_16_zfill(dst + BN * D, vc + off + 128 * j, at != ~0u);
                             }
                         }
                         cp_async_commit();
                     };
-                    // its landed pieces of k (half 0) or v (1) of buffer slot into the next stage of pipe
+                    // its landed pieces of k (half 0) or v (1) of buffer slot into the next stage
+                    // of pipe: piece x (elements 16 x .. 16 x + 15) of a row goes to its 64-column
+                    // chunk x / 4 as 16-byte pieces 2 (x % 4) and + 1, swizzled by r0 % 8
                     auto widen = [&](Pipeline<STAGES> *pipe, T *ring, int slot, int half) {
-                        const uint8_t *buf = sland + (slot * 2 + half) * BN * D;
+                        const uint32_t src = smem_addr(sland + (slot * 2 + half) * BN * D) + r0 * D + (lane % 8) * 16;
                         pipe->producer_acquire(st);
-                        T *stage = ring + st.stage * BN * D;
+                        const uint32_t dst = smem_addr(ring + st.stage * BN * D) + r0 * 128;
 #pragma unroll 1
                         for (int i = 0; i < BN / 16; i++) {
-                            const int r = 16 * i + 4 * w + lane / 8;
 #pragma unroll
                             for (int j = 0; j < XP; j++) {
-                                const int x = lane % 8 + 8 * j; // elements 16 x .. 16 x + 15 of the row
                                 if (!active) continue;
-                                const uint4 raw = *reinterpret_cast<const uint4 *>(buf + r * D + 16 * x);
-                                const uint32_t in[4] = {raw.x, raw.y, raw.z, raw.w};
-                                uint32_t h[8];
+                                const int x = lane % 8 + 8 * j;
+                                uint32_t in[4], h[8];
+                                lds<4>(in, src + i * 16 * D + 128 * j);
 #pragma unroll
                                 for (int k = 0; k < 8; k++) {
                                     const uint32_t two = in[k / 2] >> (16 * (k % 2));
                                     h[k] = DT == TALON__BF16 ? e4m3x2_to_bf16x2(two) : e4m3x2_to_f16x2(two);
                                 }
-                                T *row = stage + (x / 4) * KV_CHUNK + r * 64; // its 64-column chunk
-                                const int p0 = 2 * (x % 4);
-                                *reinterpret_cast<uint4 *>(row + ((p0 ^ (r % 8)) << 3)) = make_uint4(h[0], h[1], h[2], h[3]);
-                                *reinterpret_cast<uint4 *>(row + (((p0 + 1) ^ (r % 8)) << 3)) = make_uint4(h[4], h[5], h[6], h[7]);
+                                const uint32_t row = dst + (x / 4) * (KV_CHUNK * 2) + i * 2048;
+                                sts4(row + (((2 * (x % 4)) ^ (r0 % 8)) << 4), h[0], h[1], h[2], h[3]);
+                                sts4(row + (((2 * (x % 4) + 1) ^ (r0 % 8)) << 4), h[4], h[5], h[6], h[7]);
                             }
                         }
                         fence_proxy_async(); // ordinary stores, read next by the tensor cores
