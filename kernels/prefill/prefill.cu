@@ -38,6 +38,9 @@
 // order). KV_GATHER (pages under 16 keys, where one box per page is too many: each costs
 // 40-60 ns of TMA issue, 128 a block at pages of 1): the producer warpgroup's 128 threads copy
 // the rows by 16-byte cp.async, zero-filling rows past the keys (docs/notes/prefill.md).
+// KV_WIDEN (paged fp8 e4m3 caches, 16-bit q and o): the producer warpgroup's threads copy
+// their pieces of each block's rows into a landing buffer by cp.async and widen them (exact)
+// into the 16-bit k/v ring, so the rest is the 16-bit kernel.
 // Checked mode (kernels/dev/check.cuh), paged only: the lead producer thread records a kv_lens
 // outside [0, max_kv_len] (clamped, as always), and a producer warp scans the page ids of each
 // tile's keys once, before its block loop (a page id outside the cache reads as zeros, as
@@ -193,7 +196,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                            : WIDEN ? TALON__PREFILL_WIDEN_STAGES(D)
                                    : TALON__PREFILL_STAGES(D);
     constexpr int WLAND = TALON__PREFILL_WIDEN_LAND(D); // widen: landing buffers of fp8 k and v
-    // the v stages the consumers read: the k ring's count, fp8 the v^T ring's 2
+    // the v stages the consumers read: the k ring's count, fp8 the v^T ring's
     constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES : STAGES;
     constexpr int LSTAGES = TALON__PREFILL_FP8_LAND_STAGES; // fp8: v's landing ring
     constexpr int PRODUCER_REGS = FP8 ? 56 : WIDEN ? 72 : 40, CONSUMER_REGS = FP8 ? 224 : WIDEN ? 216 : 232;
@@ -204,7 +207,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     constexpr int Q_CHUNK = BM * CW, KV_CHUNK = BN * CW; // elements of one chunk's tile
     constexpr uint32_t Q_BYTES = BM * D * sizeof(T), K_BYTES = BN * D * sizeof(T), V_BYTES = BN * DV * sizeof(T);
     extern __shared__ uint8_t smem_raw[];
-    // 128-byte swizzled tiles: 1024-aligned. fp8: v lands in sv (2 stages) and its transpose
+    // 128-byte swizzled tiles: 1024-aligned. fp8: v lands in sv (LSTAGES) and its transpose
     // goes to svt.
     T *sq = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     T *sk = sq + BM * D;
@@ -445,9 +448,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 #pragma unroll
                             for (int j = 0; j < XP; j++) {
                                 if (!active) continue;
-                                const uint32_t dst = buf + i * 16 * D + 128 * j;
-                                cp_async_16_zfill(dst, kc + off + 128 * j, at != ~0u);
-                                cp_async_16_zfill(dst + BN * D, vc + off + 128 * j, at != ~0u);
+                                const uint32_t to = buf + i * 16 * D + 128 * j; // k's piece; v's BN D on
+                                cp_async_16_zfill(to, kc + off + 128 * j, at != ~0u);
+                                cp_async_16_zfill(to + BN * D, vc + off + 128 * j, at != ~0u);
                             }
                         }
                         cp_async_commit();
@@ -458,7 +461,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     auto widen = [&](Pipeline<STAGES> *pipe, T *ring, int slot, int half) {
                         const uint32_t src = smem_addr(sland + (slot * 2 + half) * BN * D) + r0 * D + (lane % 8) * 16;
                         pipe->producer_acquire(st);
-                        const uint32_t dst = smem_addr(ring + st.stage * BN * D) + r0 * 128;
+                        const uint32_t to = smem_addr(ring + st.stage * BN * D) + r0 * 128;
 #pragma unroll 1
                         for (int i = 0; i < BN / 16; i++) {
 #pragma unroll
@@ -472,7 +475,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                                     const uint32_t two = in[k / 2] >> (16 * (k % 2));
                                     h[k] = DT == TALON__BF16 ? e4m3x2_to_bf16x2(two) : e4m3x2_to_f16x2(two);
                                 }
-                                const uint32_t row = dst + (x / 4) * (KV_CHUNK * 2) + i * 2048;
+                                const uint32_t row = to + (x / 4) * (KV_CHUNK * 2) + i * 2048;
                                 sts4(row + (((2 * (x % 4)) ^ (r0 % 8)) << 4), h[0], h[1], h[2], h[3]);
                                 sts4(row + (((2 * (x % 4) + 1) ^ (r0 % 8)) << 4), h[4], h[5], h[6], h[7]);
                             }
