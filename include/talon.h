@@ -882,7 +882,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    talon_prefill_attention).
    Shapes: q, o, lse, cu_seqlens_q, strides as talon_prefill_attention; k_cache, v_cache
    [num_pages, page_size, num_kv_heads, head_dim] (TALON_KV_NHD) or [num_pages, num_kv_heads,
-   page_size, head_dim] (TALON_KV_HND), contiguous, dtype; page_table int32 [batch,
+   page_size, head_dim] (TALON_KV_HND), contiguous, kv_dtype; page_table int32 [batch,
    page_table_stride]; kv_lens int32 [batch]. page_size a power of two in [1, 256]; each
    cache fewer than 2^32 rows of head_dim elements (num_pages x page_size x num_kv_heads).
    Caller guarantees: talon_prefill_attention's for cu_seqlens_q and max_seqlen_q, plus
@@ -905,7 +905,7 @@ typedef struct talon_prefill_attention_paged_args {
     CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */
     CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */
     CUdeviceptr q;              /* [total_q, num_qo_heads, head_dim], dtype */
-    CUdeviceptr k_cache, v_cache; /* [num_pages, page_size, Hk, head_dim] (layout), dtype */
+    CUdeviceptr k_cache, v_cache; /* [num_pages, page_size, Hk, head_dim] (layout), kv_dtype */
     CUdeviceptr page_table;     /* int32 [batch, page_table_stride] */
     CUdeviceptr kv_lens;        /* int32 [batch]: keys of each request, its new tokens included */
     CUdeviceptr cu_seqlens_q;   /* int32 [batch + 1] */
