@@ -28,6 +28,8 @@
           fp8 tensor cores' accumulation of the score;
      lse: the tolerance above plus max_j ds_j.
    They include peaky rows (large q) where one wrong key order in P v is far outside it.
+   Paged cases on fp8 caches (kv_dtype, q and o 16-bit) hold e4m3 x scale values, which the
+   kernel widens exactly: the 16-bit tolerances above apply; empty slots hold the e4m3 NaN.
    TALON_TEST_QUICK=1 (compute-sanitizer) keeps every path with short requests. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
