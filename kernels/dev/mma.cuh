@@ -1,6 +1,6 @@
-// Warp-level tensor-core MMA (mma.sync, sm_80+) and the shared-memory loads that feed it
-// (ldmatrix, movmatrix, vector ld.shared). Fragment layouts: PTX ISA "Matrix fragments for
-// mma.m16n8k16 / m16n8k8". The warpgroup-level wgmma is in wgmma.cuh.
+// Warp-level tensor-core MMA (mma.sync, sm_80+) and the shared-memory accesses around it
+// (ldmatrix, stmatrix, movmatrix, vector ld/st.shared). Fragment layouts: PTX ISA "Matrix
+// fragments for mma.m16n8k16 / m16n8k8". The warpgroup-level wgmma is in wgmma.cuh.
 #pragma once
 #include <cstdint>
 #include <type_traits>

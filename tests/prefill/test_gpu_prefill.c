@@ -813,6 +813,11 @@ static void test_paged(void **state) {
    q/o strides, no lse, bad page ids and kv_lens, and a captured graph replayed on fresh q.
    The caches' values are exact e4m3 x scale, which the kernel widens exactly: the 16-bit
    tolerances apply. */
+static void fp8_caches(pcase *c, float k_scale, float v_scale) {
+    c->kv8 = 1;
+    c->kscale = k_scale;
+    c->vscale = v_scale;
+}
 static void test_paged_fp8(void **state) {
     static const struct { int d, page, layout; } pages[] = {
         {64, 1, TALON_KV_NHD}, {64, 16, TALON_KV_HND}, {128, 4, TALON_KV_HND}, {128, 16, TALON_KV_NHD},
@@ -833,7 +838,7 @@ static void test_paged_fp8(void **state) {
             c.page_size = pages[pi].page;
             c.layout = (talon_kv_layout)pages[pi].layout;
             c.sample = g_quick ? 1 : 5;
-            c.kv8 = 1; c.kscale = 1.0f / 250; c.vscale = 1.0f / 320;
+            fp8_caches(&c, 1.0f / 250, 1.0f / 320);
             run_case(&t, &c, 0, 1);
         }
     for (i = 0; i < 3; i++) {
@@ -845,18 +850,18 @@ static void test_paged_fp8(void **state) {
         c.qamp = i == 2 ? 6.0f : 1.0f;
         c.pad = i == 2 ? 24 : 0;
         c.no_lse = i == 2;
-        c.kv8 = 1; c.kscale = 1.0f / 200; c.vscale = 1.0f / 100;
+        fp8_caches(&c, 1.0f / 200, 1.0f / 100);
         run_case(&t, &c, 0, 1);
     }
     {
         pcase c = base(TALON_DTYPE_BF16, 128, 4, 2, 1, bl, bkl, 3, 1131);
         c.page_size = 16;
         c.broken = 1;
-        c.kv8 = 1; c.kscale = 1.0f / 250; c.vscale = 1.0f / 320;
+        fp8_caches(&c, 1.0f / 250, 1.0f / 320);
         run_case(&t, &c, 0, 1);
         c = base(TALON_DTYPE_BF16, 128, 8, 2, 1, ol, okl, 3, 1132);
         c.page_size = 16;
-        c.kv8 = 1; c.kscale = 1.0f / 250; c.vscale = 1.0f / 320;
+        fp8_caches(&c, 1.0f / 250, 1.0f / 320);
         run_case(&t, &c, 1, 3);
     }
     tally_end(&t);

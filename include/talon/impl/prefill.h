@@ -133,6 +133,23 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     return TALON_SUCCESS;
 }
 
+/* fp8 inputs: k_scale and v_scale checked (q_scale, the caller's: 0 when q is not fp8), then
+   folded into the params: the score scale times q_scale x k_scale, o times v_scale. */
+static talon_status talon__prefill_fold_scales(const char *op, talon__prefill_params *p,
+                                               float q_scale, float k_scale, float v_scale) {
+    TALON__TRY(talon__check_float(op, "k_scale", k_scale, 1, 0));
+    TALON__TRY(talon__check_float(op, "v_scale", v_scale, 1, 0));
+    p->scale *= (q_scale != 0.0f ? q_scale : 1.0f) * k_scale;
+    p->o_scale = v_scale;
+    if (p->scale > 0.0f && p->scale - p->scale == 0.0f) return TALON_SUCCESS;
+    if (q_scale != 0.0f)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->q_scale = %g and k_scale = "
+                           "%g make the score scale %g (not finite and > 0)", op,
+                           (double)q_scale, (double)k_scale, (double)p->scale);
+    return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->k_scale = %g makes the score "
+                       "scale %g (not finite and > 0)", op, (double)k_scale, (double)p->scale);
+}
+
 /* Query and key positions are int32 in the kernel: with max_seqlen_q + keys (the bound on a
    request's key count: total_kv, or max_kv_len when paged) at most TALON__PREFILL_POS_MAX, every
    position sum it forms (a tile's 128 rows or a block's 128 keys past one, minus a window)
@@ -211,14 +228,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__prefill_common_params(op, &c, 1, &p, &qs, &o_bytes));
         if (a->dtype == TALON_DTYPE_FP8_E4M3) {
             TALON__TRY(talon__check_float(op, "q_scale", a->q_scale, 1, 0));
-            TALON__TRY(talon__check_float(op, "k_scale", a->k_scale, 1, 0));
-            TALON__TRY(talon__check_float(op, "v_scale", a->v_scale, 1, 0));
-            p.scale *= a->q_scale * a->k_scale;
-            p.o_scale = a->v_scale;
-            if (!(p.scale > 0.0f && p.scale - p.scale == 0.0f))
-                return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->q_scale = %g and "
-                                   "k_scale = %g make the score scale %g (not finite and > 0)",
-                                   op, (double)a->q_scale, (double)a->k_scale, (double)p.scale);
+            TALON__TRY(talon__prefill_fold_scales(op, &p, a->q_scale, a->k_scale, a->v_scale));
         }
         TALON__TRY(talon__prefill_positions(op, "total_kv", a->total_kv, &c, &p));
         k_row = a->num_kv_heads * a->head_dim;
@@ -299,14 +309,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
                                "or args->dtype (%d): the caches hold dtype, or %d: fp8 e4m3",
                                op, (int)a->kv_dtype, (int)a->dtype, (int)TALON_DTYPE_FP8_E4M3);
         if (fp8) {
-            TALON__TRY(talon__check_float(op, "k_scale", a->k_scale, 1, 0));
-            TALON__TRY(talon__check_float(op, "v_scale", a->v_scale, 1, 0));
-            p.scale *= a->k_scale;
-            p.o_scale = a->v_scale;
-            if (!(p.scale > 0.0f && p.scale - p.scale == 0.0f))
-                return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->k_scale = %g makes "
-                                   "the score scale %g (not finite and > 0)", op,
-                                   (double)a->k_scale, (double)p.scale);
+            TALON__TRY(talon__prefill_fold_scales(op, &p, 0.0f, a->k_scale, a->v_scale));
         }
         TALON__TRY(talon__check_pages(op, a->page_size, a->max_kv_len, a->page_table_stride,
                                       &pt_stride));
