@@ -150,12 +150,22 @@ __device__ __forceinline__ void check_tile_pages(const talon__prefill_params &p,
 template <int BN, bool PAGED>
 __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, Tile &tl,
                                         bool report = false) {
-    // t = ((b, kv head), query block from the last, query head of the group)
+    // t = (section of (b, kv head) pairs, query block from the last, pair of the section,
+    // query head of the group): talon__prefill_sections
     const int per_pair = p.m_blocks * p.group, hk_count = p.num_qo_heads / p.group;
-    const int pair = t / per_pair, r = t % per_pair;
-    tl.m0 = (p.m_blocks - 1 - r / p.group) * BM;
+    const int first_tiles = p.section_first * per_pair;
+    int pair = 0, size = p.section_first, r = t;
+    if (t >= first_tiles) {
+        const int s = (t - first_tiles) / (p.section * per_pair);
+        r = t - first_tiles - s * (p.section * per_pair);
+        pair = p.section_first + s * p.section;
+        size = p.section;
+    }
+    const int rank = r / (size * p.group), in = r - rank * (size * p.group);
+    pair += in / p.group;
+    tl.m0 = (p.m_blocks - 1 - rank) * BM;
     tl.b = pair / hk_count;
-    tl.h = pair % hk_count * p.group + r % p.group;
+    tl.h = pair % hk_count * p.group + in % p.group;
     const int *cu_q = reinterpret_cast<const int *>(p.cu_seqlens_q);
     const int *cu_k = reinterpret_cast<const int *>(p.cu_seqlens_k);
     tl.q0 = __ldg(cu_q + tl.b);
@@ -662,10 +672,11 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // and 2: a warpgroup waits for its turn, issues, then hands the turn over), so that
         // one's softmax runs while the other's matrix products occupy the tensor cores. Per
         // tile, warpgroup 2 hands warpgroup 1 the first turn and takes no turn after its last.
-        // fp8 issues without turns: its products are half as long against the same softmax,
-        // and taking turns made each warpgroup wait for the other's softmax (measured 1.03-1.05x
-        // faster without, docs/notes/prefill.md).
-        constexpr bool PING_PONG = !FP8;
+        // fp8 and d64 issue without turns: their products are short against the softmax, and
+        // taking turns made each warpgroup wait for the other's softmax (measured 1.03-1.05x
+        // and 1.09x faster without, docs/notes/prefill.md). KV_PAGES keeps them at d64: warpgroup
+        // 2's first P v must follow warpgroup 1's zeroing of the v tail (zero_v_tail).
+        constexpr bool PING_PONG = !FP8 && (D != 64 || KV == TALON__PREFILL_KV_PAGES);
         const int phases = tl.nb_hi - tl.nb_lo + 1; // issue points: first S, S + P v per block, last P v
         int phase = 0;
         auto my_turn = [&] {
@@ -702,15 +713,25 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 kst.advance();
                 if (n == tl.nb_lo) release_q();
                 softmax(s, n, alpha);
+                // P v must be done before O is rescaled and this block's P packed over its A
+                // registers. The waits follow the softmax, behind a branch: straight after it,
+                // ptxas hoisted the wait (and the v stage's release) above the softmax, which
+                // then no longer overlapped P v (SASS, docs/notes/prefill.md). The branch is
+                // taken by the whole warpgroup or none of it (named barriers 4, 5), as the
+                // .aligned waits need. Rows whose max did not move keep O as it is (alpha 1):
+                // most blocks of a long row; a warp skips the multiplies when all its rows are such.
+                const bool moved = alpha[0] != 1.f || alpha[1] != 1.f;
+                if (named_bar_any(4 + band, 128, moved)) {
+                    wgmma_wait<0>();
+                    fence_operand(o);
+                    if (__any_sync(~0u, moved)) {
+#pragma unroll
+                        for (int i = 0; i < DV / 2; i++) o[i] *= alpha[(i / 2) % 2];
+                    }
+                }
                 wgmma_wait<0>();
                 fence_operand(o);
                 release_v();
-                // rows whose max did not move keep O as it is (alpha 1): most blocks of a long
-                // row; the warp skips the multiplies when all of its rows are such
-                if (__any_sync(~0u, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-                    for (int i = 0; i < DV / 2; i++) o[i] *= alpha[(i / 2) % 2];
-                }
                 pack(s, pf);
             }
             my_turn();

@@ -319,10 +319,43 @@ static void test_launch_paged(const launch_row *row) {
         want.scale *= a.k_scale;
         want.o_scale = a.v_scale;
     }
+    want.section = talon__prefill_sections(a.batch * a.num_kv_heads, want.m_blocks, want.group,
+                                           a.max_kv_len * a.head_dim * 2 * (a.kv_dtype == TALON_DTYPE_FP8_E4M3 ? 1 : 2),
+                                           a.causal, 132, &want.section_first);
     tiles = want.m_blocks * a.batch * a.num_qo_heads;
     assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
     assert_counter_zeroed();
     assert_int_equal(fake.last.block[0], 384);
+}
+
+/* The tile order's sections (talon__prefill_sections): causal, enough pairs a section for its
+   work per SM to reach its longest tile, within the L2 budget; the remainder first; 1 without a
+   causal mask or with one query block. */
+static void test_sections(void **state) {
+    static const struct {
+        int64_t pairs, m_blocks, group, kv_bytes;
+        int causal, sms, want, first;
+    } rows[] = {
+        {32, 64, 1, 4 << 20, 1, 132, 5, 2},     /* B=2 x 16 heads, L=8192: 264 / 65; 2 + 6 x 5 */
+        {32, 64, 1, 8 << 20, 1, 132, 3, 2},     /* hd256, 8 MiB a pair: the 24 MiB budget's 3 */
+        {256, 8, 1, 512 << 10, 1, 132, 30, 16}, /* B=16 x 16 heads, L=1024: 264 / 9 */
+        {16, 64, 4, 4 << 20, 1, 132, 2, 2},     /* GQA 32/8: the group's tiles count */
+        {32, 64, 1, 1 << 20, 1, 66, 3, 2},      /* 66 SMs */
+        {8, 16, 4, 15 << 20, 1, 132, 1, 1},     /* a 30000-key prefix: over half the budget */
+        {3, 64, 1, 1 << 20, 1, 132, 3, 3},      /* fewer pairs than wanted: all of them */
+        {32, 64, 1, 1 << 20, 0, 132, 1, 1},     /* no causal mask */
+        {32, 1, 1, 1 << 20, 1, 132, 1, 1},      /* one query block */
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int first = -1;
+        assert_int_equal(talon__prefill_sections(rows[i].pairs, rows[i].m_blocks, rows[i].group,
+                                                 rows[i].kv_bytes, rows[i].causal, rows[i].sms,
+                                                 &first),
+                         rows[i].want);
+        assert_int_equal(first, rows[i].first);
+    }
 }
 
 /* The paged loader choice: a TMA box per page from 16 keys a page, else the gather; the gather
@@ -387,6 +420,13 @@ static void test_launch(void **state) {
         want.scale *= a.q_scale * a.k_scale;
         want.o_scale = a.v_scale;
     }
+    {
+        const int64_t keys = a.total_kv / a.batch > a.max_seqlen_q ? a.total_kv / a.batch : a.max_seqlen_q;
+        const int64_t es = a.dtype == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
+        want.section = talon__prefill_sections(a.batch * a.num_kv_heads, want.m_blocks, want.group,
+                                               keys * (a.head_dim + dv) * es, a.causal, 132,
+                                               &want.section_first);
+    }
     /* persistent: one CTA per SM (132 here), fewer for fewer tiles */
     tiles = want.m_blocks * a.batch * a.num_qo_heads;
     assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
@@ -416,6 +456,7 @@ int main(void) {
     size_t i;
     ADD_ROWS(bad_rows, test_invalid_argument);
     ADD_ROWS(launch_rows, test_launch);
+    ADD(test_sections);
     ADD(test_paged_source);
     ADD(test_workspace_size);
     ADD(test_capture_needs_preload);

@@ -24,6 +24,31 @@ static int64_t talon__prefill_grid(int64_t tiles, int sms) {
     return tiles < sms ? tiles : sms;
 }
 
+/* The tile order, a host rule the kernel follows: the (request, kv head) pairs are taken a
+   section at a time, and within a section the query blocks from the last (under a causal mask
+   the longest) across the section's pairs. The counter hands tiles out greedily, so the call
+   ends on the short tiles of its last section. Pair by pair (a section of 1), the last pair's
+   longest tile started when little else was left and ran on alone (SMs active 90% of a causal
+   L = 8192 call). Causal: sections of at least 2 sms / (group (m_blocks + 1)) pairs, so a
+   section's work per SM is at least its longest tile; as few as that, for the pairs' k/v
+   (kv_bytes each) to stay within TALON__PREFILL_L2_BUDGET. Without a causal mask a pair's
+   tiles are equal: sections of 1. Returns the pairs of a section; *first gets those of the
+   first, the remainder, so that the last section is a whole one. */
+#define TALON__PREFILL_L2_BUDGET (24LL << 20)
+static int talon__prefill_sections(int64_t pairs, int64_t m_blocks, int64_t group,
+                                   int64_t kv_bytes, int causal, int sms, int *first) {
+    int64_t g = 1, most;
+    if (causal && m_blocks > 1) {
+        g = (2 * sms + group * (m_blocks + 1) - 1) / (group * (m_blocks + 1));
+        most = kv_bytes > 0 ? TALON__PREFILL_L2_BUDGET / kv_bytes : g;
+        if (g > most) g = most;
+        if (g > pairs) g = pairs;
+        if (g < 1) g = 1;
+    }
+    *first = (int)(pairs - (pairs - 1) / g * g);
+    return (int)g;
+}
+
 /* Token-major [rows, heads, head_dim] of 16-bit or fp8 elements as the 3-D map {head_dim,
    heads, rows}, boxes of 128 bytes of columns (64 or 128 elements, swizzled) x 1 head x
    box_rows tokens: one box is a K-major wgmma tile. */
@@ -168,13 +193,17 @@ static talon_status talon__prefill_positions(const char *op, const char *keys_na
     return TALON_SUCCESS;
 }
 
-/* Encodes q's map (the k and v maps are the caller's), zeroes the tile counter and launches
-   the kernel for the k/v source kv (TALON__PREFILL_KV_*). */
+/* Encodes q's map (the k and v maps are the caller's), orders the tiles, zeroes the tile
+   counter and launches the kernel for the k/v source kv (TALON__PREFILL_KV_*); kv_bytes: the
+   bytes of k and v of one (request, kv head) pair, about. */
 static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const char *op,
                                           const talon__prefill_common *a, int64_t qs, int kv,
-                                          talon__prefill_params *p) {
+                                          int64_t kv_bytes, talon__prefill_params *p) {
     const int64_t tiles = (int64_t)p->m_blocks * a->batch * a->num_qo_heads;
     int k;
+    p->section = talon__prefill_sections(a->batch * a->num_kv_heads, p->m_blocks,
+                                         p->group, kv_bytes, p->causal, ctx->sms,
+                                         &p->section_first);
     TALON__TRY(talon__prefill_map(ctx, op, "q", &p->q_map, a->q, a->total_q, a->num_qo_heads,
                                   a->head_dim, qs, TALON__PREFILL_BM, a->dtype));
     TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 3, (int)a->dtype, (int)a->head_dim, kv));
@@ -215,7 +244,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                                      const talon_prefill_attention_args *a) {
     static const char op[] = "talon_prefill_attention";
     talon__prefill_params p;
-    int64_t qs, ks, vs, k_row, v_row, o_bytes;
+    int64_t qs, ks, vs, k_row, v_row, o_bytes, kv_keys;
     TALON__TRY(talon__check_common(op, ctx, a));
     {
         const talon__prefill_common c = TALON__PREFILL_COMMON(a, a->v_head_dim);
@@ -245,7 +274,10 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__prefill_map(ctx, op, "v", &p.v_map, a->v, a->total_kv, a->num_kv_heads,
                                       TALON__PREFILL_DV(a->head_dim), vs, bn, a->dtype));
         p.cu_seqlens_k = a->cu_seqlens_k;
-        return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS, &p);
+        /* a request's keys: max_seqlen_q, or the mean of total_kv where that is more */
+        kv_keys = a->total_kv / a->batch > a->max_seqlen_q ? a->total_kv / a->batch : a->max_seqlen_q;
+        return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS,
+                                     kv_keys * (k_row + v_row) / a->num_kv_heads * es, &p);
     }
 }
 
@@ -346,7 +378,8 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
             TALON__TRY(talon__prefill_cache_map(ctx, op, "v_cache", &p.v_map, a->v_cache, a,
                                                 p.page_rows));
         }
-        return talon__prefill_launch(ctx, stream, op, &c, qs, kv, &p);
+        return talon__prefill_launch(ctx, stream, op, &c, qs, kv,
+                                     a->max_kv_len * a->head_dim * 2 * (fp8 ? 1 : 2), &p);
     }
 }
 
