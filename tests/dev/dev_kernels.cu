@@ -445,6 +445,15 @@ dev_gemm_ws(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUte
     }
 }
 
+// ------------------------------------------------------------------ named_bar_any
+// Two warpgroups, three rounds: in round r, thread `picks[2 r + wg]` of warpgroup wg (-1: none)
+// holds the predicate; every thread writes what named_bar_any (barrier 1 + wg) answered.
+extern "C" __global__ void __launch_bounds__(256) dev_named_bar_any(const int *picks, int *out) {
+    const int wg = int(threadIdx.x) / 128, t = int(threadIdx.x) % 128;
+    for (int r = 0; r < 3; r++)
+        out[r * 256 + threadIdx.x] = named_bar_any(1 + wg, 128, t == picks[2 * r + wg]);
+}
+
 // ------------------------------------------------------------------ scheduler order
 // out[3 t + {0, 1, 2}] = (m, n, CTA) of tile t as the CTAs walk it.
 extern "C" __global__ void dev_sched_order(int m, int n, int tile_m, int tile_n, int group, int *out) {

@@ -829,6 +829,33 @@ static void test_scheduler(void **state) {
     }
 }
 
+/* named_bar_any (kernels/dev/warpgroup.cuh): every thread of a warpgroup gets whether the
+   predicate held in any of its 128 threads (one thread, or none), round after round on the same
+   barrier, each warpgroup on its own. */
+static void test_named_bar_any(void **state) {
+    static const int picks[6] = {-1, 0, 127, -1, 64, 33};
+    int *got, i;
+    CUdeviceptr dpicks, dout;
+    check c;
+    void *params[2] = {&dpicks, &dout};
+    (void)state;
+    if (!selected("named_bar_any 2 warpgroups x 3 rounds")) return;
+    dpicks = dev_buf(picks, sizeof picks);
+    dout = dev_buf(NULL, sizeof(int) * 3 * 256);
+    launch("dev_named_bar_any", 1, 1, 1, 256, 0, params);
+    got = host_from(dout, sizeof(int) * 3 * 256);
+    check_begin(&c, "named_bar_any 2 warpgroups x 3 rounds");
+    for (i = 0; i < 3 * 256; i++) {
+        const int want = picks[2 * (i / 256) + (i % 256) / 128] >= 0;
+        check_one(&c, got[i] == want, "round %d thread %d: got %d want %d", i / 256, i % 256,
+                  got[i], want);
+    }
+    cu.cuMemFree(dpicks);
+    cu.cuMemFree(dout);
+    free(got);
+    check_end(&c);
+}
+
 /* ---------------------------------------------------------------- main */
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : getenv("TALON_DEV_CUBIN");
@@ -839,7 +866,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_tma_store),     cmocka_unit_test(test_bulk_copy),
         cmocka_unit_test(test_cp_async_mbar),
         cmocka_unit_test(test_tma_multicast), cmocka_unit_test(test_wgmma_tile),
-        cmocka_unit_test(test_gemm_ws),
+        cmocka_unit_test(test_gemm_ws),       cmocka_unit_test(test_named_bar_any),
     };
     const char *q = getenv("TALON_TEST_QUICK");
     quick = q && strcmp(q, "0") != 0;
