@@ -50,6 +50,7 @@
 #pragma once
 #include <cstdint>
 #include "mbarrier.cuh"
+#include "talon/kernels/common.def"
 
 namespace talon::dev {
 
@@ -350,6 +351,16 @@ __device__ __forceinline__ void mma_e5m2_ss(float (&d)[N / 2], uint64_t a, uint6
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2 " TALON_DEV_DREGS_128 ", %128, %129, p, 1, 1;\n}"
                      : TALON_DEV_DOPS_128(d) : "l"(a), "l"(b), "r"(s));
+}
+
+// mma_bf16_ss, mma_f16_ss or mma_e4m3_ss by a table's element type DT (TALON__BF16, TALON__F16,
+// TALON__FP8_E4M3), both operands K-major.
+template <int DT, int N>
+__device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, bool accumulate) {
+    static_assert(DT == TALON__BF16 || DT == TALON__F16 || DT == TALON__FP8_E4M3, "no wgmma for DT");
+    if constexpr (DT == TALON__BF16) mma_bf16_ss<N>(d, a, b, accumulate);
+    else if constexpr (DT == TALON__F16) mma_f16_ss<N>(d, a, b, accumulate);
+    else mma_e4m3_ss<N>(d, a, b, accumulate);
 }
 
 } // namespace talon::dev

@@ -23,14 +23,7 @@ template <int DT> constexpr bool is_fp8 = DT == TALON__FP8_E4M3;
 template <int DT, int BN>
 __device__ __forceinline__ void mma_kblock(float (&d)[BN / 2], uint64_t da, uint64_t db, bool acc) {
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        if constexpr (DT == TALON__BF16)
-            mma_bf16_ss<BN>(d, desc_add(da, kk * 32), desc_add(db, kk * 32), acc || kk > 0);
-        else if constexpr (DT == TALON__F16)
-            mma_f16_ss<BN>(d, desc_add(da, kk * 32), desc_add(db, kk * 32), acc || kk > 0);
-        else
-            mma_e4m3_ss<BN>(d, desc_add(da, kk * 32), desc_add(db, kk * 32), acc || kk > 0);
-    }
+    for (int kk = 0; kk < 4; kk++) mma_ss<DT, BN>(d, desc_add(da, kk * 32), desc_add(db, kk * 32), acc || kk > 0);
 }
 
 // Where the pair (row r, columns 8 qq + 2 (l % 4) + {0, 1}) of a 128-byte-swizzled staging

@@ -66,14 +66,6 @@ using namespace talon::dev;
 constexpr int BM = TALON__PREFILL_BM;
 constexpr float NEG_INF = -__builtin_huge_valf();
 
-// D[64 x N] (+)= A . B^T, both from shared memory, K-major (S = q k^T).
-template <int DT, int N>
-__device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, bool acc) {
-    if constexpr (DT == TALON__BF16) mma_bf16_ss<N>(d, a, b, acc);
-    else if constexpr (DT == TALON__F16) mma_f16_ss<N>(d, a, b, acc);
-    else mma_e4m3_ss<N>(d, a, b, acc);
-}
-
 // D[64 x N] += A . B with A from registers and B in shared memory (O += P v): 16-bit v MN-major
 // (its natural rows), fp8 v^T K-major.
 template <int DT, int N>

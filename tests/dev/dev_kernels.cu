@@ -184,33 +184,21 @@ dev_tma_multicast(const __grid_constant__ CUtensorMap map, uint16_t *out, int ha
 // elements); with None the 128-byte slab is loaded as 8 boxes 16 bytes wide, box j at j * rows *
 // 16 bytes, which is the no-swizzle core-matrix layout (SBO = 128, LBO = rows * 16). K is a
 // multiple of the slab.
-// The A-from-registers fragments (kernels/dev/wgmma.cuh) of STEPS k16 steps from column c0
-// of a row-major bf16 [64, K] matrix in global memory, for the calling thread of the warpgroup.
+// The A-from-registers fragments (kernels/dev/wgmma.cuh) of STEPS k-steps of 32 bytes (k16 of
+// bf16, k32 of e4m3: the e4m3 fragment is the 16-bit one read as byte pairs) from byte column c0
+// of a row-major [64 rows of row_bytes] matrix in global memory, for the calling thread of the
+// warpgroup.
 template <int STEPS>
-__device__ __forceinline__ void load_a_fragments(uint32_t (&af)[STEPS][4], const uint16_t *A, int K, int c0) {
-    const int r = 16 * (threadIdx.x / 32) + threadIdx.x % 32 / 4;
-#pragma unroll
-    for (int k = 0; k < STEPS; k++) {
-        const int c = c0 + 16 * k + 2 * (threadIdx.x % 4);
-        af[k][0] = *reinterpret_cast<const uint32_t *>(A + size_t(r) * K + c);
-        af[k][1] = *reinterpret_cast<const uint32_t *>(A + size_t(r + 8) * K + c);
-        af[k][2] = *reinterpret_cast<const uint32_t *>(A + size_t(r) * K + c + 8);
-        af[k][3] = *reinterpret_cast<const uint32_t *>(A + size_t(r + 8) * K + c + 8);
-    }
-}
-
-// The e4m3 A-from-registers fragments (mma_e4m3_rs) of STEPS k32 steps from column c0 of a
-// row-major e4m3 [64, K] matrix in global memory.
-template <int STEPS>
-__device__ __forceinline__ void load_a_fragments_e4m3(uint32_t (&af)[STEPS][4], const uint8_t *A, int K, int c0) {
+__device__ __forceinline__ void load_a_fragments(uint32_t (&af)[STEPS][4], const void *A, int row_bytes, int c0) {
+    const uint8_t *a = static_cast<const uint8_t *>(A);
     const int r = 16 * (threadIdx.x / 32) + threadIdx.x % 32 / 4;
 #pragma unroll
     for (int k = 0; k < STEPS; k++) {
         const int c = c0 + 32 * k + 4 * (threadIdx.x % 4);
-        af[k][0] = *reinterpret_cast<const uint32_t *>(A + size_t(r) * K + c);
-        af[k][1] = *reinterpret_cast<const uint32_t *>(A + size_t(r + 8) * K + c);
-        af[k][2] = *reinterpret_cast<const uint32_t *>(A + size_t(r) * K + c + 16);
-        af[k][3] = *reinterpret_cast<const uint32_t *>(A + size_t(r + 8) * K + c + 16);
+        af[k][0] = *reinterpret_cast<const uint32_t *>(a + size_t(r) * row_bytes + c);
+        af[k][1] = *reinterpret_cast<const uint32_t *>(a + size_t(r + 8) * row_bytes + c);
+        af[k][2] = *reinterpret_cast<const uint32_t *>(a + size_t(r) * row_bytes + c + 16);
+        af[k][3] = *reinterpret_cast<const uint32_t *>(a + size_t(r + 8) * row_bytes + c + 16);
     }
 }
 
@@ -268,8 +256,7 @@ __device__ __forceinline__ void wgmma_tile(const CUtensorMap *ma, const CUtensor
             }
         }
         uint32_t af[STEPS][4];
-        if constexpr (KIND == 2) load_a_fragments(af, A, K, kb * BK);
-        if constexpr (KIND == 4) load_a_fragments_e4m3(af, reinterpret_cast<const uint8_t *>(A), K, kb * BK);
+        if constexpr (RS) load_a_fragments(af, A, K * (FP8 ? 1 : 2), kb * SPAN); // bytes
         mbar_wait(&bar, kb & 1);
         wgmma_fence();
 #pragma unroll
@@ -345,7 +332,7 @@ __device__ __forceinline__ void wgmma_mn_tile(const CUtensorMap *mb, float *C, i
             for (int c = 0; c < N / 64; c++) tma_load_2d(sB + c * 8192, mb, &bar, c * 64, kb * 64);
         }
         uint32_t af[4][4];
-        load_a_fragments(af, A, K, kb * 64);
+        load_a_fragments(af, A, 2 * K, kb * 128);
         mbar_wait(&bar, kb & 1);
         wgmma_fence();
 #pragma unroll

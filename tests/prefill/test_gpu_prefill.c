@@ -782,29 +782,46 @@ static void test_fp8(void **state) {
     tally_end(&t);
 }
 
+/* A paged geometry: head_dim, page size, layout. */
+typedef struct { int d, page, layout; } page_geometry;
+
+/* The caches of case c hold fp8 e4m3 with these scales (kv_dtype). */
+static void fp8_caches(pcase *c, float k_scale, float v_scale) {
+    c->kv8 = 1;
+    c->kscale = k_scale;
+    c->vscale = v_scale;
+}
+
+/* Each geometry causal and not, bf16 and f16 in turn, over a cached prefix (lengths 1 to 4097;
+   quick: to 300), seeds from seed0; fp8: on fp8 e4m3 caches. */
+static void page_sweep(tally *t, const page_geometry *pages, int n, int seed0, int fp8) {
+    static const int ql[] = {1, 17, 128, 300, 1000}, kl[] = {1, 40, 2000, 300, 4097};
+    static const int qlq[] = {1, 17, 128, 70}, klq[] = {1, 40, 300, 70};
+    int pi, causal;
+    for (pi = 0; pi < n; pi++)
+        for (causal = 0; causal < 2; causal++) {
+            pcase c = base(pi % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, pages[pi].d, 4, 2, causal,
+                           g_quick ? qlq : ql, g_quick ? klq : kl, g_quick ? 4 : 5, seed0 + pi * 2 + causal);
+            c.page_size = pages[pi].page;
+            c.layout = (talon_kv_layout)pages[pi].layout;
+            c.sample = g_quick ? 1 : 5;
+            if (fp8) fp8_caches(&c, 1.0f / 250, 1.0f / 320);
+            run_case(t, &c, 0, 1);
+        }
+}
+
 /* The paged op: page sizes 1..256 in both layouts at every head_dim, over a cached prefix
    (fewer queries than keys) and without one, lengths 1 to 4097, both types. */
 static void test_paged(void **state) {
-    static const struct { int d, page, layout; } pages[] = {
+    static const page_geometry pages[] = {
         {64, 1, TALON_KV_NHD},    {64, 16, TALON_KV_HND},   {128, 2, TALON_KV_HND},
         {128, 16, TALON_KV_NHD},  {128, 64, TALON_KV_HND},  {128, 256, TALON_KV_NHD},
         {256, 8, TALON_KV_NHD},   {256, 128, TALON_KV_HND}, {256, 256, TALON_KV_HND},
     };
-    static const int ql[] = {1, 17, 128, 300, 1000}, kl[] = {1, 40, 2000, 300, 4097};
-    static const int qlq[] = {1, 17, 128, 70}, klq[] = {1, 40, 300, 70};
     tally t;
-    int pi, causal;
     (void)state;
     tally_start(&t, "paged");
-    for (pi = 0; pi < COUNT(pages); pi++)
-        for (causal = 0; causal < 2; causal++) {
-            pcase c = base(pi % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, pages[pi].d, 4, 2, causal,
-                           g_quick ? qlq : ql, g_quick ? klq : kl, g_quick ? 4 : 5, 601 + pi * 2 + causal);
-            c.page_size = pages[pi].page;
-            c.layout = (talon_kv_layout)pages[pi].layout;
-            c.sample = g_quick ? 1 : 5;
-            run_case(&t, &c, 0, 1);
-        }
+    page_sweep(&t, pages, COUNT(pages), 601, 0);
     tally_end(&t);
 }
 
@@ -813,34 +830,18 @@ static void test_paged(void **state) {
    q/o strides, no lse, bad page ids and kv_lens, and a captured graph replayed on fresh q.
    The caches' values are exact e4m3 x scale, which the kernel widens exactly: the 16-bit
    tolerances apply. */
-static void fp8_caches(pcase *c, float k_scale, float v_scale) {
-    c->kv8 = 1;
-    c->kscale = k_scale;
-    c->vscale = v_scale;
-}
 static void test_paged_fp8(void **state) {
-    static const struct { int d, page, layout; } pages[] = {
+    static const page_geometry pages[] = {
         {64, 1, TALON_KV_NHD}, {64, 16, TALON_KV_HND}, {128, 4, TALON_KV_HND}, {128, 16, TALON_KV_NHD},
         {128, 256, TALON_KV_HND}, {256, 8, TALON_KV_NHD}, {256, 64, TALON_KV_HND},
     };
-    static const int ql[] = {1, 17, 128, 300, 1000}, kl[] = {1, 40, 2000, 300, 4097};
-    static const int qlq[] = {1, 17, 128, 70}, klq[] = {1, 40, 300, 70};
     static const int ol[] = {300, 129, 5}, okl[] = {300, 700, 64};
     static const int bl[] = {100, 60, 30}, bkl[] = {300, 208, 90};
     tally t;
-    int pi, causal, i;
+    int i;
     (void)state;
     tally_start(&t, "paged fp8 caches");
-    for (pi = 0; pi < COUNT(pages); pi++)
-        for (causal = 0; causal < 2; causal++) {
-            pcase c = base(pi % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, pages[pi].d, 4, 2, causal,
-                           g_quick ? qlq : ql, g_quick ? klq : kl, g_quick ? 4 : 5, 1101 + pi * 2 + causal);
-            c.page_size = pages[pi].page;
-            c.layout = (talon_kv_layout)pages[pi].layout;
-            c.sample = g_quick ? 1 : 5;
-            fp8_caches(&c, 1.0f / 250, 1.0f / 320);
-            run_case(&t, &c, 0, 1);
-        }
+    page_sweep(&t, pages, COUNT(pages), 1101, 1);
     for (i = 0; i < 3; i++) {
         pcase c = base(i == 1 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, 128, 7, 1, i != 1, ol, okl, 3, 1121 + i);
         c.page_size = i == 0 ? 16 : i == 1 ? 2 : 32;

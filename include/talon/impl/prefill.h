@@ -277,7 +277,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         /* a request's keys: max_seqlen_q, or the mean of total_kv where that is more */
         kv_keys = a->total_kv / a->batch > a->max_seqlen_q ? a->total_kv / a->batch : a->max_seqlen_q;
         return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS,
-                                     kv_keys * (k_row + v_row) / a->num_kv_heads * es, &p);
+                                     kv_keys * (a->head_dim + TALON__PREFILL_DV(a->head_dim)) * es, &p);
     }
 }
 
@@ -323,9 +323,10 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
     static const char op[] = "talon_prefill_attention_paged";
     talon__prefill_params p;
     int64_t strides[3], qs, pt_stride, o_bytes, cache_bytes;
-    int kv, fp8;
+    int kv, fp8, cache_es;
     TALON__TRY(talon__check_common(op, ctx, a));
     fp8 = a->kv_dtype == TALON_DTYPE_FP8_E4M3;
+    cache_es = fp8 ? 1 : 2; /* bytes of a cache element */
     {
         const talon__prefill_common c = TALON__PREFILL_COMMON(a, a->head_dim);
         if (a->head_dim == 192) /* the caches have one head_dim */
@@ -353,7 +354,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
                                "%lld rows of head_dim elements a cache (num_pages x page_size x "
                                "num_kv_heads), 2^32 or more", op, (long long)a->num_pages,
                                (long long)(a->num_pages * a->page_size * a->num_kv_heads));
-        cache_bytes = a->num_pages * a->page_size * a->num_kv_heads * a->head_dim * (fp8 ? 1 : 2);
+        cache_bytes = a->num_pages * a->page_size * a->num_kv_heads * a->head_dim * cache_es;
         if (talon__overlap(a->o, o_bytes, a->k_cache, cache_bytes) ||
             talon__overlap(a->o, o_bytes, a->v_cache, cache_bytes))
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps "
@@ -379,7 +380,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
                                                 p.page_rows));
         }
         return talon__prefill_launch(ctx, stream, op, &c, qs, kv,
-                                     a->max_kv_len * a->head_dim * 2 * (fp8 ? 1 : 2), &p);
+                                     a->max_kv_len * 2 * a->head_dim * cache_es, &p);
     }
 }
 
