@@ -225,7 +225,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     auto *vpipe = reinterpret_cast<Pipeline<VSTAGES> *>(kpipe + 1);
     auto *lpipe = reinterpret_cast<Pipeline<LSTAGES> *>(vpipe + 1); // fp8: v landing -> transposers
     // the tile handed from the producer's lead thread to the rest (two slots: tile k in slot
-    // k % 2), and the barrier the gathering (or fp8's transposing) producer threads wait on
+    // k % 2), and the barrier every reader waits on before reading the slot
     int *tile_slot = FP8 ? reinterpret_cast<int *>(lpipe + 1) : reinterpret_cast<int *>(vpipe + 1);
     uint64_t *tile_ready = reinterpret_cast<uint64_t *>(tile_slot + 2);
     const int tiles = p.m_blocks * p.batch * p.num_qo_heads;
@@ -233,9 +233,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     if (threadIdx.x == 0) {
         mbar_init(tile_ready, 1);
         mbar_init(q_full, 1);
-        // one arrival per consumer warp (its last q k^T of the tile done) and, fp8, per
-        // transposing warp (it read the tile's slot: the lead publishes the next one only then)
-        mbar_init(q_empty, FP8 ? 11 : 8);
+        // one arrival per consumer thread (its warp's last q k^T of the tile done) and per
+        // thread of fp8's transposing warps or the gathering producers (it read the tile's
+        // slot): the lead publishes the next tile only then. Every reader of the slot arrives
+        // itself: with one arrival a warp (after __syncwarp), racecheck reported the slot's
+        // next write as racing the other lanes' reads.
+        mbar_init(q_empty, 256 + (FP8 ? 96 : GATHER ? 128 : 0));
         // k/v stages: filled by TMA (one arrive_expect_tx), or by the 128 producer threads'
         // cp.async
         kpipe->init(8, GATHER ? 128 : 1);
@@ -266,8 +269,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     Tile tl;
                     mbar_wait(tile_ready, k % 2);
                     const int t = tile_slot[k % 2];
-                    __syncwarp();
-                    if (lane_index() == 0) mbar_arrive(q_empty);
+                    mbar_arrive(q_empty);
                     if (t < 0) return;
                     tile_of<BN, PAGED>(p, t, tl);
                     for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
@@ -316,7 +318,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 t = next < unsigned(tiles) ? int(next) : -1;
                 mbar_wait(q_empty, q_phase ^ 1);
                 tile_slot[k % 2] = t;
-                if (GATHER || FP8) mbar_arrive(tile_ready);
+                mbar_arrive(tile_ready);
                 if (t < 0) {
                     mbar_arrive(q_full); // no bytes: the consumers read -1 and stop
                 } else {
@@ -333,6 +335,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     mbar_wait(tile_ready, k % 2);
                     t = tile_slot[k % 2];
                 }
+                mbar_arrive(q_empty);
             } else if constexpr (PAGED) {
                 t = __shfl_sync(~0u, t, 0);
             }
@@ -582,13 +585,30 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         const bool tail = j0 + BN > tl.kv_len;
         const bool diag = p.causal && j0 + BN - 1 > tl.m0 + tl.off;
         const bool left = p.window && j0 < tl.m0 + BM - 1 + tl.off - p.window + 1;
-        if (tail || diag || left) {
+        if (PAGED && (tail || diag || left)) {
+            // the paged kernels keep the per-element test (9 instructions an element, with
+            // branches): with the row bounds below held, they spill at d256 and the gathering d64
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) {
                 const int j = j0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
                 const int pos = tl.m0 + r0 + 8 * ((i / 2) % 2) + tl.off;
                 const bool ok = j < tl.kv_len && (!p.causal || j <= pos) && (!p.window || j > pos - p.window);
                 if (!ok) s[i] = NEG_INF;
+            }
+        } else if (tail || diag || left) {
+            // row r keeps the columns c in [lo, hi) of this thread's (c = 8 (i / 4) + i % 2, a
+            // constant of the unrolled loop: two compares and a select an element)
+            const int c0 = j0 + 2 * (lane % 4);
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int pos = tl.m0 + r0 + 8 * r + tl.off;
+                const int hi = (p.causal ? min(tl.kv_len, pos + 1) : tl.kv_len) - c0;
+                const int lo = (p.window ? max(0, pos - p.window + 1) : 0) - c0;
+#pragma unroll
+                for (int i = 2 * r; i < BN / 2; i += 4) {
+                    s[i] = 8 * (i / 4) >= lo && 8 * (i / 4) < hi ? s[i] : NEG_INF;
+                    s[i + 1] = 8 * (i / 4) + 1 >= lo && 8 * (i / 4) + 1 < hi ? s[i + 1] : NEG_INF;
+                }
             }
         }
         // the row maxima and sums in 4 partial chains a row (a chain of 32 dependent
@@ -646,12 +666,31 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         if (lane == 0) vpipe->consumer_release(vst);
         vst.advance();
     };
-    // Releases q once this warp's last q k^T of the tile is done.
-    auto release_q = [&] { if (lane == 0) mbar_arrive(q_empty); };
+    // Releases q (and the tile's slot) once the warp's last q k^T of the tile is done.
+    auto release_q = [&] { mbar_arrive(q_empty); };
+    // The epilogue stages o in the k stage of the tile's last block (BN = BM: 128 rows of DV
+    // 16-bit columns fit) and writes it out in 16-byte row pieces: from registers, 32 4-byte
+    // stores a thread held their registers until the stores drained (18% of the consumers'
+    // samples at L = 1024, docs/notes/prefill.md). That stage is released after the epilogue.
+    // The other warpgroup may still be reading it for its last q k^T: the tile's phase of
+    // q_empty says when both warpgroups are done (a phase no warpgroup a tile ahead can
+    // overrun: the next one needs this epilogue first). Not with fp8 (its k stage is half o's
+    // size) nor the gathering producers (their d64 kernels spilled with it).
+    constexpr bool STAGE_O = !FP8 && !GATHER && BN == BM;
+    PipeState<STAGES> o_stage; // the held k stage
+    auto release_k = [&](bool last) {
+        if (STAGE_O && last) {
+            o_stage = kst;
+        } else if (lane == 0) {
+            kpipe->consumer_release(kst);
+        }
+        kst.advance();
+    };
 
     for (int k = 0;; k++) {
         mbar_wait(q_full, q_phase); // the tile's q, or -1: no tiles left
         q_phase ^= 1;
+        mbar_wait(tile_ready, k % 2); // the slot
         const int t = tile_slot[k % 2];
         if (t < 0) break;
         tile_of<BN, PAGED>(p, t, tl);
@@ -689,8 +728,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             their_turn();
             wgmma_wait<0>();
             fence_operand(s);
-            if (lane == 0) kpipe->consumer_release(kst);
-            kst.advance();
+            release_k(tl.nb_hi - 1 == tl.nb_lo);
             if (tl.nb_hi - 1 == tl.nb_lo) release_q();
             softmax(s, tl.nb_hi - 1, alpha);
             pack(s, pf);
@@ -701,8 +739,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 their_turn();
                 wgmma_wait<1>(); // S done, P v still running
                 fence_operand(s);
-                if (lane == 0) kpipe->consumer_release(kst);
-                kst.advance();
+                release_k(n == tl.nb_lo);
                 if (n == tl.nb_lo) release_q();
                 softmax(s, n, alpha);
                 // P v must be done before O is rescaled and this block's P packed over its A
@@ -739,22 +776,62 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // ---- o = O / l, lse = ln(sum exp(score)) = (max + log2 l) ln 2
         TO *out = reinterpret_cast<TO *>(p.o);
         float *lse = reinterpret_cast<float *>(p.lse);
+        // rows of this request inside o, even for cu_seqlens that break the caller's promise
+        auto row_ok = [&](int row) {
+            return row < tl.q_len && int64_t(tl.q0) + row >= 0 && int64_t(tl.q0) + row < p.total_q;
+        };
+        float inv[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             float l = l_run[r];
             l += shfl_xor(l, 1);
             l += shfl_xor(l, 2);
+            inv[r] = l > 0.f ? p.o_scale / l : 0.f;
             const int row = tl.m0 + r0 + 8 * r;
-            // rows of this request inside o, even for cu_seqlens that break the caller's promise
-            if (row >= tl.q_len || int64_t(tl.q0) + row < 0 || int64_t(tl.q0) + row >= p.total_q) continue;
-            const float inv = l > 0.f ? p.o_scale / l : 0.f;
-            TO *orow = out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV + 2 * (lane % 4);
-#pragma unroll
-            for (int q = 0; q < DV / 8; q++)
-                *reinterpret_cast<uint32_t *>(orow + 8 * q) = pack2<TO>(o[4 * q + 2 * r] * inv, o[4 * q + 2 * r + 1] * inv);
-            if (lse && lane % 4 == 0)
+            if (lse && lane % 4 == 0 && row_ok(row))
                 lse[(int64_t(tl.q0) + row) * p.num_qo_heads + tl.h] =
                     l > 0.f ? (m_run[r] + log2f(l)) * 0.6931471805599453f : NEG_INF;
+        }
+        if (STAGE_O && tl.nb_hi > tl.nb_lo) {
+            // the warpgroup's 64 rows of DV columns, rows of 16-byte pieces rotated by the row
+            // (piece c of row i at c ^ (i % 8): stmatrix's 8 rows and the reads' row pieces
+            // fall in different banks)
+            constexpr int ROW_BYTES = DV * 2, PIECES = DV / 8;
+            const uint32_t stage = smem_addr(sk + o_stage.stage * BN * D) + band * 64 * ROW_BYTES;
+            mbar_wait(q_empty, q_phase ^ 1); // both warpgroups' last q k^T of this tile are done
+#pragma unroll
+            for (int j = 0; j < DV / 8; j += 2) {
+                // matrices (row half, 8 columns) (0, j), (1, j), (0, j + 1), (1, j + 1)
+                const uint32_t x[4] = {pack2<TO>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
+                                       pack2<TO>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
+                                       pack2<TO>(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
+                                       pack2<TO>(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1])};
+                const int m = lane / 8, i = 16 * warp_in_warpgroup() + 8 * (m % 2) + lane % 8;
+                stmatrix_x4(stage + i * ROW_BYTES + (((j + m / 2) ^ (i % 8)) << 4), x);
+            }
+            named_bar_sync(6 + band, 128); // the warpgroup's rows are staged
+            for (int e = thread_in_warpgroup(); e < 64 * PIECES; e += 128) {
+                const int i = e / PIECES, c = e % PIECES, row = tl.m0 + band * 64 + i;
+                uint32_t v[4];
+                lds<4>(v, stage + i * ROW_BYTES + ((c ^ (i % 8)) << 4));
+                if (row_ok(row))
+                    *reinterpret_cast<uint4 *>(out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV + 8 * c) =
+                        make_uint4(v[0], v[1], v[2], v[3]);
+            }
+            fence_proxy_async(); // ordinary accesses to the stage before its next TMA fill
+            __syncwarp();
+            if (lane == 0) kpipe->consumer_release(o_stage);
+        } else {
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = tl.m0 + r0 + 8 * r;
+                if (!row_ok(row)) continue;
+                TO *orow = out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV + 2 * (lane % 4);
+#pragma unroll
+                for (int q = 0; q < DV / 8; q++)
+                    *reinterpret_cast<uint32_t *>(orow + 8 * q) =
+                        pack2<TO>(o[4 * q + 2 * r] * inv[r], o[4 * q + 2 * r + 1] * inv[r]);
+            }
         }
     }
 }

@@ -896,14 +896,53 @@ static void test_paged_options(void **state) {
     tally_end(&t);
 }
 
+/* Many tiles a CTA: long causal calls and many short requests with many heads (the benchmark's
+   shapes), every head_dim, so the consumer warpgroups run many tiles in a row and can drift
+   apart (d64 takes no turns), and each producer kind hands tiles over many times (fp8's
+   transposing warps, TMA pages, gathered pages, widened fp8 caches); rows sampled (every 61st
+   of a request and its last). */
+static void test_many_tiles(void **state) {
+    static const int longs[] = {8192, 8192}, shorts[] = {1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024};
+    static const int qlongs[] = {1024, 1024}, qshorts[] = {256, 256, 256};
+    static const int64_t heads[] = {32, 16, 8}; /* d64, d128, d256: 16 k tokens x 32 / 16 / 8 heads */
+    static const page_geometry pages[] = {{128, 16, TALON_KV_NHD}, {128, 4, TALON_KV_HND}, {128, 16, TALON_KV_NHD}};
+    const int *sl = g_quick ? qshorts : shorts, ns = g_quick ? COUNT(qshorts) : COUNT(shorts);
+    tally t;
+    int di, shape, pi;
+    pcase c;
+    (void)state;
+    tally_start(&t, "many tiles");
+    for (di = 0; di < COUNT(dims); di++)
+        for (shape = 0; shape < 2; shape++) {
+            const int *ql = shape ? sl : g_quick ? qlongs : longs;
+            const int n = shape ? ns : g_quick ? COUNT(qlongs) : COUNT(longs);
+            c = base(TALON_DTYPE_BF16, dims[di], heads[di], heads[di], 1, ql, NULL, n, 61 + di * 2 + shape);
+            c.sample = g_quick ? 1 : 61;
+            run_case(&t, &c, 0, 1);
+        }
+    c = fp8_case(128, 16, 16, 1, sl, NULL, ns, 67);
+    c.sample = g_quick ? 1 : 61;
+    run_case(&t, &c, 0, 1);
+    for (pi = 0; pi < COUNT(pages); pi++) {
+        c = base(TALON_DTYPE_BF16, pages[pi].d, 16, 4, 1, sl, NULL, ns, 68 + pi);
+        c.page_size = pages[pi].page;
+        c.layout = (talon_kv_layout)pages[pi].layout;
+        c.sample = g_quick ? 1 : 61;
+        if (pi == 2) fp8_caches(&c, 1.0f / 250, 1.0f / 320);
+        run_case(&t, &c, 0, 1);
+    }
+    tally_end(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mixed_lengths), cmocka_unit_test(test_prefix_and_empty),
-        cmocka_unit_test(test_group_ratios),  cmocka_unit_test(test_window_softcap),
-        cmocka_unit_test(test_strides),       cmocka_unit_test(test_graph),
-        cmocka_unit_test(test_dims_192_128), cmocka_unit_test(test_fp8),
-        cmocka_unit_test(test_paged),         cmocka_unit_test(test_paged_options),
-        cmocka_unit_test(test_paged_broken),  cmocka_unit_test(test_paged_fp8),
+        cmocka_unit_test(test_mixed_lengths), cmocka_unit_test(test_many_tiles),
+        cmocka_unit_test(test_prefix_and_empty), cmocka_unit_test(test_group_ratios),
+        cmocka_unit_test(test_window_softcap), cmocka_unit_test(test_strides),
+        cmocka_unit_test(test_graph),         cmocka_unit_test(test_dims_192_128),
+        cmocka_unit_test(test_fp8),           cmocka_unit_test(test_paged),
+        cmocka_unit_test(test_paged_options), cmocka_unit_test(test_paged_broken),
+        cmocka_unit_test(test_paged_fp8),
     };
     gpu_test t;
     int failed;
