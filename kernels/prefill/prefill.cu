@@ -810,14 +810,21 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 stmatrix_x4(stage + i * ROW_BYTES + (((j + m / 2) ^ (i % 8)) << 4), x);
             }
             named_bar_sync(6 + band, 128); // the warpgroup's rows are staged
-            for (int e = thread_in_warpgroup(); e < 64 * PIECES; e += 128) {
-                const int i = e / PIECES, c = e % PIECES, row = tl.m0 + band * 64 + i;
-                uint32_t v[4];
-                lds<4>(v, stage + i * ROW_BYTES + ((c ^ (i % 8)) << 4));
-                if (row_ok(row))
-                    *reinterpret_cast<uint4 *>(out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV + 8 * c) =
-                        make_uint4(v[0], v[1], v[2], v[3]);
-            }
+            // thread x takes piece x % PIECES of rows x / PIECES + STEP it: all loads first, then
+            // all stores (the rotation i % 8 is the same for every it: STEP is a multiple of 8)
+            constexpr int STEP = 128 / PIECES, PASSES = 64 / STEP;
+            const int c = thread_in_warpgroup() % PIECES, i0 = thread_in_warpgroup() / PIECES;
+            const int row0 = tl.m0 + band * 64 + i0;
+            uint32_t v[PASSES][4];
+#pragma unroll
+            for (int it = 0; it < PASSES; it++)
+                lds<4>(v[it], stage + (i0 + STEP * it) * ROW_BYTES + ((c ^ (i0 % 8)) << 4));
+            TO *piece = out + (int64_t(tl.q0) + row0) * p.o_stride + int64_t(tl.h) * DV + 8 * c;
+#pragma unroll
+            for (int it = 0; it < PASSES; it++)
+                if (row_ok(row0 + STEP * it))
+                    *reinterpret_cast<uint4 *>(piece + int64_t(STEP * it) * p.o_stride) =
+                        make_uint4(v[it][0], v[it][1], v[it][2], v[it][3]);
             fence_proxy_async(); // ordinary accesses to the stage before its next TMA fill
             __syncwarp();
             if (lane == 0) kpipe->consumer_release(o_stage);
