@@ -193,7 +193,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     constexpr bool WIDEN = KV == TALON__PREFILL_KV_WIDEN;
     constexpr bool GATHER = KV == TALON__PREFILL_KV_GATHER || WIDEN;
     static_assert(!FP8 || !PAGED, "fp8: contiguous k/v only");
-    constexpr int BN = FP8 ? TALON__PREFILL_FP8_BN(D) : TALON__PREFILL_BN(D);
+    constexpr int BN = FP8 ? TALON__PREFILL_FP8_BN(D) : TALON__PREFILL_BN(D, KV);
     constexpr int STAGES = FP8     ? TALON__PREFILL_FP8_STAGES(D)
                            : WIDEN ? TALON__PREFILL_WIDEN_STAGES(D)
                                    : TALON__PREFILL_STAGES(D);
@@ -668,15 +668,15 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     };
     // Releases q (and the tile's slot) once the warp's last q k^T of the tile is done.
     auto release_q = [&] { mbar_arrive(q_empty); };
-    // The epilogue stages o in the k stage of the tile's last block (BN = BM: 128 rows of DV
-    // 16-bit columns fit) and writes it out in 16-byte row pieces: from registers, 32 4-byte
-    // stores a thread held their registers until the stores drained (18% of the consumers'
-    // samples at L = 1024, docs/notes/prefill.md). That stage is released after the epilogue.
+    // The epilogue stages o in the k stage of the tile's last block (where BM rows of DV
+    // 16-bit columns fit: BN x D >= BM x DV) and writes it out in 16-byte row pieces: from
+    // registers, 32 4-byte stores a thread held their registers until the stores drained (18%
+    // of the consumers' samples at L = 1024, docs/notes/prefill.md). That stage is released after the epilogue.
     // The other warpgroup may still be reading it for its last q k^T: the tile's phase of
     // q_empty says when both warpgroups are done (a phase no warpgroup a tile ahead can
-    // overrun: the next one needs this epilogue first). Not with fp8 (its k stage is half o's
-    // size) nor the gathering producers (their d64 kernels spilled with it).
-    constexpr bool STAGE_O = !FP8 && !GATHER && BN == BM;
+    // overrun: the next one needs this epilogue first). Not at d256 or with fp8 (their k stage
+    // is half o's size) nor the gathering producers (their d64 kernels spilled with it).
+    constexpr bool STAGE_O = !FP8 && !GATHER && BN * D >= BM * DV;
     PipeState<STAGES> o_stage; // the held k stage
     auto release_k = [&](bool last) {
         if (STAGE_O && last) {

@@ -395,7 +395,7 @@ static void test_launch(void **state) {
     const launch_row *row = (const launch_row *)*state;
     talon_prefill_attention_args a = valid();
     talon__prefill_params got, want;
-    int64_t tiles, qs, ks, vs, dv;
+    int64_t tiles, qs, ks, vs, dv, bn;
     if (row->op == OP_PAGED) {
         test_launch_paged(row);
         return;
@@ -406,9 +406,10 @@ static void test_launch(void **state) {
     qs = a.q_stride ? a.q_stride : a.num_qo_heads * a.head_dim;
     ks = a.k_stride ? a.k_stride : a.num_kv_heads * a.head_dim;
     vs = a.v_stride ? a.v_stride : a.num_kv_heads * dv;
+    bn = a.head_dim == 256 ? 64 : a.head_dim == 64 ? 192 : 128; /* keys per block (fp8: 128, 64) */
     assert_int_equal(fake.encodes, 3);
-    check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, a.head_dim == 256 ? 64 : 128, a.dtype);
-    check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, dv, vs, a.head_dim == 256 ? 64 : 128, a.dtype);
+    check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, (uint32_t)bn, a.dtype);
+    check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, dv, vs, (uint32_t)bn, a.dtype);
     check_map(&fake.enc_log[2], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
     /* every field but the maps (checked above through the encoder's arguments) */
     memcpy(&got, fake.last.params, sizeof got);

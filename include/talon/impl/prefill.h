@@ -253,7 +253,8 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_k", a->cu_seqlens_k, 0, 4));
         TALON__TRY(talon__check_size(op, "total_kv", a->total_kv, TALON__GRID_MAX));
         const int es = talon__prefill_esize(a->dtype);
-        const int bn = es == 1 ? TALON__PREFILL_FP8_BN(a->head_dim) : TALON__PREFILL_BN(a->head_dim);
+        const int bn = es == 1 ? TALON__PREFILL_FP8_BN(a->head_dim)
+                               : TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_CONTIGUOUS);
         TALON__TRY(talon__prefill_common_params(op, &c, 1, &p, &qs, &o_bytes));
         if (a->dtype == TALON_DTYPE_FP8_E4M3) {
             TALON__TRY(talon__check_float(op, "q_scale", a->q_scale, 1, 0));
@@ -372,8 +373,8 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         kv = fp8 ? TALON__PREFILL_KV_WIDEN
                  : talon__prefill_paged_source(a->page_size, a->num_pages, a->num_kv_heads, a->layout);
         if (kv == TALON__PREFILL_KV_PAGES) {
-            p.page_rows = (int)(a->page_size < TALON__PREFILL_BN(a->head_dim)
-                                    ? a->page_size : TALON__PREFILL_BN(a->head_dim));
+            const int bn = TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_PAGES);
+            p.page_rows = (int)(a->page_size < bn ? a->page_size : bn);
             TALON__TRY(talon__prefill_cache_map(ctx, op, "k_cache", &p.k_map, a->k_cache, a,
                                                 p.page_rows));
             TALON__TRY(talon__prefill_cache_map(ctx, op, "v_cache", &p.v_map, a->v_cache, a,
