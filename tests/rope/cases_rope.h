@@ -13,4 +13,190 @@ static void rope_valid_args(talon_rope_args *a) {
 }
 #endif
 
+#ifdef TALON_TESTS_OP_CASES_H /* oc_case's params */
+/* layout 0: q and k separate, contiguous; 1: one fused qkv buffer (rows padded by 8);
+   2: fused, misaligned by one element, rows padded by 3. max_pos 0: theta mode */
+typedef struct {
+    int64_t tokens, hq, hk, d, rot, max_pos, pos_lo, pos_hi;
+    int gptj, pos64, layout;
+    float theta;
+} rope_params;
+#define ROPE_OC_PARAMS rope_params rope;
+#endif
+
+#endif
+
+#ifdef OC_FAMILY_CASES /* op_cases.h */
+#include "ref_rope.h"
+
+/* rope: where q, k (and v) live in the one qkv buffer (elements) */
+typedef struct rope_geo {
+    int64_t n, q, k, row_q, row_k, q_stride, k_stride; /* strides as passed (0: contiguous) */
+} rope_geo;
+static void rope_geometry(const oc_case *c, rope_geo *g) {
+    const int64_t t = c->p.rope.tokens, hq = c->p.rope.hq, hk = c->p.rope.hk, d = c->p.rope.d;
+    memset(g, 0, sizeof *g);
+    if (c->p.rope.layout == 0) {
+        g->k = oc_round_up(t * hq * d, 8);
+        g->n = g->k + t * hk * d;
+        g->row_q = hq * d;
+        g->row_k = hk * d;
+    } else {
+        const int64_t row = (hq + 2 * hk) * d + (c->p.rope.layout == 1 ? 8 : 3);
+        g->q = c->p.rope.layout == 2;
+        g->k = g->q + hq * d;
+        g->n = g->q + t * row;
+        g->row_q = g->row_k = g->q_stride = g->k_stride = row;
+    }
+}
+
+static void rope_random(oc_case *c, uint64_t *s, int big) {
+    static const int64_t dims[] = {64, 128, 256, 80, 72, 66, 6, 32, 96, 2, 128, 1024};
+    const int64_t max_elems = big ? 6000000 : 300000;
+    int64_t per_token;
+    c->p.rope.d = dims[oc_ri(s, 0, OC_COUNT(dims) - (big ? 1 : 2))];
+    c->p.rope.rot = oc_chance(s, 60) ? 0 : 2 * oc_ri(s, 1, c->p.rope.d / 2);
+    c->p.rope.hq = oc_len(s, 1, 32);
+    c->p.rope.hk = oc_chance(s, 10) ? 0 : oc_len(s, 1, c->p.rope.hq < 8 ? c->p.rope.hq : 8);
+    per_token = (c->p.rope.hq + 2 * c->p.rope.hk) * c->p.rope.d;
+    c->p.rope.tokens = oc_len(s, 1, big ? 2048 : 256);
+    while (c->p.rope.tokens > 1 && c->p.rope.tokens * per_token > max_elems)
+        c->p.rope.tokens = (c->p.rope.tokens + 1) / 2;
+    c->p.rope.layout = (int)oc_ri(s, 0, 2);
+    c->p.rope.gptj = oc_chance(s, 50);
+    c->p.rope.pos64 = oc_chance(s, 50);
+    if (oc_chance(s, 50)) { /* theta: the angle in fp64, any position */
+        static const float thetas[] = {0.0f, 10000.0f, 500000.0f, 1e6f};
+        c->p.rope.theta = thetas[oc_ri(s, 0, 3)];
+        if (oc_chance(s, 70)) { c->p.rope.pos_lo = 0; c->p.rope.pos_hi = 65536; }
+        else if (!c->p.rope.pos64 || oc_chance(s, 50)) {
+            c->p.rope.pos_lo = -2147483647;
+            c->p.rope.pos_hi = 2147483647;
+        }
+        else { c->p.rope.pos_lo = -3000000000LL; c->p.rope.pos_hi = 3000000000LL; }
+    } else { /* a cos/sin cache; some positions outside it (tokens left unchanged) */
+        c->p.rope.max_pos = oc_len(s, 16, 4096);
+        c->p.rope.pos_lo = -1 - c->p.rope.max_pos / 8;
+        c->p.rope.pos_hi = c->p.rope.max_pos + 1 + c->p.rope.max_pos / 8;
+    }
+}
+
+static int rope_describe(const oc_case *c, char *buf, size_t n, const char *name,
+                         const char *dt, unsigned long long seed) {
+    return snprintf(buf, n, "%s %s tokens %lld Hq %lld Hk %lld D %lld rot %lld %s layout %d "
+                    "%s positions [%lld, %lld) %s (theta %g, max_pos %lld) seed %llx", name,
+                    dt, (long long)c->p.rope.tokens, (long long)c->p.rope.hq,
+                    (long long)c->p.rope.hk, (long long)c->p.rope.d, (long long)c->p.rope.rot,
+                    c->p.rope.gptj ? "GPT-J" : "NeoX", c->p.rope.layout,
+                    c->p.rope.pos64 ? "int64" : "int32", (long long)c->p.rope.pos_lo,
+                    (long long)c->p.rope.pos_hi, c->p.rope.max_pos ? "cache" : "theta",
+                    (double)c->p.rope.theta, (long long)c->p.rope.max_pos, seed);
+}
+
+static int rope_build(oc_job *j, talon_ctx *ctx) {
+    const oc_case *c = &j->c;
+    const int64_t t = c->p.rope.tokens, rot = c->p.rope.rot ? c->p.rope.rot : c->p.rope.d;
+    const int64_t max_pos = c->p.rope.max_pos;
+    rope_geo g;
+    uint64_t s = c->seed;
+    int64_t i, p;
+    (void)ctx;
+    rope_geometry(c, &g);
+    if (oc_add(j, "qkv", OC_INOUT, 2, g.n, 0) != 0 ||
+        oc_add(j, "positions", OC_IN, c->p.rope.pos64 ? 8 : 4, t, 0) != 1 ||
+        oc_add(j, "cos_sin_cache", OC_IN, 4, max_pos ? max_pos * rot : 1, 0) != 2)
+        return -1;
+    oc_fill16(j, 0, 0, g.n, 4.0f, &s); /* every element: what is not rotated must stay */
+    for (i = 0; i < t; i++) {
+        int64_t pos = c->p.rope.pos_lo +
+                      (int64_t)(ref_next64(&s) % (uint64_t)(c->p.rope.pos_hi - c->p.rope.pos_lo));
+        if (i == 0) /* token 0 is rotated (position 0 is the identity) */
+            pos = max_pos ? 1 + (pos & 0x7fffffff) % (max_pos - 1) : pos ? pos : 1;
+        if (c->p.rope.pos64) oc_setl(oc_img(j, 1), i, pos);
+        else oc_seti(oc_img(j, 1), i, (int32_t)pos);
+    }
+    if (max_pos) {
+        double *row = (double *)malloc((size_t)rot * sizeof(double));
+        if (!row) return -1;
+        for (p = 0; p < max_pos; p++) {
+            ref_rope_theta_row(row, (double)p, 10000.0, rot);
+            for (i = 0; i < rot; i++) oc_setf(oc_img(j, 2), p * rot + i, (float)row[i]);
+        }
+        free(row);
+    }
+    return 0;
+}
+
+static void rope_args(const oc_job *j, const oc_dev *d, op_args *a) {
+    const oc_case *c = &j->c;
+    rope_geo g;
+    rope_geometry(c, &g);
+    a->rope.q = P(0) + (CUdeviceptr)(2 * g.q);
+    a->rope.k = c->p.rope.hk ? P(0) + (CUdeviceptr)(2 * g.k) : 0;
+    a->rope.positions = P(1);
+    a->rope.cos_sin_cache = c->p.rope.max_pos ? P(2) : 0;
+    a->rope.tokens = c->p.rope.tokens; a->rope.num_q_heads = c->p.rope.hq;
+    a->rope.num_kv_heads = c->p.rope.hk; a->rope.head_dim = c->p.rope.d;
+    a->rope.rot_dim = c->p.rope.rot; a->rope.q_stride = g.q_stride;
+    a->rope.k_stride = c->p.rope.hk ? g.k_stride : 0;
+    a->rope.max_pos = c->p.rope.max_pos; a->rope.theta = c->p.rope.theta;
+    a->rope.dtype = c->dt;
+    a->rope.positions_dtype = c->p.rope.pos64 ? TALON_INDEX_I64 : TALON_INDEX_I32;
+    a->rope.style = c->p.rope.gptj ? TALON_ROPE_GPTJ : TALON_ROPE_NEOX;
+}
+
+static void rope_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double budget) {
+    const oc_case *c = &j->c;
+    const talon_dtype dt = c->dt;
+    const int64_t rot = c->p.rope.rot ? c->p.rope.rot : c->p.rope.d, half = rot / 2;
+    const int64_t heads = c->p.rope.hq + c->p.rope.hk, d = c->p.rope.d;
+    /* half a unit in the last place (one correct rounding) + fp32 arithmetic and cos/sin (and
+       in theta mode the documented angle error, 1e-14 |position| rad) + f16 subnormals */
+    const double rhalf = dt == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+    const double atol = dt == TALON_DTYPE_BF16 ? 0 : 0x1p-25;
+    const uint8_t *init = oc_img(j, 0), *dev = img[0];
+    rope_geo g;
+    unsigned char *mask;
+    double *x = (double *)malloc((size_t)rot * 3 * sizeof(double)), *y = x + rot, *cs = y + rot;
+    int64_t t, h, i;
+    (void)budget;
+    rope_geometry(c, &g);
+    mask = (unsigned char *)calloc((size_t)g.n, 1);
+    if (!x || !mask) { oc_fail(st, "out of host memory"); goto done; }
+    for (t = 0; t < c->p.rope.tokens; t++) {
+        const int64_t p = c->p.rope.pos64 ? oc_getl(oc_img(j, 1), t) : oc_geti(oc_img(j, 1), t);
+        const double noise = 0x1p-18 + (c->p.rope.max_pos ? 0.0 : 1e-14 * fabs((double)p));
+        if (!c->p.rope.max_pos) {
+            ref_rope_theta_row(cs, (double)p, c->p.rope.theta ? c->p.rope.theta : 10000.0, rot);
+        } else if (p < 0 || p >= c->p.rope.max_pos) {
+            continue; /* out of the cache: the token must stay unchanged */
+        } else {
+            for (i = 0; i < rot; i++) cs[i] = oc_getf(oc_img(j, 2), p * rot + i);
+        }
+        for (h = 0; h < heads; h++) {
+            const int64_t base = h < c->p.rope.hq ? g.q + t * g.row_q + h * d
+                                                  : g.k + t * g.row_k + (h - c->p.rope.hq) * d;
+            for (i = 0; i < rot; i++) x[i] = REF_TO_F32(dt, oc_get16(init, base + i));
+            memcpy(y, x, (size_t)rot * sizeof(double));
+            ref_rope_head(y, rot, c->p.rope.gptj, cs);
+            for (i = 0; i < rot; i++) {
+                const int64_t partner = c->p.rope.gptj ? (i ^ 1) : (i < half ? i + half : i - half);
+                mask[base + i] = 1;
+                oc_cmp(st, h < c->p.rope.hq ? "q" : "k", t, (h % c->p.rope.hq) * d + i,
+                       REF_TO_F32(dt, oc_get16(dev, base + i)), y[i],
+                       rhalf * fabs(y[i]) + noise * (fabs(x[i]) + fabs(x[partner])) + atol);
+            }
+        }
+    }
+    for (i = 0; i < g.n; i++) /* dims past rot_dim, v, padding, tokens out of the cache */
+        if (!mask[i] && oc_get16(dev, i) != oc_get16(init, i)) {
+            oc_fail(st, "qkv element %lld (not to be rotated) changed: 0x%04x -> 0x%04x",
+                    (long long)i, oc_get16(init, i), oc_get16(dev, i));
+            break;
+        }
+done:
+    free(x); free(mask);
+}
+
+static const oc_op rope_oc = {rope_random, rope_build, rope_args, rope_check, rope_describe, NULL};
 #endif
