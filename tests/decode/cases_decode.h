@@ -326,3 +326,245 @@ static const oc_op decode_attention_oc = {dec_random, dec_build, dec_args,
 static const oc_op merge_attention_states_oc = {merge_random, merge_build, merge_args,
                                                 merge_check, merge_describe, NULL};
 #endif
+
+#ifdef CHECKED_FAMILY_CASES /* test_gpu_checked.c */
+#ifndef CHECKED_BASELINE
+typedef struct decode_setup {
+    int64_t batch, hq, hk, d, ps, max_len, pages, pt_stride;
+    int fp8;
+    int32_t *lens, *table;
+    CUdeviceptr k, v, dlens, dtable, ws, dlens_bad, dtable_bad;
+    int64_t ws_bytes;
+    region rg[2]; /* o, lse */
+} decode_setup;
+
+static void decode_args(const decode_setup *ds, talon_decode_attention_args *a, int64_t splits,
+                        int declare) {
+    memset(a, 0, sizeof *a);
+    a->o = ds->rg[0].p; a->lse = ds->rg[1].p; /* q and the workspace: the caller's */
+    a->k_cache = ds->k; a->v_cache = ds->v; a->page_table = ds->dtable; a->kv_lens = ds->dlens;
+    a->batch = ds->batch; a->num_qo_heads = ds->hq; a->num_kv_heads = ds->hk;
+    a->head_dim = ds->d; a->page_size = ds->ps; a->page_table_stride = ds->pt_stride;
+    a->max_kv_len = ds->max_len; a->num_splits = splits;
+    a->kv_dtype = ds->fp8 ? TALON_DTYPE_FP8_E4M3 : TALON_DTYPE_BF16;
+    a->k_scale = a->v_scale = 0.5f;
+    a->num_pages = declare ? ds->pages : 0;
+}
+
+/* Caches of `pages` pages (exact allocations: a read past them is memcheck's), a page table
+   of distinct random pages, the lengths. */
+static void decode_setup_make(decode_setup *ds, int64_t batch, int64_t hq, int64_t hk, int64_t d,
+                              int64_t ps, int64_t max_len, int fp8, const int32_t *lens) {
+    const int64_t per = (max_len + ps - 1) / ps;
+    const size_t cache = (size_t)(batch * per + 3) * (size_t)(ps * hk * d) * (fp8 ? 1 : 2);
+    uint64_t s = ref_mix64(41);
+    int64_t i, n;
+    int32_t *perm;
+    memset(ds, 0, sizeof *ds);
+    ds->batch = batch; ds->hq = hq; ds->hk = hk; ds->d = d; ds->ps = ps; ds->max_len = max_len;
+    ds->fp8 = fp8; ds->pt_stride = per; ds->pages = batch * per + 3;
+    n = ds->pages;
+    perm = (int32_t *)malloc((size_t)n * 4);
+    for (i = 0; i < n; i++) perm[i] = (int32_t)i;
+    for (i = n - 1; i > 0; i--) {
+        const int64_t j = (int64_t)(ref_next64(&s) % (uint64_t)(i + 1));
+        const int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    ds->table = (int32_t *)malloc((size_t)(batch * per) * 4);
+    memcpy(ds->table, perm, (size_t)(batch * per) * 4);
+    free(perm);
+    ds->lens = (int32_t *)malloc((size_t)batch * 4);
+    memcpy(ds->lens, lens, (size_t)batch * 4);
+    ds->k = gpu_alloc(cache);
+    ds->v = gpu_alloc(cache);
+    if (fp8) {
+        unsigned char *h = (unsigned char *)malloc(cache);
+        size_t b;
+        for (b = 0; b < cache; b++) h[b] = ref_e4m3_from_f32(4.0f * (2.0f * ref_unit01(&s) - 1.0f));
+        upload(ds->k, h, cache);
+        for (b = 0; b < cache; b++) h[b] = ref_e4m3_from_f32(4.0f * (2.0f * ref_unit01(&s) - 1.0f));
+        upload(ds->v, h, cache);
+        free(h);
+    } else {
+        uint16_t *h = random_16(TALON_DTYPE_BF16, cache / 2, 42, 1.0f);
+        upload(ds->k, h, cache);
+        free(h);
+        h = random_16(TALON_DTYPE_BF16, cache / 2, 43, 1.0f);
+        upload(ds->v, h, cache);
+        free(h);
+    }
+    ds->dlens = gpu_alloc((size_t)batch * 4);
+    ds->dlens_bad = gpu_alloc((size_t)batch * 4);
+    ds->dtable = gpu_alloc((size_t)(batch * per) * 4);
+    ds->dtable_bad = gpu_alloc((size_t)(batch * per) * 4);
+    upload(ds->dlens, ds->lens, (size_t)batch * 4);
+    upload(ds->dtable, ds->table, (size_t)(batch * per) * 4);
+    ds->rg[0] = region_new((size_t)(batch * hq * d * 2), GUARD, NULL);
+    ds->rg[1] = region_new((size_t)(batch * hq * 4), GUARD, NULL);
+    ds->ws_bytes = 1 << 24;
+    ds->ws = gpu_alloc((size_t)ds->ws_bytes);
+}
+
+static void decode_setup_free(decode_setup *ds) {
+    region_free(&ds->rg[0]); region_free(&ds->rg[1]);
+    cu.cuMemFree(ds->k); cu.cuMemFree(ds->v); cu.cuMemFree(ds->dlens); cu.cuMemFree(ds->dlens_bad);
+    cu.cuMemFree(ds->dtable); cu.cuMemFree(ds->dtable_bad); cu.cuMemFree(ds->ws);
+    free(ds->lens); free(ds->table);
+    memset(ds, 0, sizeof *ds);
+}
+
+/* The checked run may differ in request `b`'s rows only, and those must be NaN. */
+typedef struct nan_rows { int64_t b, hq, d; } nan_rows;
+static int decode_nan_allowed(const void *ctx, int i, size_t off, const unsigned char *got) {
+    const nan_rows *n = (const nan_rows *)ctx;
+    if (n->b < 0) return 0;
+    if (i == 0) { /* o: bf16 [batch, hq, d] */
+        const size_t row = off / (size_t)(n->hq * n->d * 2);
+        uint16_t x;
+        if ((int64_t)row != n->b) return 0;
+        memcpy(&x, got + (off & ~(size_t)1), 2);
+        return (x & 0x7f80) == 0x7f80 && (x & 0x7f) != 0;
+    } else { /* lse: fp32 [batch, hq] */
+        const size_t row = off / (size_t)(n->hq * 4);
+        float x;
+        if ((int64_t)row != n->b) return 0;
+        memcpy(&x, got + (off & ~(size_t)3), 4);
+        return isnan(x);
+    }
+}
+
+/* One decode case: the checked run with kv_lens[lens_b] = lens_v (lens_b >= 0) or page-table
+   entry pt_at = pt_v (pt_at >= 0); reading == whether the kernel reads that entry. */
+static int decode_case(const char *name, decode_setup *ds, int64_t splits, int declare,
+                       int64_t lens_b, int32_t lens_v, int64_t pt_at, int32_t pt_v, int reading) {
+    talon_decode_attention_args ref, chk;
+    want_report w = {NULL, NULL, 0, 0, 0, NULL};
+    nan_rows nr = {-1, ds->hq, ds->d};
+    uint16_t *q = random_16(TALON_DTYPE_BF16, (size_t)(ds->batch * ds->hq * ds->d), 44, 1.0f);
+    CUdeviceptr dq = gpu_alloc((size_t)(ds->batch * ds->hq * ds->d * 2));
+    int32_t *lens = (int32_t *)malloc((size_t)ds->batch * 4);
+    int32_t *table = (int32_t *)malloc((size_t)(ds->batch * ds->pt_stride) * 4);
+    int fails;
+    upload(dq, q, (size_t)(ds->batch * ds->hq * ds->d * 2));
+    memcpy(lens, ds->lens, (size_t)ds->batch * 4);
+    memcpy(table, ds->table, (size_t)(ds->batch * ds->pt_stride) * 4);
+    if (lens_b >= 0) lens[lens_b] = lens_v;
+    if (pt_at >= 0) table[pt_at] = pt_v;
+    upload(ds->dlens_bad, lens, (size_t)ds->batch * 4);
+    upload(ds->dtable_bad, table, (size_t)(ds->batch * ds->pt_stride) * 4);
+    decode_args(ds, &ref, splits, declare);
+    ref.q = dq; ref.workspace = ds->ws; ref.workspace_bytes = ds->ws_bytes;
+    chk = ref;
+    chk.kv_lens = ds->dlens_bad;
+    chk.page_table = ds->dtable_bad;
+    if (lens_b >= 0) { /* clamping is documented without checking: the same inputs */
+        ref.kv_lens = ds->dlens_bad;
+        w.op = "talon_decode_attention"; w.what = "kv_lens";
+        w.index = lens_b; w.value = lens_v; w.bound = ds->max_len;
+    }
+    if (pt_at >= 0 && reading) { /* unchecked, the bad page would be read: the valid table */
+        w.op = "talon_decode_attention"; w.what = "page_table";
+        w.index = pt_at; w.value = pt_v; w.bound = declare ? ds->pages : 2147483648LL;
+        nr.b = pt_at / ds->pt_stride;
+    }
+    if (pt_at >= 0 && !reading) ref.page_table = ds->dtable_bad; /* never read: same inputs */
+    fails = run_pair(name, ds->rg, 2, OP_decode_attention, &ref, &chk, &w, decode_nan_allowed, &nr);
+    if (nr.b >= 0) { /* the request's rows must be NaN (not merely allowed to be) */
+        unsigned char *o = region_read(&ds->rg[0]);
+        int64_t e;
+        for (e = 0; e < ds->hq * ds->d; e++) {
+            uint16_t x;
+            memcpy(&x, o + ds->rg[0].guard + (size_t)((nr.b * ds->hq * ds->d + e) * 2), 2);
+            if (!((x & 0x7f80) == 0x7f80 && (x & 0x7f))) {
+                print_error("%s: o[%lld, %lld] = 0x%04x, not NaN\n", name, (long long)nr.b,
+                            (long long)e, x);
+                fails++;
+                break;
+            }
+        }
+        free(o);
+    }
+    cu.cuMemFree(dq);
+    free(q); free(lens); free(table);
+    return fails;
+}
+
+static void test_decode_attention(void **state) {
+    static const int32_t lens[4] = {256, 100, 37, 200};
+    /* (hq, hk, fp8): the per-lane kernel (one head per CTA), the tensor-core one (4), fp8 */
+    static const int64_t shapes[3][3] = {{8, 8, 0}, {32, 8, 0}, {16, 8, 1}};
+    decode_setup ds;
+    int fails = 0, i;
+    char name[160];
+    (void)state;
+    for (i = 0; i < 3; i++) {
+        const char *kind = i == 0 ? "per-lane" : i == 1 ? "tensor-core" : "fp8";
+        int64_t splits;
+        decode_setup_make(&ds, 4, shapes[i][0], shapes[i][1], 128, 16, 256, (int)shapes[i][2], lens);
+        for (splits = 1; splits <= 3; splits += 2) {
+            const int64_t st = ds.pt_stride;
+            snprintf(name, sizeof name, "decode %s, %lld split(s), valid", kind, (long long)splits);
+            fails += decode_case(name, &ds, splits, 1, -1, 0, -1, 0, 0);
+            snprintf(name, sizeof name, "decode %s, %lld split(s), kv_lens 300 > max", kind, (long long)splits);
+            fails += decode_case(name, &ds, splits, 1, 2, 300, -1, 0, 0);
+            snprintf(name, sizeof name, "decode %s, %lld split(s), kv_lens -4", kind, (long long)splits);
+            fails += decode_case(name, &ds, splits, 1, 1, -4, -1, 0, 0);
+            snprintf(name, sizeof name, "decode %s, %lld split(s), page = num_pages", kind, (long long)splits);
+            fails += decode_case(name, &ds, splits, 1, -1, 0, 1 * st + 3, (int32_t)ds.pages, 1);
+            snprintf(name, sizeof name, "decode %s, %lld split(s), page 2^30", kind, (long long)splits);
+            fails += decode_case(name, &ds, splits, 1, -1, 0, 3 * st + 12, 1 << 30, 1);
+            snprintf(name, sizeof name, "decode %s, %lld split(s), page -1, num_pages undeclared", kind, (long long)splits);
+            fails += decode_case(name, &ds, splits, 0, -1, 0, 0 * st + 15, -1, 1);
+            snprintf(name, sizeof name, "decode %s, %lld split(s), bad entry past kv_lens (unread)", kind, (long long)splits);
+            fails += decode_case(name, &ds, splits, 1, -1, 0, 2 * st + 10, -1, 0);
+        }
+        decode_setup_free(&ds);
+    }
+    if (fails) fail_msg("%d decode failures", fails);
+}
+#endif
+
+/* decode: 64 requests of 4096 keys; tensor-core bf16, fp8, and the per-lane kernel */
+static int decode_attention_bench(bench_case *cases) {
+    enum { HQ = 32, HK = 8, D = 128, PS = 16 };
+    static talon_decode_attention_args dec[3];
+    int64_t t;
+    int i;
+    int nc = 0;
+    for (i = 0; i < 3; i++) {
+        static const char *const names[3] = {"decode B64 L4096 32/8 bf16 (tensor cores)",
+                                             "decode B64 L4096 32/8 fp8 cache",
+                                             "decode B64 L4096 32/32 bf16 (per-lane)"};
+        const int64_t b = 64, l = 4096, per = l / PS, hk = i == 2 ? 32 : HK, fp8 = i == 1;
+        const size_t cache = (size_t)(b * per) * PS * (size_t)hk * D * (fp8 ? 1 : 2);
+        int32_t *pt = (int32_t *)malloc((size_t)(b * per) * 4), lens[64];
+        int64_t ws = 0;
+        CUdeviceptr dpt = gpu_alloc((size_t)(b * per) * 4), dl = gpu_alloc(sizeof lens);
+        for (t = 0; t < b * per; t++) pt[t] = (int32_t)((t * 7) % (b * per));
+        for (t = 0; t < b; t++) lens[t] = (int32_t)l;
+        upload(dpt, pt, (size_t)(b * per) * 4);
+        upload(dl, lens, sizeof lens);
+        free(pt);
+        memset(&dec[i], 0, sizeof dec[i]);
+        dec[i].o = gpu_alloc((size_t)b * HQ * D * 2); dec[i].lse = gpu_alloc((size_t)b * HQ * 4);
+        dec[i].q = bench_fill((size_t)b * HQ * D * 2, 6);
+        dec[i].k_cache = gpu_alloc(cache); dec[i].v_cache = gpu_alloc(cache);
+        GPU_CK(cu.cuMemsetD8(dec[i].k_cache, 0x22, cache));
+        GPU_CK(cu.cuMemsetD8(dec[i].v_cache, 0x22, cache));
+        dec[i].page_table = dpt; dec[i].kv_lens = dl; dec[i].batch = b; dec[i].num_qo_heads = HQ;
+        dec[i].num_kv_heads = hk; dec[i].head_dim = D; dec[i].page_size = PS;
+        dec[i].max_kv_len = l; dec[i].kv_dtype = fp8 ? TALON_DTYPE_FP8_E4M3 : TALON_DTYPE_BF16;
+        dec[i].k_scale = dec[i].v_scale = 1.0f;
+#ifndef CHECKED_BASELINE
+        dec[i].num_pages = b * per;
+#endif
+        if (talon_decode_attention_workspace_size(g.ctx, &dec[i], &ws) != TALON_SUCCESS) return -1;
+        dec[i].workspace = gpu_alloc((size_t)(ws ? ws : 16));
+        dec[i].workspace_bytes = ws;
+        cases[nc].name = names[i]; cases[nc].op = OP_decode_attention; cases[nc++].args = &dec[i];
+    }
+    return nc;
+}
+#endif

@@ -118,3 +118,66 @@ static void gather_check(const oc_job *j, uint8_t *const *img, oc_stats *st, dou
 static const oc_op gather_rows_oc = {gather_random, gather_build, gather_args,
                                      gather_check, gather_describe, NULL};
 #endif
+
+#ifdef CHECKED_FAMILY_CASES /* test_gpu_checked.c */
+#ifndef CHECKED_BASELINE
+static int gather_case(const char *name, int64_t cols, int idx64, int64_t bad_r, int64_t bad_v) {
+    enum { ROWS = 40, IN_ROWS = 100 };
+    uint16_t *in = random_16(TALON_DTYPE_BF16, (size_t)(IN_ROWS * cols), 31, 1.0f);
+    int64_t idx[ROWS];
+    int32_t idx32[ROWS];
+    region rg[1];
+    CUdeviceptr din = gpu_alloc((size_t)(IN_ROWS * cols * 2)), didx = gpu_alloc(ROWS * 8);
+    talon_gather_rows_args a;
+    want_report w = {NULL, NULL, 0, 0, 0, NULL};
+    int64_t r;
+    int fails;
+    for (r = 0; r < ROWS; r++) idx[r] = (r * 13 + 1) % IN_ROWS;
+    if (bad_r >= 0) idx[bad_r] = bad_v;
+    for (r = 0; r < ROWS; r++) idx32[r] = (int32_t)idx[r];
+    upload(din, in, (size_t)(IN_ROWS * cols * 2));
+    upload(didx, idx64 ? (const void *)idx : (const void *)idx32, idx64 ? ROWS * 8 : ROWS * 4);
+    rg[0] = region_new((size_t)(ROWS * cols * 2), GUARD, NULL);
+    memset(&a, 0, sizeof a);
+    a.out = rg[0].p; a.in = din; a.indices = didx; a.rows = ROWS; a.cols = cols;
+    a.in_rows = IN_ROWS; a.index_dtype = idx64 ? TALON_INDEX_I64 : TALON_INDEX_I32;
+    if (bad_r >= 0) {
+        w.op = "talon_gather_rows"; w.what = "indices";
+        w.index = bad_r; w.value = bad_v; w.bound = IN_ROWS;
+    }
+    fails = run_pair(name, rg, 1, OP_gather_rows, &a, &a, &w, NULL, NULL);
+    region_free(&rg[0]);
+    cu.cuMemFree(din); cu.cuMemFree(didx);
+    free(in);
+    return fails;
+}
+
+static void test_gather_rows(void **state) {
+    int fails = 0;
+    (void)state;
+    fails += gather_case("gather valid", 256, 0, -1, 0);
+    fails += gather_case("gather index = in_rows (16-byte path)", 256, 0, 17, 100);
+    fails += gather_case("gather index -1 (int64, element-wise)", 7, 1, 3, -1);
+    fails += gather_case("gather index INT64_MIN", 256, 1, 39, INT64_MIN);
+    if (fails) fail_msg("%d gather failures", fails);
+}
+#endif
+
+/* gather: 4096 embedding rows of 4096 */
+static int gather_rows_bench(bench_case *cases) {
+    enum { TOK = 4096 };
+    static talon_gather_rows_args ga;
+    int64_t t;
+    int nc = 0;
+    int32_t *idx = (int32_t *)malloc(TOK * 4);
+    CUdeviceptr di = gpu_alloc(TOK * 4);
+    for (t = 0; t < TOK; t++) idx[t] = (int32_t)((t * 7919) % 32000);
+    upload(di, idx, TOK * 4);
+    free(idx);
+    memset(&ga, 0, sizeof ga);
+    ga.out = gpu_alloc((size_t)TOK * 4096 * 2); ga.in = bench_fill((size_t)32000 * 4096 * 2, 5);
+    ga.indices = di; ga.rows = TOK; ga.cols = 4096; ga.in_rows = 32000;
+    cases[nc].name = "gather_rows 4096 x 4096 bf16 of 32000"; cases[nc].op = OP_gather_rows; cases[nc++].args = &ga;
+    return nc;
+}
+#endif

@@ -167,3 +167,77 @@ static void kv_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
 
 static const oc_op kv_append_oc = {kv_random, kv_build, kv_args, kv_check, kv_describe, NULL};
 #endif
+
+#ifdef CHECKED_FAMILY_CASES /* test_gpu_checked.c */
+#ifndef CHECKED_BASELINE
+static int kv_case(const char *name, int64_t hk, int64_t d, talon_dtype cache_dtype,
+                   int64_t bad_t, int64_t bad_slot) {
+    enum { T = 37, PS = 16, PAGES = 8 };
+    const int64_t row = hk * d, slots = PS * PAGES, cbytes = cache_dtype == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
+    int64_t *slot = (int64_t *)malloc(T * 8);
+    uint16_t *k = random_16(TALON_DTYPE_BF16, (size_t)(T * row), 11, 2.0f);
+    uint16_t *v = random_16(TALON_DTYPE_BF16, (size_t)(T * row), 12, 2.0f);
+    region rg[2];
+    CUdeviceptr dk = gpu_alloc((size_t)(T * row * 2)), dv = gpu_alloc((size_t)(T * row * 2));
+    CUdeviceptr ds_ok = gpu_alloc(T * 8), ds_bad = gpu_alloc(T * 8);
+    talon_kv_append_args a, b;
+    want_report w = {NULL, NULL, 0, 0, 0, NULL};
+    int64_t t;
+    int fails;
+    for (t = 0; t < T; t++) slot[t] = (int64_t)((t * 37 + 5) % slots); /* distinct */
+    slot[5] = -1; /* padding: skipped, never a violation */
+    upload(dk, k, (size_t)(T * row * 2));
+    upload(dv, v, (size_t)(T * row * 2));
+    upload(ds_ok, slot, T * 8);
+    if (bad_t >= 0) slot[bad_t] = bad_slot;
+    upload(ds_bad, slot, T * 8);
+    rg[0] = region_new((size_t)(slots * row * cbytes), GUARD, NULL);
+    rg[1] = region_new((size_t)(slots * row * cbytes), GUARD, NULL);
+    memset(&a, 0, sizeof a);
+    a.k_cache = rg[0].p; a.v_cache = rg[1].p; a.k = dk; a.v = dv; a.slot_mapping = ds_bad;
+    a.tokens = T; a.num_kv_heads = hk; a.head_dim = d; a.num_pages = PAGES; a.page_size = PS;
+    a.cache_dtype = cache_dtype;
+    if (cache_dtype == TALON_DTYPE_FP8_E4M3) a.k_scale = a.v_scale = 0.5f;
+    b = a; /* skipping a bad slot is documented without checking: the same inputs */
+    if (bad_t >= 0) {
+        w.op = "talon_kv_append"; w.what = "slot_mapping";
+        w.index = bad_t; w.value = bad_slot; w.bound = slots;
+    }
+    fails = run_pair(name, rg, 2, OP_kv_append, &b, &a, &w, NULL, NULL);
+    region_free(&rg[0]); region_free(&rg[1]);
+    cu.cuMemFree(dk); cu.cuMemFree(dv); cu.cuMemFree(ds_ok); cu.cuMemFree(ds_bad);
+    free(slot); free(k); free(v);
+    return fails;
+}
+
+static void test_kv_append(void **state) {
+    int fails = 0;
+    (void)state;
+    fails += kv_case("kv_append valid (a -1 padding slot)", 4, 128, TALON_DTYPE_BF16, -1, 0);
+    fails += kv_case("kv_append slot = num_slots (v8)", 4, 128, TALON_DTYPE_BF16, 13, 128);
+    fails += kv_case("kv_append slot 2^40 (element-wise)", 1, 100, TALON_DTYPE_BF16, 36, 1LL << 40);
+    fails += kv_case("kv_append slot INT64_MAX (fp8 cache)", 4, 128, TALON_DTYPE_FP8_E4M3, 0, INT64_MAX);
+    if (fails) fail_msg("%d kv_append failures", fails);
+}
+#endif
+
+/* kv_append: 4096 tokens into a cache of 8192 slots */
+static int kv_append_bench(bench_case *cases) {
+    enum { TOK = 4096, HK = 8, D = 128, PS = 16 };
+    static talon_kv_append_args kv;
+    int64_t t;
+    int nc = 0;
+    int64_t *slot = (int64_t *)malloc(TOK * 8);
+    CUdeviceptr ds = gpu_alloc(TOK * 8);
+    for (t = 0; t < TOK; t++) slot[t] = (t * 5) % 8192;
+    upload(ds, slot, TOK * 8);
+    free(slot);
+    memset(&kv, 0, sizeof kv);
+    kv.k_cache = gpu_alloc((size_t)8192 * HK * D * 2); kv.v_cache = gpu_alloc((size_t)8192 * HK * D * 2);
+    kv.k = bench_fill((size_t)TOK * HK * D * 2, 1); kv.v = bench_fill((size_t)TOK * HK * D * 2, 2);
+    kv.slot_mapping = ds; kv.tokens = TOK; kv.num_kv_heads = HK; kv.head_dim = D;
+    kv.num_pages = 8192 / PS; kv.page_size = PS;
+    cases[nc].name = "kv_append 4096 tok, 8 x 128, bf16"; cases[nc].op = OP_kv_append; cases[nc++].args = &kv;
+    return nc;
+}
+#endif

@@ -378,3 +378,200 @@ static void gg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
 static const oc_op moe_gemm_oc = {mg_random, mg_build, mg_args, mg_check, mg_describe, NULL};
 static const oc_op grouped_gemm_oc = {gg_random, gg_build, gg_args, gg_check, gg_describe, NULL};
 #endif
+
+#ifdef CHECKED_FAMILY_CASES /* test_gpu_checked.c */
+#ifndef CHECKED_BASELINE
+/* bad: 0 none, 1 sorted id above the sentinel, 2 negative sorted id, 3 num_post too large */
+static int moe_case(const char *name, int bad) {
+    enum { T = 64, TOPK = 2, E = 8, N = 128, K = 128 };
+    int32_t ids[T * TOPK], *sorted, post;
+    int64_t sorted_cap = 0, blocks_cap = 0, i, s_bad = -1;
+    float wts[T * TOPK];
+    uint16_t *ha = random_16(TALON_DTYPE_BF16, T * K, 61, 1.0f);
+    uint16_t *hb = random_16(TALON_DTYPE_BF16, E * N * K, 62, 0.1f);
+    uint64_t s = ref_mix64(63);
+    region rg[1];
+    CUdeviceptr da, db, dids, dw, dsorted, dexp, dpost, dsorted_bad, dpost_bad;
+    talon_moe_align_block_size_args al;
+    talon_moe_gemm_args a, c;
+    want_report w = {NULL, NULL, 0, 0, 0, NULL};
+    int fails;
+    talon_moe_align_block_size_capacity(T, TOPK, E, 128, &sorted_cap, &blocks_cap);
+    for (i = 0; i < T * TOPK; i++) {
+        ids[i] = (int32_t)((i / TOPK * 3 + (i % TOPK) * 5) % E);
+        if (ref_unit01(&s) < 0.2f) ids[i] = -1; /* expert parallelism's masking: no violation */
+        wts[i] = 0.25f + ref_unit01(&s);
+    }
+    da = gpu_alloc(T * K * 2); db = gpu_alloc(E * N * K * 2);
+    dids = gpu_alloc(sizeof ids); dw = gpu_alloc(sizeof wts);
+    dsorted = gpu_alloc((size_t)sorted_cap * 4); dexp = gpu_alloc((size_t)blocks_cap * 4);
+    dpost = gpu_alloc(4); dsorted_bad = gpu_alloc((size_t)sorted_cap * 4); dpost_bad = gpu_alloc(4);
+    upload(da, ha, T * K * 2); upload(db, hb, E * N * K * 2);
+    upload(dids, ids, sizeof ids); upload(dw, wts, sizeof wts);
+    memset(&al, 0, sizeof al);
+    al.sorted_token_ids = dsorted; al.expert_ids = dexp; al.num_tokens_post_padded = dpost;
+    al.topk_ids = dids; al.tokens = T; al.k = TOPK; al.experts = E; al.block_size = 128;
+    al.sorted_capacity = sorted_cap; al.expert_ids_capacity = blocks_cap;
+    if (talon_moe_align_block_size(g_chk, g.stream, &al) != TALON_SUCCESS) { /* not checked */
+        print_error("%s: moe_align: %s\n", name, talon_last_error());
+        return 1;
+    }
+    GPU_CK(cu.cuStreamSynchronize(g.stream));
+    sorted = (int32_t *)malloc((size_t)sorted_cap * 4);
+    GPU_CK(cu.cuMemcpyDtoH(sorted, dsorted, (size_t)sorted_cap * 4));
+    GPU_CK(cu.cuMemcpyDtoH(&post, dpost, 4));
+    if (bad == 1 || bad == 2) { /* a real pair's slot of the first block (it has work) */
+        s_bad = 0;
+        sorted[s_bad] = bad == 1 ? T * TOPK + 5 : -7;
+    }
+    upload(dsorted_bad, sorted, (size_t)sorted_cap * 4);
+    if (bad == 3) post = (int32_t)(blocks_cap < sorted_cap / 128 ? blocks_cap : sorted_cap / 128) * 128 + 128;
+    upload(dpost_bad, &post, 4);
+    rg[0] = region_new(T * TOPK * N * 2, GUARD, NULL);
+    memset(&a, 0, sizeof a);
+    a.d = rg[0].p; a.a = da; a.b = db; a.sorted_token_ids = dsorted_bad; a.expert_ids = dexp;
+    a.num_tokens_post_padded = dpost_bad; a.topk_weights = dw; a.tokens = T; a.topk = TOPK;
+    a.experts = E; a.block_size = 128; a.sorted_capacity = sorted_cap;
+    a.expert_ids_capacity = blocks_cap; a.n = N; a.k = K; a.a_rows = TALON_MOE_ROWS_TOKEN;
+    a.d_rows = TALON_MOE_ROWS_PAIR; a.act = TALON_GEMM_ACT_SILU;
+    c = a; /* a bad id is padding and a long num_post is cut without checking: same inputs */
+    if (bad == 1 || bad == 2) {
+        w.op = "talon_moe_gemm"; w.what = "sorted_token_ids";
+        w.index = s_bad; w.value = sorted[s_bad]; w.bound = T * TOPK;
+    } else if (bad == 3) {
+        w.op = "talon_moe_gemm"; w.what = "num_tokens_post_padded";
+        w.index = 0; w.value = post; w.bound = post - 128;
+    }
+    fails = run_pair(name, rg, 1, OP_moe_gemm, &c, &a, &w, NULL, NULL);
+    region_free(&rg[0]);
+    cu.cuMemFree(da); cu.cuMemFree(db); cu.cuMemFree(dids); cu.cuMemFree(dw);
+    cu.cuMemFree(dsorted); cu.cuMemFree(dexp); cu.cuMemFree(dpost);
+    cu.cuMemFree(dsorted_bad); cu.cuMemFree(dpost_bad);
+    free(sorted); free(ha); free(hb);
+    return fails;
+}
+
+static void test_moe_gemm(void **state) {
+    int fails = 0;
+    (void)state;
+    fails += moe_case("moe_gemm valid (-1 experts masked)", 0);
+    fails += moe_case("moe_gemm sorted id above the sentinel", 1);
+    fails += moe_case("moe_gemm sorted id -7", 2);
+    fails += moe_case("moe_gemm num_tokens_post_padded past the capacities", 3);
+    if (fails) fail_msg("%d moe_gemm failures", fails);
+}
+
+/* ================================================================ grouped_gemm */
+/* bad: 0 none, 1 a masked count above rows, 2 a negative masked count, 3 rows_used past the
+   rows (contiguous) */
+static int grouped_case(const char *name, int bad) {
+    enum { G = 4, ROWS = 100, CROWS = 256, N = 128, K = 128 };
+    const int masked = bad != 3;
+    const int64_t rows = masked ? G * ROWS : CROWS;
+    int32_t counts[G] = {0, ROWS, 37, 64}, tiles[CROWS / 128] = {2, -1}, used = CROWS + 128;
+    uint16_t *ha = random_16(TALON_DTYPE_BF16, (size_t)rows * K, 71, 1.0f);
+    uint16_t *hb = random_16(TALON_DTYPE_BF16, G * N * K, 72, 0.1f);
+    region rg[1];
+    CUdeviceptr da, db, didx, dused;
+    talon_grouped_gemm_args a;
+    want_report w = {NULL, NULL, 0, 0, 0, "talon_moe_gemm"};
+    int fails;
+    if (bad == 1) counts[2] = ROWS + 9;
+    if (bad == 2) counts[2] = -3;
+    da = gpu_alloc((size_t)rows * K * 2); db = gpu_alloc(G * N * K * 2);
+    didx = gpu_alloc(sizeof counts); dused = gpu_alloc(4);
+    upload(da, ha, (size_t)rows * K * 2); upload(db, hb, G * N * K * 2);
+    if (masked) upload(didx, counts, sizeof counts);
+    else upload(didx, tiles, sizeof tiles);
+    upload(dused, &used, 4);
+    rg[0] = region_new((size_t)rows * N * 2, GUARD, NULL);
+    memset(&a, 0, sizeof a);
+    a.d = rg[0].p; a.a = da; a.b = db; a.groups = G; a.n = N; a.k = K;
+    a.act = TALON_GEMM_ACT_SILU; a.dtype = TALON_DTYPE_BF16;
+    if (masked) {
+        a.layout = TALON_GROUPED_MASKED; a.group_rows = didx; a.rows = ROWS;
+    } else {
+        a.layout = TALON_GROUPED_CONTIGUOUS; a.tile_groups = didx; a.rows_used = dused;
+        a.rows = CROWS;
+    }
+    if (bad == 1 || bad == 2) {
+        w.op = "talon_grouped_gemm"; w.what = "group_rows";
+        w.index = 2; w.value = counts[2]; w.bound = ROWS;
+    } else if (bad == 3) {
+        w.op = "talon_grouped_gemm"; w.what = "rows_used";
+        w.index = 0; w.value = used; w.bound = CROWS;
+    }
+    /* a bad count is clamped and a long rows_used cut without checking: same inputs */
+    fails = run_pair(name, rg, 1, OP_grouped_gemm, &a, &a, &w, NULL, NULL);
+    region_free(&rg[0]);
+    cu.cuMemFree(da); cu.cuMemFree(db); cu.cuMemFree(didx); cu.cuMemFree(dused);
+    free(ha); free(hb);
+    return fails;
+}
+
+static void test_grouped_gemm(void **state) {
+    int fails = 0;
+    (void)state;
+    fails += grouped_case("grouped_gemm valid (masked counts 0 .. rows)", 0);
+    fails += grouped_case("grouped_gemm masked count above rows", 1);
+    fails += grouped_case("grouped_gemm masked count -3", 2);
+    fails += grouped_case("grouped_gemm rows_used past the rows", 3);
+    if (fails) fail_msg("%d grouped_gemm failures", fails);
+}
+#endif
+
+/* moe_gemm: Mixtral-like, 2048 tokens, top-2 of 8: w13 gated (TOKEN -> SORTED), w2 with
+   router weights (SORTED -> PAIR) */
+static int moe_gemm_bench(bench_case *cases) {
+    static talon_moe_gemm_args mg[2];
+    int64_t t;
+    int i;
+    int nc = 0;
+    const int64_t tk = 2048, topk = 2, e = 8, hidden = 4096, inter = 4096;
+    int64_t scap = 0, bcap = 0;
+    int32_t *ids = (int32_t *)malloc((size_t)(tk * topk) * 4);
+    float *w = (float *)malloc((size_t)(tk * topk) * 4);
+    talon_moe_align_block_size_args al;
+    CUdeviceptr dids = gpu_alloc((size_t)(tk * topk) * 4), dw = gpu_alloc((size_t)(tk * topk) * 4);
+    CUdeviceptr ds, de, dp, h;
+    talon_moe_align_block_size_capacity(tk, topk, e, 128, &scap, &bcap);
+    for (t = 0; t < tk * topk; t++) {
+        ids[t] = (int32_t)((t / topk * 3 + (t % topk) * 5) % e);
+        w[t] = 0.5f;
+    }
+    upload(dids, ids, (size_t)(tk * topk) * 4);
+    upload(dw, w, (size_t)(tk * topk) * 4);
+    free(ids); free(w);
+    ds = gpu_alloc((size_t)scap * 4); de = gpu_alloc((size_t)bcap * 4); dp = gpu_alloc(4);
+    memset(&al, 0, sizeof al);
+    al.sorted_token_ids = ds; al.expert_ids = de; al.num_tokens_post_padded = dp;
+    al.topk_ids = dids; al.tokens = tk; al.k = topk; al.experts = e; al.block_size = 128;
+    al.sorted_capacity = scap; al.expert_ids_capacity = bcap;
+    if (talon_moe_align_block_size(g.ctx, g.stream, &al) != TALON_SUCCESS) return -1;
+    h = gpu_alloc((size_t)scap * inter * 2);
+    for (i = 0; i < 2; i++) {
+        memset(&mg[i], 0, sizeof mg[i]);
+        mg[i].sorted_token_ids = ds; mg[i].expert_ids = de; mg[i].num_tokens_post_padded = dp;
+        mg[i].tokens = tk; mg[i].topk = topk; mg[i].experts = e; mg[i].block_size = 128;
+        mg[i].sorted_capacity = scap; mg[i].expert_ids_capacity = bcap;
+    }
+    mg[0].d = h; mg[0].a = bench_fill((size_t)tk * hidden * 2, 10);
+    mg[0].b = bench_fill((size_t)e * 2 * inter * hidden * 2, 11);
+    mg[0].n = inter; mg[0].k = hidden; mg[0].gated = 1; mg[0].act = TALON_GEMM_ACT_SILU;
+    mg[0].a_rows = TALON_MOE_ROWS_TOKEN; mg[0].d_rows = TALON_MOE_ROWS_SORTED;
+    mg[1].d = gpu_alloc((size_t)tk * topk * hidden * 2); mg[1].a = h;
+    mg[1].b = bench_fill((size_t)e * hidden * inter * 2, 12);
+    mg[1].topk_weights = dw; mg[1].n = hidden; mg[1].k = inter;
+    mg[1].a_rows = TALON_MOE_ROWS_SORTED; mg[1].d_rows = TALON_MOE_ROWS_PAIR;
+    cases[nc].name = "moe_gemm w13 2048 tok top-2/8, TOKEN -> SORTED";
+    cases[nc].op = OP_moe_gemm; cases[nc++].args = &mg[0];
+    cases[nc].name = "moe_gemm w2 SORTED -> PAIR, router weights";
+    cases[nc].op = OP_moe_gemm; cases[nc++].args = &mg[1];
+    return nc;
+}
+
+static int grouped_gemm_bench(bench_case *cases) { /* none yet */
+    (void)cases;
+    return 0;
+}
+#endif

@@ -353,3 +353,123 @@ static const oc_op prefill_attention_oc = {pre_random, pre_build, prefill_args,
 static const oc_op prefill_attention_paged_oc = {pre_random, pre_build, paged_args,
                                                  pre_check, pre_describe, NULL};
 #endif
+
+#ifdef CHECKED_FAMILY_CASES /* test_gpu_checked.c */
+#ifndef CHECKED_BASELINE
+static int paged_case(const char *name, int64_t ps, int64_t lens_b, int32_t lens_v, int64_t pt_b,
+                      int64_t pt_i, int32_t pt_v, int reading) {
+    enum { B = 3, HQ = 8, HK = 2, D = 128, MAXLEN = 320 };
+    static const int32_t qlen[B] = {20, 64, 5}, klen[B] = {100, 64, 300};
+    const int64_t per = MAXLEN / ps, pages = B * per + 5;
+    int32_t cu_q[B + 1], lens[B], *table = (int32_t *)malloc((size_t)(B * per) * 4);
+    int64_t total_q, i;
+    uint16_t *q, *kc, *vc;
+    region rg[2];
+    CUdeviceptr dq, dk, dv, dcu, dlens, dtable, ws;
+    talon_prefill_attention_paged_args a;
+    want_report w = {NULL, NULL, 0, 0, 0, NULL};
+    int fails;
+    cu_q[0] = 0;
+    for (i = 0; i < B; i++) cu_q[i + 1] = cu_q[i] + qlen[i];
+    total_q = cu_q[B];
+    for (i = 0; i < B; i++) lens[i] = klen[i];
+    for (i = 0; i < B * per; i++) table[i] = (int32_t)((i * 7 + 3) % pages); /* distinct */
+    if (lens_b >= 0) lens[lens_b] = lens_v;
+    if (pt_b >= 0) table[pt_b * per + pt_i] = pt_v;
+    q = random_16(TALON_DTYPE_BF16, (size_t)(total_q * HQ * D), 51, 1.0f);
+    kc = random_16(TALON_DTYPE_BF16, (size_t)(pages * ps * HK * D), 52, 1.0f);
+    vc = random_16(TALON_DTYPE_BF16, (size_t)(pages * ps * HK * D), 53, 1.0f);
+    dq = gpu_alloc((size_t)(total_q * HQ * D * 2));
+    dk = gpu_alloc((size_t)(pages * ps * HK * D * 2));
+    dv = gpu_alloc((size_t)(pages * ps * HK * D * 2));
+    dcu = gpu_alloc(sizeof cu_q); dlens = gpu_alloc(sizeof lens);
+    dtable = gpu_alloc((size_t)(B * per) * 4); ws = gpu_alloc(16);
+    upload(dq, q, (size_t)(total_q * HQ * D * 2));
+    upload(dk, kc, (size_t)(pages * ps * HK * D * 2));
+    upload(dv, vc, (size_t)(pages * ps * HK * D * 2));
+    upload(dcu, cu_q, sizeof cu_q); upload(dlens, lens, sizeof lens);
+    upload(dtable, table, (size_t)(B * per) * 4);
+    rg[0] = region_new((size_t)(total_q * HQ * D * 2), GUARD, NULL);
+    rg[1] = region_new((size_t)(total_q * HQ * 4), GUARD, NULL);
+    memset(&a, 0, sizeof a);
+    a.o = rg[0].p; a.lse = rg[1].p; a.q = dq; a.k_cache = dk; a.v_cache = dv;
+    a.page_table = dtable; a.kv_lens = dlens; a.cu_seqlens_q = dcu; a.workspace = ws;
+    a.workspace_bytes = 16; a.batch = B; a.total_q = total_q; a.max_seqlen_q = 64;
+    a.max_kv_len = MAXLEN; a.num_pages = pages; a.page_size = ps; a.num_qo_heads = HQ;
+    a.num_kv_heads = HK; a.head_dim = D; a.causal = 1;
+    w.kernel = ps < 16 ? "talon_prefill_attention_gather_" : "talon_prefill_attention_pages_";
+    if (lens_b >= 0) {
+        w.op = "talon_prefill_attention_paged"; w.what = "kv_lens";
+        w.index = lens_b; w.value = lens_v; w.bound = MAXLEN;
+    }
+    if (pt_b >= 0 && reading) {
+        w.op = "talon_prefill_attention_paged"; w.what = "page_table";
+        w.index = pt_b * per + pt_i; w.value = pt_v; w.bound = pages;
+    }
+    /* without checking a bad page reads zeros and a bad kv_lens is clamped: the same inputs */
+    fails = run_pair(name, rg, 2, OP_prefill_attention_paged, &a, &a, &w, NULL, NULL);
+    region_free(&rg[0]); region_free(&rg[1]);
+    cu.cuMemFree(dq); cu.cuMemFree(dk); cu.cuMemFree(dv); cu.cuMemFree(dcu);
+    cu.cuMemFree(dlens); cu.cuMemFree(dtable); cu.cuMemFree(ws);
+    free(table); free(q); free(kc); free(vc);
+    return fails;
+}
+
+static void test_prefill_paged(void **state) {
+    int fails = 0, i;
+    char name[160];
+    (void)state;
+    for (i = 0; i < 2; i++) { /* pages of 16: a TMA box per page; of 8: rows gathered */
+        const int64_t ps = i ? 8 : 16;
+        const char *path = i ? "gather" : "TMA pages";
+        snprintf(name, sizeof name, "prefill paged %s valid", path);
+        fails += paged_case(name, ps, -1, 0, -1, 0, 0, 0);
+        snprintf(name, sizeof name, "prefill paged %s kv_lens -1", path);
+        fails += paged_case(name, ps, 0, -1, -1, 0, 0, 0);
+        snprintf(name, sizeof name, "prefill paged %s kv_lens 321 > max", path);
+        fails += paged_case(name, ps, 2, 321, -1, 0, 0, 0);
+        snprintf(name, sizeof name, "prefill paged %s page = num_pages", path);
+        fails += paged_case(name, ps, -1, 0, 2, 7, (int32_t)(3 * (320 / ps) + 5), 1);
+        snprintf(name, sizeof name, "prefill paged %s page -9", path);
+        fails += paged_case(name, ps, -1, 0, 1, 0, -9, 1);
+        snprintf(name, sizeof name, "prefill paged %s bad entry past kv_lens (unread)", path);
+        fails += paged_case(name, ps, -1, 0, 1, 320 / ps - 1, -9, 0);
+    }
+    if (fails) fail_msg("%d prefill paged failures", fails);
+}
+#endif
+
+/* prefill paged: 4 prompts of 2048 tokens, causal; pages of 16 (TMA) and of 8 (gather) */
+static int prefill_attention_paged_bench(bench_case *cases) {
+    enum { HQ = 32, HK = 8, D = 128 };
+    static talon_prefill_attention_paged_args pf[2];
+    int64_t t;
+    int i;
+    int nc = 0;
+    for (i = 0; i < 2; i++) {
+        const int64_t b = 4, l = 2048, ps = i ? 8 : 16, per = l / ps;
+        const size_t cache = (size_t)(b * per) * (size_t)ps * HK * D * 2;
+        int32_t *pt = (int32_t *)malloc((size_t)(b * per) * 4), lens[4], cq[5];
+        CUdeviceptr dpt = gpu_alloc((size_t)(b * per) * 4), dl = gpu_alloc(sizeof lens), dcq = gpu_alloc(sizeof cq);
+        for (t = 0; t < b * per; t++) pt[t] = (int32_t)((t * 7) % (b * per));
+        for (t = 0; t < b; t++) lens[t] = (int32_t)l;
+        for (t = 0; t <= b; t++) cq[t] = (int32_t)(t * l);
+        upload(dpt, pt, (size_t)(b * per) * 4);
+        upload(dl, lens, sizeof lens);
+        upload(dcq, cq, sizeof cq);
+        free(pt);
+        memset(&pf[i], 0, sizeof pf[i]);
+        pf[i].o = gpu_alloc((size_t)b * l * HQ * D * 2); pf[i].lse = 0;
+        pf[i].q = bench_fill((size_t)b * l * HQ * D * 2, 7);
+        pf[i].k_cache = bench_fill(cache, 8); pf[i].v_cache = bench_fill(cache, 9);
+        pf[i].page_table = dpt; pf[i].kv_lens = dl; pf[i].cu_seqlens_q = dcq;
+        pf[i].workspace = gpu_alloc(16); pf[i].workspace_bytes = 16; pf[i].batch = b;
+        pf[i].total_q = b * l; pf[i].max_seqlen_q = l; pf[i].max_kv_len = l;
+        pf[i].num_pages = b * per; pf[i].page_size = ps; pf[i].num_qo_heads = HQ;
+        pf[i].num_kv_heads = HK; pf[i].head_dim = D; pf[i].causal = 1;
+        cases[nc].name = i ? "prefill paged 4 x 2048 causal, pages of 8" : "prefill paged 4 x 2048 causal, pages of 16";
+        cases[nc].op = OP_prefill_attention_paged; cases[nc++].args = &pf[i];
+    }
+    return nc;
+}
+#endif

@@ -200,3 +200,82 @@ done:
 
 static const oc_op rope_oc = {rope_random, rope_build, rope_args, rope_check, rope_describe, NULL};
 #endif
+
+#ifdef CHECKED_FAMILY_CASES /* test_gpu_checked.c */
+#ifndef CHECKED_BASELINE
+static int rope_case(const char *name, talon_rope_style style, int pos64, int cache,
+                     int64_t bad_t, int64_t bad_pos) {
+    enum { T = 50, HQ = 8, HK = 2, D = 128, MAXPOS = 64 };
+    uint16_t *q = random_16(TALON_DTYPE_BF16, T * HQ * D, 21, 1.0f);
+    uint16_t *k = random_16(TALON_DTYPE_BF16, T * HK * D, 22, 1.0f);
+    float *cs = (float *)malloc(MAXPOS * D * 4);
+    int64_t pos[T];
+    int32_t pos32[T];
+    region rg[2];
+    CUdeviceptr dpos = gpu_alloc(T * 8), dcache = cache ? gpu_alloc(MAXPOS * D * 4) : 0;
+    talon_rope_args a;
+    want_report w = {NULL, NULL, 0, 0, 0, NULL};
+    int64_t t, i;
+    int fails;
+    for (i = 0; i < MAXPOS; i++)
+        for (t = 0; t < D / 2; t++) {
+            const double ang = (double)i * pow(10000.0, -2.0 * (double)t / D);
+            cs[i * D + t] = (float)cos(ang);
+            cs[i * D + D / 2 + t] = (float)sin(ang);
+        }
+    for (t = 0; t < T; t++) pos[t] = (t * 7) % MAXPOS;
+    if (bad_t >= 0) pos[bad_t] = bad_pos;
+    for (t = 0; t < T; t++) pos32[t] = (int32_t)pos[t];
+    upload(dpos, pos64 ? (const void *)pos : (const void *)pos32, pos64 ? T * 8 : T * 4);
+    if (cache) upload(dcache, cs, MAXPOS * D * 4);
+    rg[0] = region_new(T * HQ * D * 2, GUARD, q);
+    rg[1] = region_new(T * HK * D * 2, GUARD, k);
+    memset(&a, 0, sizeof a);
+    a.q = rg[0].p; a.k = rg[1].p; a.positions = dpos; a.cos_sin_cache = dcache;
+    a.tokens = T; a.num_q_heads = HQ; a.num_kv_heads = HK; a.head_dim = D; a.max_pos = MAXPOS;
+    a.positions_dtype = pos64 ? TALON_INDEX_I64 : TALON_INDEX_I32; a.style = style;
+    if (bad_t >= 0 && cache) {
+        w.op = "talon_rope"; w.what = "positions";
+        w.index = bad_t; w.value = bad_pos; w.bound = MAXPOS;
+    }
+    fails = run_pair(name, rg, 2, OP_rope, &a, &a, &w, NULL, NULL);
+    region_free(&rg[0]); region_free(&rg[1]);
+    cu.cuMemFree(dpos);
+    if (dcache) cu.cuMemFree(dcache);
+    free(q); free(k); free(cs);
+    return fails;
+}
+
+static void test_rope(void **state) {
+    int fails = 0;
+    (void)state;
+    fails += rope_case("rope NeoX cache valid", TALON_ROPE_NEOX, 0, 1, -1, 0);
+    fails += rope_case("rope NeoX cache position = max_pos", TALON_ROPE_NEOX, 0, 1, 21, 64);
+    fails += rope_case("rope GPT-J cache position -3 (int64)", TALON_ROPE_GPTJ, 1, 1, 7, -3);
+    fails += rope_case("rope NeoX cache position 2^40 (int64)", TALON_ROPE_NEOX, 1, 1, 49, 1LL << 40);
+    fails += rope_case("rope theta: any position is valid", TALON_ROPE_NEOX, 1, 0, 3, -123456789);
+    if (fails) fail_msg("%d rope failures", fails);
+}
+#endif
+
+/* rope with a cos/sin cache */
+static int rope_bench(bench_case *cases) {
+    enum { TOK = 4096, HQ = 32, HK = 8, D = 128 };
+    static talon_rope_args rope;
+    int64_t t;
+    int nc = 0;
+    int32_t *pos = (int32_t *)malloc(TOK * 4);
+    float *cs = (float *)calloc((size_t)8192 * D, 4);
+    CUdeviceptr dp = gpu_alloc(TOK * 4), dc = gpu_alloc((size_t)8192 * D * 4);
+    for (t = 0; t < TOK; t++) pos[t] = (int32_t)t;
+    upload(dp, pos, TOK * 4);
+    upload(dc, cs, (size_t)8192 * D * 4);
+    free(pos); free(cs);
+    memset(&rope, 0, sizeof rope);
+    rope.q = bench_fill((size_t)TOK * HQ * D * 2, 3); rope.k = bench_fill((size_t)TOK * HK * D * 2, 4);
+    rope.positions = dp; rope.cos_sin_cache = dc; rope.tokens = TOK; rope.num_q_heads = HQ;
+    rope.num_kv_heads = HK; rope.head_dim = D; rope.max_pos = 8192;
+    cases[nc].name = "rope 4096 tok, 32 + 8 heads, cache"; cases[nc].op = OP_rope; cases[nc++].args = &rope;
+    return nc;
+}
+#endif
