@@ -18,16 +18,15 @@ static talon_ctx *ctx;
 
 static talon_status call(int op, const op_args *a) { return op_call(ctx, STREAM, op, a); }
 
-/* The ops with a workspace: its size function, on the same args (-2 when there is none). */
+/* The ops with a workspace (WORKSPACE_OPS, op_calls.h): its size function, on the same args
+   (-2 when there is none). */
 static talon_status workspace_size(int op, const op_args *a, int64_t *bytes) {
     *bytes = -2;
     switch (op) {
-    case OP_topk: return talon_topk_workspace_size(ctx, &a->topk, bytes);
-    case OP_decode_attention: return talon_decode_attention_workspace_size(ctx, &a->decode, bytes);
-    case OP_prefill_attention:
-        return talon_prefill_attention_workspace_size(ctx, &a->prefill, bytes);
-    case OP_prefill_attention_paged:
-        return talon_prefill_attention_paged_workspace_size(ctx, &a->prefill_paged, bytes);
+#define WORKSPACE_SIZE(name, member)                                                           \
+    case OP_##name: return talon_##name##_workspace_size(ctx, &a->member, bytes);
+        WORKSPACE_OPS(WORKSPACE_SIZE)
+#undef WORKSPACE_SIZE
     }
     return TALON_SUCCESS;
 }

@@ -294,16 +294,13 @@ static void test_destroy_frees_the_record(void **state) {
 }
 
 /* ================================================================ launches */
-/* The ops whose kernels check, and where their params hold the talon__check. */
+/* The ops whose kernels check (CHECKED_OPS, op_calls.h), and where their params hold the
+   talon__check. */
 typedef struct checked_op { int op; size_t at; } checked_op;
 static const checked_op checked_ops[] = {
-    {OP_kv_append, offsetof(talon__kv_params, check)},
-    {OP_rope, offsetof(talon__rope_params, check)},
-    {OP_gather_rows, offsetof(talon__gather_params, check)},
-    {OP_decode_attention, offsetof(talon__decode_params, check)},
-    {OP_prefill_attention_paged, offsetof(talon__prefill_params, check)},
-    {OP_moe_gemm, offsetof(talon__moe_gemm_params, check)},
-    {OP_grouped_gemm, offsetof(talon__moe_gemm_params, check)},
+#define CHECKED_ROW(name, params, gpu_test) {OP_##name, offsetof(params, check)},
+    CHECKED_OPS(CHECKED_ROW)
+#undef CHECKED_ROW
 };
 
 static const checked_op *checked_op_of(int op) {

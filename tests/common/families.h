@@ -1,0 +1,15 @@
+/* Every family's tests/<family>/cases_<family>.h, in op order. No include guard: op_calls.h
+   includes it for the lists, op_cases.h and test_gpu_checked.c again for their sections. */
+#include "../norm/cases_norm.h"
+#include "../act/cases_act.h"
+#include "../router/cases_router.h"
+#include "../topk/cases_topk.h"
+#include "../moe/cases_moe.h"
+#include "../rope/cases_rope.h"
+#include "../kv_cache/cases_kv_cache.h"
+#include "../gather/cases_gather.h"
+#include "../decode/cases_decode.h"
+#include "../prefill/cases_prefill.h"
+#include "../gemm/cases_gemm.h"
+#include "../quant/cases_quant.h"
+#include "../moe_gemm/cases_moe_gemm.h"
