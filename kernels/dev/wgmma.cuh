@@ -120,6 +120,8 @@ template <int K> __device__ __forceinline__ void fence_operand(uint32_t (&r)[K])
 #define TALON_DEV_DOPS_16(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
 #define TALON_DEV_DREGS_32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define TALON_DEV_DOPS_32(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define TALON_DEV_DREGS_40 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}"
+#define TALON_DEV_DOPS_40(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
 #define TALON_DEV_DREGS_48 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
 #define TALON_DEV_DOPS_48(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
 #define TALON_DEV_DREGS_64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
@@ -133,7 +135,7 @@ template <int K> __device__ __forceinline__ void fence_operand(uint32_t (&r)[K])
 // TA/TB: 1 = that operand is MN-major in shared memory (0 = K-major).
 template <int N, int TA = 0, int TB = 0>
 __device__ __forceinline__ void mma_bf16_ss(float (&d)[N / 2], uint64_t a, uint64_t b, bool accumulate) {
-    static_assert(N == 16 || N == 32 || N == 64 || N == 96 || N == 128 || N == 192 || N == 256, "N not provided");
+    static_assert(N == 16 || N == 32 || N == 64 || N == 80 || N == 96 || N == 128 || N == 192 || N == 256, "N not provided");
     const uint32_t s = accumulate;
     if constexpr (N == 16)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
@@ -147,6 +149,10 @@ __device__ __forceinline__ void mma_bf16_ss(float (&d)[N / 2], uint64_t a, uint6
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " TALON_DEV_DREGS_32 ", %32, %33, p, 1, 1, %35, %36;\n}"
                      : TALON_DEV_DOPS_32(d) : "l"(a), "l"(b), "r"(s), "n"(TA), "n"(TB));
+    else if constexpr (N == 80)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " TALON_DEV_DREGS_40 ", %40, %41, p, 1, 1, %43, %44;\n}"
+                     : TALON_DEV_DOPS_40(d) : "l"(a), "l"(b), "r"(s), "n"(TA), "n"(TB));
     else if constexpr (N == 96)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " TALON_DEV_DREGS_48 ", %48, %49, p, 1, 1, %51, %52;\n}"
@@ -169,7 +175,7 @@ __device__ __forceinline__ void mma_bf16_ss(float (&d)[N / 2], uint64_t a, uint6
 // TA/TB: 1 = that operand is MN-major in shared memory (0 = K-major).
 template <int N, int TA = 0, int TB = 0>
 __device__ __forceinline__ void mma_f16_ss(float (&d)[N / 2], uint64_t a, uint64_t b, bool accumulate) {
-    static_assert(N == 16 || N == 32 || N == 64 || N == 96 || N == 128 || N == 192 || N == 256, "N not provided");
+    static_assert(N == 16 || N == 32 || N == 64 || N == 80 || N == 96 || N == 128 || N == 192 || N == 256, "N not provided");
     const uint32_t s = accumulate;
     if constexpr (N == 16)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
@@ -183,6 +189,10 @@ __device__ __forceinline__ void mma_f16_ss(float (&d)[N / 2], uint64_t a, uint64
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " TALON_DEV_DREGS_32 ", %32, %33, p, 1, 1, %35, %36;\n}"
                      : TALON_DEV_DOPS_32(d) : "l"(a), "l"(b), "r"(s), "n"(TA), "n"(TB));
+    else if constexpr (N == 80)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " TALON_DEV_DREGS_40 ", %40, %41, p, 1, 1, %43, %44;\n}"
+                     : TALON_DEV_DOPS_40(d) : "l"(a), "l"(b), "r"(s), "n"(TA), "n"(TB));
     else if constexpr (N == 96)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " TALON_DEV_DREGS_48 ", %48, %49, p, 1, 1, %51, %52;\n}"

@@ -6,7 +6,7 @@
    (fake addresses one GiB apart, so no two buffers overlap; workspaces of 1 GiB).
 
    What these tests know of an op is its family's: tests/<family>/cases_<family>.h (all of
-   them: families.h) holds, for each of its ops,
+   them: family_cases.h) holds, for each of its ops,
    - always: its X(name, op_args member) in <FAMILY>_TEST_OPS; X(name, the params struct that
      holds its talon__check, its GPU test) in <FAMILY>_CHECKED_OPS if its kernels check
      device indices; X(name, member) in <FAMILY>_WORKSPACE_OPS if it has a
@@ -26,7 +26,7 @@
 #define GB (CUdeviceptr)0x40000000ull /* one fake buffer per GiB: no overlaps */
 #endif
 
-#include "families.h"
+#include "family_cases.h"
 
 /* X(name, union member): every op of talon.h (test_op_list.c checks) */
 #define TEST_OPS(X)                                                                            \

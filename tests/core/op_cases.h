@@ -309,7 +309,7 @@ typedef struct oc_op {
 /* P(i): buffer i as talon gets it (the args functions) */
 #define P(i) (d->p[i] + (CUdeviceptr)j->b[i].off)
 #define OC_FAMILY_CASES
-#include "families.h"
+#include "family_cases.h"
 #undef OC_FAMILY_CASES
 #undef P
 

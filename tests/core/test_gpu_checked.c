@@ -237,7 +237,7 @@ static CUdeviceptr bench_fill(size_t bytes, uint64_t seed) {
 /* each checked op's tests and --bench cases (CHECKED_OPS: test_<...> and <name>_bench in
    tests/<family>/cases_<family>.h) */
 #define CHECKED_FAMILY_CASES
-#include "families.h"
+#include "family_cases.h"
 #undef CHECKED_FAMILY_CASES
 
 #ifndef CHECKED_BASELINE

@@ -406,7 +406,9 @@ static void test_launch(void **state) {
     qs = a.q_stride ? a.q_stride : a.num_qo_heads * a.head_dim;
     ks = a.k_stride ? a.k_stride : a.num_kv_heads * a.head_dim;
     vs = a.v_stride ? a.v_stride : a.num_kv_heads * dv;
-    bn = a.head_dim == 256 ? 64 : a.head_dim == 64 ? 192 : 128; /* keys per block (fp8: 128, 64) */
+    /* keys per block */
+    bn = a.dtype == TALON_DTYPE_FP8_E4M3 ? (a.head_dim == 256 ? 64 : 128)
+         : a.head_dim == 256 ? 80 : a.head_dim == 64 ? 192 : 128;
     assert_int_equal(fake.encodes, 3);
     check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, (uint32_t)bn, a.dtype);
     check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, dv, vs, (uint32_t)bn, a.dtype);
