@@ -229,7 +229,7 @@ $(DEV_TEST): tests/dev/test_gpu_dev.c build/tests/dev_kernels.cubin build/tests/
 # The Python benchmarks (bench/ops.py) call talon through ctypes on a shared build of the
 # dispatcher; bench/shim.c adds the description of the argument structs (fields, offsets, sizes)
 # their ctypes mirrors are built from and checked against (its compile-time checks stop the build).
-build/lib/libtalon_bench.so: bench/shim.c $(HEADERS) $(EMBED)
+build/lib/libtalon_bench.so: bench/shim.c tests/common/family_cases.h $(wildcard tests/*/cases_*.h) $(HEADERS) $(EMBED)
 	$(call say,CC,$@)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(WARN) -std=c99 -fPIC -shared $(INC) $< $(LIBS) -o $@
 

@@ -1,11 +1,12 @@
 /* libtalon_bench.so: talon's dispatcher as a shared library for bench/ops.py (ctypes), plus a
    description of talon's argument structs (each field's name, offset, size and kind) from which
    bench/mirror.py builds the ctypes mirrors, checking every field's offset and the total size.
-   BENCH_STRUCTS below is the one list of those fields: bench/ops_*.py hold none.
+   BENCH_STRUCTS below is the one list of those fields (an op's args struct in its family's
+   <FAMILY>_BENCH_STRUCTS, tests/<family>/cases_<family>.h): bench/ops_*.py hold none.
 
-   Adding a field to a struct in talon.h: add F(name, KIND) to its line here, in talon.h's
-   order; nothing in Python changes (ops_*.py set the fields they use by name, or by position
-   for the structs they fill positionally). Adding an argument struct: a line here.
+   Adding a field to a struct in talon.h: add F(name, KIND) to its entry, in talon.h's order;
+   nothing in Python changes (ops_*.py set the fields they use by name, or by position for the
+   structs they fill positionally). Adding an op's args struct: an entry in its family's list.
 
    Kinds (bench/mirror.py maps them to ctypes):
      PTR     CUdeviceptr (device address)         I64  int64_t
@@ -38,109 +39,21 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+/* the op families' lists: <FAMILY>_BENCH_STRUCTS in tests/<family>/cases_<family>.h */
+#include "../tests/common/family_cases.h"
 
-/* Every public argument struct of talon.h, and talon_ctx_options; fields in talon.h's order. */
+/* Every public argument struct of talon.h (the ops' in their families), talon_ctx_options and
+   talon_check_report; fields in talon.h's order. */
 #define BENCH_STRUCTS(S, F) \
     S(talon_ctx_options, F(context, HANDLE) F(flags, U32)) \
     S(talon_check_report, \
       F(violated, I32) F(op, HANDLE) F(kernel, HANDLE) F(what, HANDLE) F(rule, HANDLE) \
       F(index, I64) F(value, I64) F(bound, I64)) \
-    S(talon_rmsnorm_args, \
-      F(out, PTR) F(in, PTR) F(weight, PTR) F(rows, I64) F(cols, I64) F(out_stride, I64) \
-      F(in_stride, I64) F(eps, F32) F(dtype, ENUM)) \
-    S(talon_fused_add_rmsnorm_args, \
-      F(in, PTR) F(residual, PTR) F(weight, PTR) F(rows, I64) F(cols, I64) F(in_stride, I64) \
-      F(residual_stride, I64) F(eps, F32) F(dtype, ENUM)) \
-    S(talon_layernorm_args, \
-      F(out, PTR) F(in, PTR) F(weight, PTR) F(bias, PTR) F(rows, I64) F(cols, I64) \
-      F(out_stride, I64) F(in_stride, I64) F(eps, F32) F(dtype, ENUM)) \
-    S(talon_silu_and_mul_args, \
-      F(out, PTR) F(in, PTR) F(rows, I64) F(cols, I64) F(out_stride, I64) F(in_stride, I64) \
-      F(dtype, ENUM)) \
-    S(talon_gelu_and_mul_args, \
-      F(out, PTR) F(in, PTR) F(rows, I64) F(cols, I64) F(out_stride, I64) F(in_stride, I64) \
-      F(dtype, ENUM) F(approx, ENUM)) \
-    S(talon_moe_router_topk_args, \
-      F(topk_weights, PTR) F(topk_ids, PTR) F(logits, PTR) F(correction_bias, PTR) \
-      F(tokens, I64) F(experts, I64) F(k, I64) F(logits_stride, I64) F(logits_dtype, ENUM) \
-      F(scoring, ENUM) F(renormalize, I32)) \
-    S(talon_topk_args, \
-      F(out_values, PTR) F(out_indices, PTR) F(in, PTR) F(workspace, PTR) \
-      F(workspace_bytes, I64) F(rows, I64) F(cols, I64) F(k, I64) F(in_stride, I64) \
-      F(sorted, I32) F(dtype, ENUM)) \
-    S(talon_moe_align_block_size_args, \
-      F(sorted_token_ids, PTR) F(expert_ids, PTR) F(num_tokens_post_padded, PTR) \
-      F(topk_ids, PTR) F(tokens, I64) F(k, I64) F(experts, I64) F(block_size, I64) \
-      F(sorted_capacity, I64) F(expert_ids_capacity, I64)) \
-    S(talon_moe_sum_args, \
-      F(out, PTR) F(in, PTR) F(weights, PTR) F(tokens, I64) F(k, I64) F(hidden, I64) \
-      F(dtype, ENUM)) \
-    S(talon_rope_args, \
-      F(q, PTR) F(k, PTR) F(positions, PTR) F(cos_sin_cache, PTR) F(tokens, I64) \
-      F(num_q_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) F(rot_dim, I64) \
-      F(q_stride, I64) F(k_stride, I64) F(max_pos, I64) F(theta, F32) F(dtype, ENUM) \
-      F(positions_dtype, ENUM) F(style, ENUM)) \
-    S(talon_kv_append_args, \
-      F(k_cache, PTR) F(v_cache, PTR) F(k, PTR) F(v, PTR) F(slot_mapping, PTR) \
-      F(tokens, I64) F(num_kv_heads, I64) F(head_dim, I64) F(num_pages, I64) \
-      F(page_size, I64) F(k_stride, I64) F(v_stride, I64) F(k_scale, F32) F(v_scale, F32) \
-      F(dtype, ENUM) F(cache_dtype, ENUM) F(layout, ENUM)) \
-    S(talon_decode_attention_args, \
-      F(o, PTR) F(lse, PTR) F(q, PTR) F(k_cache, PTR) F(v_cache, PTR) F(page_table, PTR) \
-      F(kv_lens, PTR) F(workspace, PTR) F(workspace_bytes, I64) F(batch, I64) \
-      F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) F(page_size, I64) \
-      F(num_pages, I64) F(page_table_stride, I64) F(max_kv_len, I64) F(window, I64) \
-      F(num_splits, I64) \
-      F(sm_scale, F32) F(logits_soft_cap, F32) F(k_scale, F32) F(v_scale, F32) \
-      F(dtype, ENUM) F(kv_dtype, ENUM) F(layout, ENUM)) \
-    S(talon_merge_attention_states_args, \
-      F(o, PTR) F(lse, PTR) F(o_a, PTR) F(lse_a, PTR) F(o_b, PTR) F(lse_b, PTR) \
-      F(rows, I64) F(head_dim, I64) F(dtype, ENUM)) \
-    S(talon_prefill_attention_args, \
-      F(o, PTR) F(lse, PTR) F(q, PTR) F(k, PTR) F(v, PTR) F(cu_seqlens_q, PTR) \
-      F(cu_seqlens_k, PTR) F(workspace, PTR) F(workspace_bytes, I64) F(batch, I64) \
-      F(total_q, I64) F(total_kv, I64) \
-      F(max_seqlen_q, I64) F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) \
-      F(v_head_dim, I64) F(q_stride, I64) F(k_stride, I64) F(v_stride, I64) F(o_stride, I64) \
-      F(window, I64) \
-      F(causal, I32) F(sm_scale, F32) F(logits_soft_cap, F32) F(dtype, ENUM) \
-      F(q_scale, F32) F(k_scale, F32) F(v_scale, F32)) \
-    S(talon_prefill_attention_paged_args, \
-      F(o, PTR) F(lse, PTR) F(q, PTR) F(k_cache, PTR) F(v_cache, PTR) F(page_table, PTR) \
-      F(kv_lens, PTR) F(cu_seqlens_q, PTR) F(workspace, PTR) F(workspace_bytes, I64) \
-      F(batch, I64) F(total_q, I64) F(max_seqlen_q, I64) \
-      F(max_kv_len, I64) F(num_pages, I64) F(page_size, I64) F(page_table_stride, I64) \
-      F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) F(q_stride, I64) \
-      F(o_stride, I64) F(window, I64) F(causal, I32) F(sm_scale, F32) \
-      F(logits_soft_cap, F32) F(dtype, ENUM) F(layout, ENUM) F(kv_dtype, ENUM) F(k_scale, F32) \
-      F(v_scale, F32)) \
-    S(talon_gemm_args, \
-      F(d, PTR) F(a, PTR) F(b, PTR) F(bias, PTR) F(c, PTR) F(a_scale, PTR) F(b_scale, PTR) \
-      F(m, I64) F(n, I64) F(k, I64) F(lda, I64) F(ldb, I64) F(ldc, I64) F(ldd, I64) \
-      F(alpha, F32) F(beta, F32) F(act, ENUM) F(gated, I32) F(dtype, ENUM) F(out_dtype, ENUM) \
-      F(scale, ENUM)) \
-    S(talon_quant_fp8_args, \
-      F(out, PTR) F(in, PTR) F(scale, PTR) F(rows, I64) F(cols, I64) F(out_stride, I64) \
-      F(in_stride, I64) F(scale_row_stride, I64) F(scale_group_stride, I64) F(mode, ENUM) \
-      F(dtype, ENUM)) \
-    S(talon_rmsnorm_quant_fp8_args, \
-      F(out, PTR) F(scale, PTR) F(in, PTR) F(residual, PTR) F(weight, PTR) F(rows, I64) \
-      F(cols, I64) F(out_stride, I64) F(in_stride, I64) F(residual_stride, I64) F(eps, F32) \
-      F(mode, ENUM) F(dtype, ENUM)) \
-    S(talon_moe_gemm_args, \
-      F(d, PTR) F(a, PTR) F(b, PTR) F(sorted_token_ids, PTR) F(expert_ids, PTR) \
-      F(num_tokens_post_padded, PTR) F(topk_weights, PTR) F(tokens, I64) F(topk, I64) \
-      F(experts, I64) F(block_size, I64) F(sorted_capacity, I64) F(expert_ids_capacity, I64) \
-      F(n, I64) F(k, I64) F(lda, I64) F(ldb, I64) F(ldd, I64) F(a_rows, ENUM) F(d_rows, ENUM) \
-      F(act, ENUM) F(gated, I32) F(dtype, ENUM)) \
-    S(talon_grouped_gemm_args, \
-      F(d, PTR) F(a, PTR) F(b, PTR) F(tile_groups, PTR) F(rows_used, PTR) F(group_rows, PTR) \
-      F(a_scale, PTR) F(b_scale, PTR) F(groups, I64) F(rows, I64) F(n, I64) F(k, I64) \
-      F(lda, I64) F(ldb, I64) F(ldd, I64) F(layout, ENUM) F(act, ENUM) F(scale, ENUM) \
-      F(gated, I32) F(dtype, ENUM)) \
-    S(talon_gather_rows_args, \
-      F(out, PTR) F(in, PTR) F(indices, PTR) F(rows, I64) F(cols, I64) F(in_rows, I64) \
-      F(out_stride, I64) F(in_stride, I64) F(dtype, ENUM) F(index_dtype, ENUM))
+    NORM_BENCH_STRUCTS(S, F) ACT_BENCH_STRUCTS(S, F) ROUTER_BENCH_STRUCTS(S, F) \
+    TOPK_BENCH_STRUCTS(S, F) MOE_BENCH_STRUCTS(S, F) ROPE_BENCH_STRUCTS(S, F) \
+    KV_CACHE_BENCH_STRUCTS(S, F) GATHER_BENCH_STRUCTS(S, F) DECODE_BENCH_STRUCTS(S, F) \
+    PREFILL_BENCH_STRUCTS(S, F) GEMM_BENCH_STRUCTS(S, F) QUANT_BENCH_STRUCTS(S, F) \
+    MOE_GEMM_BENCH_STRUCTS(S, F)
 
 /* The C type of each kind (what the ctypes mirror holds). */
 typedef CUdeviceptr bench_c_PTR;

@@ -4,6 +4,14 @@
 #define TALON_TESTS_CASES_ACT_H
 
 #define ACT_TEST_OPS(X) X(silu_and_mul, silu) X(gelu_and_mul, gelu)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define ACT_BENCH_STRUCTS(S, F) \
+    S(talon_silu_and_mul_args, \
+      F(out, PTR) F(in, PTR) F(rows, I64) F(cols, I64) F(out_stride, I64) F(in_stride, I64) \
+      F(dtype, ENUM)) \
+    S(talon_gelu_and_mul_args, \
+      F(out, PTR) F(in, PTR) F(rows, I64) F(cols, I64) F(out_stride, I64) F(in_stride, I64) \
+      F(dtype, ENUM) F(approx, ENUM))
 
 #ifdef TALON_TESTS_FAKE_DRIVER_H /* op_valid_args: a call each op accepts */
 static void silu_and_mul_valid_args(talon_silu_and_mul_args *a) {

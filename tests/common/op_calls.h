@@ -7,7 +7,8 @@
 
    What these tests know of an op is its family's: tests/<family>/cases_<family>.h (all of
    them: family_cases.h) holds, for each of its ops,
-   - always: its X(name, op_args member) in <FAMILY>_TEST_OPS; X(name, the params struct that
+   - always: its X(name, op_args member) in <FAMILY>_TEST_OPS; its args struct's fields in
+     <FAMILY>_BENCH_STRUCTS (bench/shim.c); X(name, the params struct that
      holds its talon__check, its GPU test) in <FAMILY>_CHECKED_OPS if its kernels check
      device indices; X(name, member) in <FAMILY>_WORKSPACE_OPS if it has a
      talon_<name>_workspace_size; after fake_driver.h, <name>_valid_args; in op_cases.h,

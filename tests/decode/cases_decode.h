@@ -4,6 +4,20 @@
 #define TALON_TESTS_CASES_DECODE_H
 
 #define DECODE_TEST_OPS(X) X(decode_attention, decode) X(merge_attention_states, merge)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define DECODE_BENCH_STRUCTS(S, F) \
+    S(talon_decode_attention_args, \
+      F(o, PTR) F(lse, PTR) F(q, PTR) F(k_cache, PTR) F(v_cache, PTR) F(page_table, PTR) \
+      F(kv_lens, PTR) F(workspace, PTR) F(workspace_bytes, I64) F(batch, I64) \
+      F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) F(page_size, I64) \
+      F(num_pages, I64) F(page_table_stride, I64) F(max_kv_len, I64) F(window, I64) \
+      F(num_splits, I64) \
+      F(sm_scale, F32) F(logits_soft_cap, F32) F(k_scale, F32) F(v_scale, F32) \
+      F(dtype, ENUM) F(kv_dtype, ENUM) F(layout, ENUM)) \
+    S(talon_merge_attention_states_args, \
+      F(o, PTR) F(lse, PTR) F(o_a, PTR) F(lse_a, PTR) F(o_b, PTR) F(lse_b, PTR) \
+      F(rows, I64) F(head_dim, I64) F(dtype, ENUM))
+
 #define DECODE_CHECKED_OPS(X) X(decode_attention, talon__decode_params, test_decode_attention)
 #define DECODE_WORKSPACE_OPS(X) X(decode_attention, decode)
 

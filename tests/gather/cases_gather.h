@@ -4,6 +4,12 @@
 #define TALON_TESTS_CASES_GATHER_H
 
 #define GATHER_TEST_OPS(X) X(gather_rows, gather)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define GATHER_BENCH_STRUCTS(S, F) \
+    S(talon_gather_rows_args, \
+      F(out, PTR) F(in, PTR) F(indices, PTR) F(rows, I64) F(cols, I64) F(in_rows, I64) \
+      F(out_stride, I64) F(in_stride, I64) F(dtype, ENUM) F(index_dtype, ENUM))
+
 #define GATHER_CHECKED_OPS(X) X(gather_rows, talon__gather_params, test_gather_rows)
 
 #ifdef TALON_TESTS_FAKE_DRIVER_H /* op_valid_args: a call each op accepts */

@@ -4,6 +4,13 @@
 #define TALON_TESTS_CASES_GEMM_H
 
 #define GEMM_TEST_OPS(X) X(gemm, gemm)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define GEMM_BENCH_STRUCTS(S, F) \
+    S(talon_gemm_args, \
+      F(d, PTR) F(a, PTR) F(b, PTR) F(bias, PTR) F(c, PTR) F(a_scale, PTR) F(b_scale, PTR) \
+      F(m, I64) F(n, I64) F(k, I64) F(lda, I64) F(ldb, I64) F(ldc, I64) F(ldd, I64) \
+      F(alpha, F32) F(beta, F32) F(act, ENUM) F(gated, I32) F(dtype, ENUM) F(out_dtype, ENUM) \
+      F(scale, ENUM))
 
 #ifdef TALON_TESTS_FAKE_DRIVER_H /* op_valid_args: a call each op accepts */
 static void gemm_valid_args(talon_gemm_args *a) {

@@ -4,6 +4,14 @@
 #define TALON_TESTS_CASES_KV_CACHE_H
 
 #define KV_CACHE_TEST_OPS(X) X(kv_append, kv_append)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define KV_CACHE_BENCH_STRUCTS(S, F) \
+    S(talon_kv_append_args, \
+      F(k_cache, PTR) F(v_cache, PTR) F(k, PTR) F(v, PTR) F(slot_mapping, PTR) \
+      F(tokens, I64) F(num_kv_heads, I64) F(head_dim, I64) F(num_pages, I64) \
+      F(page_size, I64) F(k_stride, I64) F(v_stride, I64) F(k_scale, F32) F(v_scale, F32) \
+      F(dtype, ENUM) F(cache_dtype, ENUM) F(layout, ENUM))
+
 #define KV_CACHE_CHECKED_OPS(X) X(kv_append, talon__kv_params, test_kv_append)
 
 #ifdef TALON_TESTS_FAKE_DRIVER_H /* op_valid_args: a call each op accepts */

@@ -4,6 +4,15 @@
 #define TALON_TESTS_CASES_MOE_H
 
 #define MOE_TEST_OPS(X) X(moe_align_block_size, align) X(moe_sum, moe_sum)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define MOE_BENCH_STRUCTS(S, F) \
+    S(talon_moe_align_block_size_args, \
+      F(sorted_token_ids, PTR) F(expert_ids, PTR) F(num_tokens_post_padded, PTR) \
+      F(topk_ids, PTR) F(tokens, I64) F(k, I64) F(experts, I64) F(block_size, I64) \
+      F(sorted_capacity, I64) F(expert_ids_capacity, I64)) \
+    S(talon_moe_sum_args, \
+      F(out, PTR) F(in, PTR) F(weights, PTR) F(tokens, I64) F(k, I64) F(hidden, I64) \
+      F(dtype, ENUM))
 
 #ifdef TALON_TESTS_FAKE_DRIVER_H /* op_valid_args: a call each op accepts */
 static void moe_align_block_size_valid_args(talon_moe_align_block_size_args *a) {

@@ -4,6 +4,20 @@
 #define TALON_TESTS_CASES_MOE_GEMM_H
 
 #define MOE_GEMM_TEST_OPS(X) X(moe_gemm, moe_gemm) X(grouped_gemm, grouped_gemm)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define MOE_GEMM_BENCH_STRUCTS(S, F) \
+    S(talon_moe_gemm_args, \
+      F(d, PTR) F(a, PTR) F(b, PTR) F(sorted_token_ids, PTR) F(expert_ids, PTR) \
+      F(num_tokens_post_padded, PTR) F(topk_weights, PTR) F(tokens, I64) F(topk, I64) \
+      F(experts, I64) F(block_size, I64) F(sorted_capacity, I64) F(expert_ids_capacity, I64) \
+      F(n, I64) F(k, I64) F(lda, I64) F(ldb, I64) F(ldd, I64) F(a_rows, ENUM) F(d_rows, ENUM) \
+      F(act, ENUM) F(gated, I32) F(dtype, ENUM)) \
+    S(talon_grouped_gemm_args, \
+      F(d, PTR) F(a, PTR) F(b, PTR) F(tile_groups, PTR) F(rows_used, PTR) F(group_rows, PTR) \
+      F(a_scale, PTR) F(b_scale, PTR) F(groups, I64) F(rows, I64) F(n, I64) F(k, I64) \
+      F(lda, I64) F(ldb, I64) F(ldd, I64) F(layout, ENUM) F(act, ENUM) F(scale, ENUM) \
+      F(gated, I32) F(dtype, ENUM))
+
 #define MOE_GEMM_CHECKED_OPS(X)                                                                 \
     X(moe_gemm, talon__moe_gemm_params, test_moe_gemm)                                          \
     X(grouped_gemm, talon__moe_gemm_params, test_grouped_gemm)

@@ -5,6 +5,17 @@
 
 #define NORM_TEST_OPS(X)                                                                        \
     X(rmsnorm, rmsnorm) X(fused_add_rmsnorm, fused_add_rmsnorm) X(layernorm, layernorm)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define NORM_BENCH_STRUCTS(S, F) \
+    S(talon_rmsnorm_args, \
+      F(out, PTR) F(in, PTR) F(weight, PTR) F(rows, I64) F(cols, I64) F(out_stride, I64) \
+      F(in_stride, I64) F(eps, F32) F(dtype, ENUM)) \
+    S(talon_fused_add_rmsnorm_args, \
+      F(in, PTR) F(residual, PTR) F(weight, PTR) F(rows, I64) F(cols, I64) F(in_stride, I64) \
+      F(residual_stride, I64) F(eps, F32) F(dtype, ENUM)) \
+    S(talon_layernorm_args, \
+      F(out, PTR) F(in, PTR) F(weight, PTR) F(bias, PTR) F(rows, I64) F(cols, I64) \
+      F(out_stride, I64) F(in_stride, I64) F(eps, F32) F(dtype, ENUM))
 
 #ifdef TALON_TESTS_FAKE_DRIVER_H /* op_valid_args: a call each op accepts */
 static void rmsnorm_valid_args(talon_rmsnorm_args *a) {

@@ -4,6 +4,27 @@
 #define TALON_TESTS_CASES_PREFILL_H
 
 #define PREFILL_TEST_OPS(X) X(prefill_attention, prefill) X(prefill_attention_paged, prefill_paged)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define PREFILL_BENCH_STRUCTS(S, F) \
+    S(talon_prefill_attention_args, \
+      F(o, PTR) F(lse, PTR) F(q, PTR) F(k, PTR) F(v, PTR) F(cu_seqlens_q, PTR) \
+      F(cu_seqlens_k, PTR) F(workspace, PTR) F(workspace_bytes, I64) F(batch, I64) \
+      F(total_q, I64) F(total_kv, I64) \
+      F(max_seqlen_q, I64) F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) \
+      F(v_head_dim, I64) F(q_stride, I64) F(k_stride, I64) F(v_stride, I64) F(o_stride, I64) \
+      F(window, I64) \
+      F(causal, I32) F(sm_scale, F32) F(logits_soft_cap, F32) F(dtype, ENUM) \
+      F(q_scale, F32) F(k_scale, F32) F(v_scale, F32)) \
+    S(talon_prefill_attention_paged_args, \
+      F(o, PTR) F(lse, PTR) F(q, PTR) F(k_cache, PTR) F(v_cache, PTR) F(page_table, PTR) \
+      F(kv_lens, PTR) F(cu_seqlens_q, PTR) F(workspace, PTR) F(workspace_bytes, I64) \
+      F(batch, I64) F(total_q, I64) F(max_seqlen_q, I64) \
+      F(max_kv_len, I64) F(num_pages, I64) F(page_size, I64) F(page_table_stride, I64) \
+      F(num_qo_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) F(q_stride, I64) \
+      F(o_stride, I64) F(window, I64) F(causal, I32) F(sm_scale, F32) \
+      F(logits_soft_cap, F32) F(dtype, ENUM) F(layout, ENUM) F(kv_dtype, ENUM) F(k_scale, F32) \
+      F(v_scale, F32))
+
 #define PREFILL_CHECKED_OPS(X) X(prefill_attention_paged, talon__prefill_params, test_prefill_paged)
 #define PREFILL_WORKSPACE_OPS(X)                                                                \
     X(prefill_attention, prefill) X(prefill_attention_paged, prefill_paged)

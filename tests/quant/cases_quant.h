@@ -4,6 +4,16 @@
 #define TALON_TESTS_CASES_QUANT_H
 
 #define QUANT_TEST_OPS(X) X(quant_fp8, quant) X(rmsnorm_quant_fp8, rmsnorm_quant)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define QUANT_BENCH_STRUCTS(S, F) \
+    S(talon_quant_fp8_args, \
+      F(out, PTR) F(in, PTR) F(scale, PTR) F(rows, I64) F(cols, I64) F(out_stride, I64) \
+      F(in_stride, I64) F(scale_row_stride, I64) F(scale_group_stride, I64) F(mode, ENUM) \
+      F(dtype, ENUM)) \
+    S(talon_rmsnorm_quant_fp8_args, \
+      F(out, PTR) F(scale, PTR) F(in, PTR) F(residual, PTR) F(weight, PTR) F(rows, I64) \
+      F(cols, I64) F(out_stride, I64) F(in_stride, I64) F(residual_stride, I64) F(eps, F32) \
+      F(mode, ENUM) F(dtype, ENUM))
 
 #ifdef TALON_TESTS_FAKE_DRIVER_H /* op_valid_args: a call each op accepts */
 static void quant_fp8_valid_args(talon_quant_fp8_args *a) {

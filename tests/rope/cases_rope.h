@@ -4,6 +4,14 @@
 #define TALON_TESTS_CASES_ROPE_H
 
 #define ROPE_TEST_OPS(X) X(rope, rope)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define ROPE_BENCH_STRUCTS(S, F) \
+    S(talon_rope_args, \
+      F(q, PTR) F(k, PTR) F(positions, PTR) F(cos_sin_cache, PTR) F(tokens, I64) \
+      F(num_q_heads, I64) F(num_kv_heads, I64) F(head_dim, I64) F(rot_dim, I64) \
+      F(q_stride, I64) F(k_stride, I64) F(max_pos, I64) F(theta, F32) F(dtype, ENUM) \
+      F(positions_dtype, ENUM) F(style, ENUM))
+
 #define ROPE_CHECKED_OPS(X) X(rope, talon__rope_params, test_rope)
 
 #ifdef TALON_TESTS_FAKE_DRIVER_H /* op_valid_args: a call each op accepts */

@@ -4,6 +4,12 @@
 #define TALON_TESTS_CASES_ROUTER_H
 
 #define ROUTER_TEST_OPS(X) X(moe_router_topk, router)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define ROUTER_BENCH_STRUCTS(S, F) \
+    S(talon_moe_router_topk_args, \
+      F(topk_weights, PTR) F(topk_ids, PTR) F(logits, PTR) F(correction_bias, PTR) \
+      F(tokens, I64) F(experts, I64) F(k, I64) F(logits_stride, I64) F(logits_dtype, ENUM) \
+      F(scoring, ENUM) F(renormalize, I32))
 
 #ifdef TALON_TESTS_FAKE_DRIVER_H /* op_valid_args: a call each op accepts */
 static void moe_router_topk_valid_args(talon_moe_router_topk_args *a) {

@@ -4,6 +4,13 @@
 #define TALON_TESTS_CASES_TOPK_H
 
 #define TOPK_TEST_OPS(X) X(topk, topk)
+/* bench/shim.c: the fields of its args structs, in talon.h's order (kinds: bench/shim.c) */
+#define TOPK_BENCH_STRUCTS(S, F) \
+    S(talon_topk_args, \
+      F(out_values, PTR) F(out_indices, PTR) F(in, PTR) F(workspace, PTR) \
+      F(workspace_bytes, I64) F(rows, I64) F(cols, I64) F(k, I64) F(in_stride, I64) \
+      F(sorted, I32) F(dtype, ENUM))
+
 #define TOPK_WORKSPACE_OPS(X) X(topk, topk)
 
 #ifdef TALON_TESTS_FAKE_DRIVER_H /* op_valid_args: a call each op accepts */
