@@ -23,7 +23,6 @@ static void gelu_and_mul_valid_args(talon_gelu_and_mul_args *a) {
 }
 #endif
 
-
 #endif
 
 #ifdef OC_FAMILY_CASES /* op_cases.h */
