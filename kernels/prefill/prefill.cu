@@ -225,7 +225,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     auto *vpipe = reinterpret_cast<Pipeline<VSTAGES> *>(kpipe + 1);
     auto *lpipe = reinterpret_cast<Pipeline<LSTAGES> *>(vpipe + 1); // fp8: v landing -> transposers
     // the tile handed from the producer's lead thread to the rest (two slots: tile k in slot
-    // k % 2), and the barrier every reader waits on before reading the slot
+    // k % 2), and the barrier the gathering (or fp8's transposing) producer threads wait on
+    // before reading the slot (the consumers read it after q_full, which the lead arrives on
+    // after writing it)
     int *tile_slot = FP8 ? reinterpret_cast<int *>(lpipe + 1) : reinterpret_cast<int *>(vpipe + 1);
     uint64_t *tile_ready = reinterpret_cast<uint64_t *>(tile_slot + 2);
     const int tiles = p.m_blocks * p.batch * p.num_qo_heads;
@@ -318,7 +320,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 t = next < unsigned(tiles) ? int(next) : -1;
                 mbar_wait(q_empty, q_phase ^ 1);
                 tile_slot[k % 2] = t;
-                mbar_arrive(tile_ready);
+                if (GATHER || FP8) mbar_arrive(tile_ready);
                 if (t < 0) {
                     mbar_arrive(q_full); // no bytes: the consumers read -1 and stop
                 } else {
@@ -671,11 +673,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // The epilogue stages o in the k stage of the tile's last block (where BM rows of DV
     // 16-bit columns fit: BN x D >= BM x DV) and writes it out in 16-byte row pieces: from
     // registers, 32 4-byte stores a thread held their registers until the stores drained (18%
-    // of the consumers' samples at L = 1024, docs/notes/prefill.md). That stage is released after the epilogue.
-    // The other warpgroup may still be reading it for its last q k^T: the tile's phase of
-    // q_empty says when both warpgroups are done (a phase no warpgroup a tile ahead can
-    // overrun: the next one needs this epilogue first). Not at d256 or with fp8 (their k stage
-    // is half o's size) nor the gathering producers (their d64 kernels spilled with it).
+    // of the consumers' samples at L = 1024, docs/notes/prefill.md). That stage is released
+    // after the epilogue. The other warpgroup may still be reading it for its last q k^T: the
+    // tile's phase of q_empty says when both warpgroups are done (a phase no warpgroup a tile
+    // ahead can overrun: the next one needs this epilogue first). Not at d256 or with fp8
+    // (their k stage is half o's size) nor the gathering producers (their d64 kernels spilled
+    // with it).
     constexpr bool STAGE_O = !FP8 && !GATHER && BN * D >= BM * DV;
     PipeState<STAGES> o_stage; // the held k stage
     auto release_k = [&](bool last) {
@@ -688,9 +691,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     };
 
     for (int k = 0;; k++) {
-        mbar_wait(q_full, q_phase); // the tile's q, or -1: no tiles left
+        mbar_wait(q_full, q_phase); // the tile's q, or -1: no tiles left (and its slot)
         q_phase ^= 1;
-        mbar_wait(tile_ready, k % 2); // the slot
         const int t = tile_slot[k % 2];
         if (t < 0) break;
         tile_of<BN, PAGED>(p, t, tl);
