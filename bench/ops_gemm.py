@@ -245,8 +245,15 @@ def cases(h):
         for n, k in ((6144, 4096), (28672, 4096), (4096, 14336)):
             out.append(fp8_case(h, m, n, k, "row", f"fp8 row M={m} N={n} K={k}"))
     for m in (1, 16, 64):
-        out.append(fp8_case(h, m, 14336, 4096, "row", f"fp8 row decode M={m} N=14336 K=4096",
+        for n, k in ((14336, 4096), (4096, 14336)):
+            out.append(fp8_case(h, m, n, k, "row", f"fp8 row decode M={m} N={n} K={k}",
+                                decode=True))
+    # DeepSeek-V3 decode projections with block scales (split-K over 128-row tiles), and a
+    # short prefill chunk on the same split-K path
+    for n, k in ((4096, 7168), (7168, 2048)):
+        out.append(fp8_case(h, 16, n, k, "block", f"fp8 block decode M=16 N={n} K={k}",
                             decode=True))
+    out.append(gemm_case(h, 128, 4096, 14336, "bf16 M=128 N=4096 K=14336", decode=True))
     for n, k in ((7168, 16384), (4096, 7168), (24576, 1536), (7168, 2048)):
         t = [("scaled_mm_over_talon", ">=", 1.1, ">= 1.1x torch._scaled_mm blockwise")]
         if (n, k) == (7168, 16384):

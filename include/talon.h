@@ -989,12 +989,12 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
    d itself (same pointer and stride: the residual is read before d is written, element by
    element); otherwise d must not overlap any input. Rows of a beyond m and of b beyond n are
    never read.
-   Kernel: one persistent launch (CTAs of 384 threads: a TMA producer, two wgmma warpgroups),
+   Kernel: one persistent launch (CTAs of a TMA producer warpgroup and two wgmma warpgroups),
    planned on the host from (m, n, k, input size, gated, out_dtype, scale, SM count) alone:
    tiles of 128 rows x 256, 192 or 128 columns, whichever fills the SMs' waves best (gated:
    128 or 64 columns from 256 or 128 rows of b; block scales: 256 or 128, gated 256 where n
    is a multiple of 128); 128 x 256 tiles in
-   clusters of 2 CTAs that share b's tile; split-K in 2 or 4 ways, reduced inside a cluster,
+   clusters of 2 CTAs that share b's tile; split-K in 2 ways, reduced inside a cluster of 2,
    where tiles are fewer than SMs; for m <= 64 with a 16-bit output, no gating and no block
    scales, the product is computed transposed (b's rows on the wide side of the tensor-core
    tile), the weight-bandwidth-bound decode regime. No workspace.

@@ -143,9 +143,9 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
 
 // Split-K across the SPLIT CTAs of a cluster, for both bodies: the barriers (in each CTA's
 // shared memory) and the reduction of one tile's accumulators. The ranks' fp32 partials meet
-// in rank 0 in rank order (bit-reproducible), through distributed shared memory.
-template <int SPLIT> struct SplitK {
-    static constexpr int CONSUMERS = 256; // threads of the two consumer warpgroups
+// in rank 0 in rank order (bit-reproducible), through distributed shared memory. CONSUMERS:
+// the threads of the consumer warpgroups.
+template <int SPLIT, int CONSUMERS = 256> struct SplitK {
     uint64_t ready[SPLIT]; // on rank 0: rank r's partial is in place
     uint64_t done;         // on rank r: rank 0 has read it
 
@@ -319,8 +319,11 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
 // m <= 64, the weight-bandwidth-bound regime: the product is computed transposed, D^T = B A^T,
 // so that b's rows fill wgmma's 64-row side and the few rows of a are its N (MN = 16, 32 or
 // 64): a 128 x MN tile per k-block costs 1/8 .. 1/2 of the tensor time a 128 x 128 tile of
-// mostly zero rows would, and the CTA streams b at the rate its loads allow. Each consumer
-// warpgroup holds 64 output columns x MN rows; split-K as in gemm_tile.
+// mostly zero rows would, and the CTA streams b at the rate its loads allow. Tiles are ROWS
+// (128 or 64) rows of b, one consumer warpgroup per 64 of them holding 64 output columns x MN
+// rows; split-K as in gemm_tile. 64-row tiles give a narrow n twice the CTAs, so its split-K
+// needs only clusters of 2 (N 4096: 64 tiles x 2 ways = 128 CTAs; clusters of 4 would not all
+// be resident at once: 30 of them fit on a 132-SM part).
 
 // The accumulators of one warpgroup (64 columns n0.. of d, MN rows) through the epilogue
 // into one staging chunk (MN rows x 128 bytes) and one TMA store. Register 4q + 2h + e holds
@@ -364,22 +367,23 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
     st.store_tma(&p.d_map, buf, n0, 0, barrier, leader);
 }
 
-template <int DT, int OT, int MN, int SPLIT>
+template <int DT, int OT, int MN, int SPLIT, int ROWS>
 __device__ void gemm_swap(const talon__gemm_params &p) {
     using T = elem<DT>;
     constexpr int BK = kblock<DT>;
-    constexpr int STAGES = TALON__GEMM_SWAP_STAGES(MN);
-    constexpr int W_ELEMS = 128 * BK, X_ELEMS = MN * BK;
+    constexpr int STAGES = TALON__GEMM_SWAP_STAGES(MN, ROWS);
+    constexpr int W_ELEMS = ROWS * BK, X_ELEMS = MN * BK;
     constexpr uint32_t STAGE_BYTES = (W_ELEMS + X_ELEMS) * sizeof(T);
-    constexpr int CONSUMER_WARPS = 8;
+    constexpr int CONSUMER_WARPGROUPS = ROWS / 64, CONSUMER_WARPS = 4 * CONSUMER_WARPGROUPS;
     extern __shared__ uint8_t smem_raw[];
     T *sw = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     T *sx = sw + STAGES * W_ELEMS; // MN rows of 128 bytes: stays 1024-aligned
-    uint8_t *staging = reinterpret_cast<uint8_t *>(sx + STAGES * X_ELEMS);
-    float4 *partial = reinterpret_cast<float4 *>(staging + 2 * 16384);
+    uint8_t *staging = reinterpret_cast<uint8_t *>(sx + STAGES * X_ELEMS); // 16 KB a warpgroup
+    float4 *partial = reinterpret_cast<float4 *>(staging + CONSUMER_WARPGROUPS * 16384);
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(reinterpret_cast<uint8_t *>(partial) +
-                                                      (SPLIT > 1 ? 128 * MN * 4 : 0));
-    auto *split = reinterpret_cast<SplitK<SPLIT> *>(pipe + 1);
+                                                      (SPLIT > 1 ? ROWS * MN * 4 : 0));
+    using Split = SplitK<SPLIT, CONSUMER_WARPGROUPS * kWarpgroupThreads>;
+    auto *split = reinterpret_cast<Split *>(pipe + 1);
 
     const int rank = SPLIT > 1 ? int(cluster_ctarank()) : 0;
     const int first = blockIdx.x / SPLIT, stride = gridDim.x / SPLIT;
@@ -397,20 +401,20 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
     else __syncthreads();
 
     if (wg == 0) {
-        setmaxnreg_dec<40>();
+        if constexpr (CONSUMER_WARPGROUPS > 1) setmaxnreg_dec<40>();
         if (warp_in_warpgroup() == 0 && elect_one()) {
             PipeState<STAGES> st;
             for (int u = first; u < p.tiles_n; u += stride)
                 for (int kb = kb0; kb < kb1; kb++) {
                     uint64_t *full = pipe->producer_acquire(st);
                     pipe->producer_commit(st, STAGE_BYTES);
-                    tma_load_2d(sw + st.stage * W_ELEMS, &p.b_lo, full, kb * BK, u * 128);
+                    tma_load_2d(sw + st.stage * W_ELEMS, &p.b_lo, full, kb * BK, u * ROWS);
                     tma_load_2d(sx + st.stage * X_ELEMS, &p.a, full, kb * BK, 0);
                     st.advance();
                 }
         }
     } else {
-        setmaxnreg_inc<232>();
+        if constexpr (CONSUMER_WARPGROUPS > 1) setmaxnreg_inc<232>();
         const int band = wg - 1; // this warpgroup's 64 rows of b (columns of d)
         const bool arriver = lane_index() == 0;
         const int consumer = int(threadIdx.x) - kWarpgroupThreads;
@@ -426,7 +430,7 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
             }, [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); });
             if constexpr (SPLIT > 1)
                 if (!split->reduce(d, partial, rank, consumer, iter)) continue;
-            const int n0 = u * 128 + band * 64;
+            const int n0 = u * ROWS + band * 64;
             if (n0 < p.n)
                 with_act(p.act, [&](auto act) { epilogue_swap<DT, OT, MN, decltype(act)>(d, p, n0, out); });
             if constexpr (SPLIT > 1) zero(d);

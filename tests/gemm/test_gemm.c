@@ -165,79 +165,92 @@ static void test_encode_failure(void **state) {
 typedef struct plan_row {
     int64_t m, n, k;
     int in_size, gated, out_f32, block, sms, bn, tiles_m, tiles_n, split, swap_mn, grid;
+    int swap_rows; /* the transposed kernel's; 0 (omitted) for the others */
 } plan_row;
 
 static void test_plan(void **state) {
     static const plan_row rows[] = {
         /* the tile width with the fewest waves x tile time (gemm_plan.h) */
-        {4096, 4096, 4096, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132},
-        {8192, 8192, 4096, 2, 0, 0, 0, 132, 256, 64, 32, 1, 0, 132},
-        {16384, 28672, 4096, 2, 0, 0, 0, 132, 256, 128, 112, 1, 0, 132},
+        {4096, 4096, 4096, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132, 0},
+        {8192, 8192, 4096, 2, 0, 0, 0, 132, 256, 64, 32, 1, 0, 132, 0},
+        {16384, 28672, 4096, 2, 0, 0, 0, 132, 256, 128, 112, 1, 0, 132, 0},
         /* 512 x 4096: 64 tiles of 256 < 132 SMs -> 128 tiles of 128 */
-        {512, 4096, 4096, 2, 0, 0, 0, 132, 128, 4, 32, 1, 0, 128},
+        {512, 4096, 4096, 2, 0, 0, 0, 132, 128, 4, 32, 1, 0, 128, 0},
         /* 512 x 6144: 96 tiles of 256 leave a third of a wave idle, 192 of 128 take two:
            128 tiles of 192 fill one */
-        {512, 6144, 4096, 2, 0, 0, 0, 132, 192, 4, 32, 1, 0, 128},
-        {512, 28672, 4096, 2, 0, 0, 0, 132, 128, 4, 224, 1, 0, 132},
+        {512, 6144, 4096, 2, 0, 0, 0, 132, 192, 4, 32, 1, 0, 128, 0},
+        {512, 28672, 4096, 2, 0, 0, 0, 132, 128, 4, 224, 1, 0, 132, 0},
         /* decode: one tile-row */
-        {128, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 0, 112},
-        {64, 4096, 4096, 2, 0, 0, 0, 132, 128, 1, 32, 4, 64, 128},
+        {128, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 0, 112, 0},
+        {64, 4096, 4096, 2, 0, 0, 0, 132, 128, 1, 64, 2, 64, 128, 64},
         /* gated: 128 (256 rows of b) or 64 output columns per tile, never 192 */
-        {4096, 14336, 4096, 2, 1, 0, 0, 132, 256, 32, 112, 1, 0, 132},
-        {128, 14336, 4096, 2, 1, 0, 0, 132, 256, 1, 112, 1, 0, 132},
-        {256, 14336, 4096, 2, 1, 0, 0, 132, 256, 2, 112, 1, 0, 132},
-        {64, 4096, 4096, 2, 1, 0, 0, 132, 128, 1, 64, 1, 0, 64},
+        {4096, 14336, 4096, 2, 1, 0, 0, 132, 256, 32, 112, 1, 0, 132, 0},
+        {128, 14336, 4096, 2, 1, 0, 0, 132, 256, 1, 112, 1, 0, 132, 0},
+        {256, 14336, 4096, 2, 1, 0, 0, 132, 256, 2, 112, 1, 0, 132, 0},
+        {64, 4096, 4096, 2, 1, 0, 0, 132, 128, 1, 64, 1, 0, 64, 0},
         /* ragged edges round up */
-        {1000, 72, 4096, 2, 0, 0, 0, 132, 128, 8, 1, 4, 0, 32},
-        {129, 4104, 4096, 2, 0, 0, 0, 132, 128, 2, 33, 2, 0, 132},
+        {1000, 72, 4096, 2, 0, 0, 0, 132, 128, 8, 1, 2, 0, 16, 0},
+        {129, 4104, 4096, 2, 0, 0, 0, 132, 128, 2, 33, 2, 0, 132, 0},
         /* the SM count decides */
-        {512, 6144, 4096, 2, 0, 0, 0, 78, 192, 4, 32, 1, 0, 78},
-        {512, 6144, 4096, 2, 0, 0, 0, 114, 256, 4, 24, 1, 0, 96},
-        {1, 8, 4096, 2, 0, 0, 0, 132, 128, 1, 1, 4, 16, 4},
+        {512, 6144, 4096, 2, 0, 0, 0, 78, 192, 4, 32, 1, 0, 78, 0},
+        {512, 6144, 4096, 2, 0, 0, 0, 114, 256, 4, 24, 1, 0, 96, 0},
+        {1, 8, 4096, 2, 0, 0, 0, 132, 128, 1, 1, 2, 16, 2, 64},
         /* bn 256 launches whole clusters of 2: pairs of tile-rows (an odd count rounds up),
            at most floor(SMs / 2) of them */
-        {384, 9728, 4096, 2, 0, 0, 0, 114, 256, 3, 38, 1, 0, 114},
-        {4096, 4096, 4096, 2, 0, 0, 0, 133, 256, 32, 16, 1, 0, 132},
-        {1152, 4096, 4096, 2, 0, 0, 0, 132, 192, 9, 22, 1, 0, 132},
-        {1408, 6144, 4096, 2, 0, 0, 0, 132, 256, 11, 24, 1, 0, 132},
-        /* split-K: bn 128 tiles that fill at most a quarter (half) of the SMs, 8 k-blocks a way */
-        {128, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-        {100, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-        {100, 4096, 2048, 2, 0, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-        {100, 4096, 1984, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64},
-        {100, 4096, 1024, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64},
-        {100, 4096, 960, 2, 0, 0, 0, 132, 128, 1, 32, 1, 0, 32},
-        {70, 1024, 4104, 2, 0, 0, 0, 132, 128, 1, 8, 4, 0, 32},
-        {200, 4096, 4096, 2, 0, 0, 0, 132, 128, 2, 32, 2, 0, 128},
-        {64, 4096, 14336, 2, 1, 0, 0, 132, 128, 1, 64, 1, 0, 64},
-        {128, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 0, 112},
+        {384, 9728, 4096, 2, 0, 0, 0, 114, 256, 3, 38, 1, 0, 114, 0},
+        {4096, 4096, 4096, 2, 0, 0, 0, 133, 256, 32, 16, 1, 0, 132, 0},
+        {1152, 4096, 4096, 2, 0, 0, 0, 132, 192, 9, 22, 1, 0, 132, 0},
+        {1408, 6144, 4096, 2, 0, 0, 0, 132, 256, 11, 24, 1, 0, 132, 0},
+        /* split-K: 2 ways over bn 128 tiles that fill at most half the SMs, 8 k-blocks a way;
+           never 4 (clusters of 4 do not all fit at once: gemm_plan.h) */
+        {128, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0},
+        {100, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0},
+        {100, 2048, 14336, 2, 0, 0, 0, 132, 128, 1, 16, 2, 0, 32, 0},
+        {100, 4096, 2048, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0},
+        {100, 4096, 1984, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0},
+        {100, 4096, 1024, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0},
+        {100, 4096, 960, 2, 0, 0, 0, 132, 128, 1, 32, 1, 0, 32, 0},
+        {70, 1024, 4104, 2, 0, 0, 0, 132, 128, 1, 8, 2, 0, 16, 0},
+        {200, 4096, 4096, 2, 0, 0, 0, 132, 128, 2, 32, 2, 0, 128, 0},
+        {64, 4096, 14336, 2, 1, 0, 0, 132, 128, 1, 64, 1, 0, 64, 0},
+        {128, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 0, 112, 0},
         /* m <= 64, 16-bit out, not gated: the transposed kernel, MN = 16 / 32 / 64 rows of a,
-           split-K over 128-row tiles of b; f32 out or gated: the normal kernel */
-        {1, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 16, 112},
-        {16, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 16, 112},
-        {17, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 4, 32, 128},
-        {64, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 4, 64, 128},
-        {64, 4096, 4096, 2, 0, 0, 0, 132, 128, 1, 32, 4, 64, 128},
-        {1, 8, 8, 2, 0, 0, 0, 132, 128, 1, 1, 1, 16, 1},
-        {33, 1000, 520, 2, 0, 0, 0, 132, 128, 1, 8, 1, 64, 8},
-        {64, 4096, 14336, 2, 0, 1, 0, 132, 128, 1, 32, 4, 0, 128},
-        {64, 14336, 4096, 2, 1, 0, 0, 132, 256, 1, 112, 1, 0, 132},
+           tiles of 128 or 64 rows of b and split-K 1 or 2, whichever gives the CTAs the fewest
+           bytes each (the first on a tie); f32 out or gated: the normal kernel */
+        {1, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 16, 112, 128},
+        {16, 14336, 4096, 2, 0, 0, 0, 132, 128, 1, 112, 1, 16, 112, 128},
+        {17, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 64, 2, 32, 128, 64},
+        {64, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 64, 2, 64, 128, 64},
+        {64, 4096, 4096, 2, 0, 0, 0, 132, 128, 1, 64, 2, 64, 128, 64},
+        /* 224 tiles of 128 rows take two rounds on 132 SMs, 896 units of 64 x 2 ways seven
+           rounds of a quarter the bytes */
+        {1, 28672, 4096, 2, 0, 0, 0, 132, 128, 1, 448, 2, 16, 132, 64},
+        /* 8 of 16 k-blocks a way at most */
+        {16, 4096, 1024, 2, 0, 0, 0, 132, 128, 1, 64, 2, 16, 128, 64},
+        {16, 4096, 960, 2, 0, 0, 0, 132, 128, 1, 64, 1, 16, 64, 64},
+        {1, 8, 8, 2, 0, 0, 0, 132, 128, 1, 1, 1, 16, 1, 64},
+        {33, 1000, 520, 2, 0, 0, 0, 132, 128, 1, 16, 1, 64, 16, 64},
+        /* the SM count decides: 114 SMs fit 112 tiles of 128 rows in one round */
+        {1, 14336, 4096, 2, 0, 0, 0, 114, 128, 1, 112, 1, 16, 112, 128},
+        {1, 14336, 4096, 2, 0, 0, 0, 78, 128, 1, 224, 1, 16, 78, 64},
+        {64, 4096, 14336, 2, 0, 1, 0, 132, 128, 1, 32, 2, 0, 64, 0},
+        {64, 14336, 4096, 2, 1, 0, 0, 132, 256, 1, 112, 1, 0, 132, 0},
         /* fp8: a k-block is 128 elements, so split-K needs twice the k */
-    {100, 4096, 1024, 1, 0, 0, 0, 132, 128, 1, 32, 1, 0, 32},
-    {100, 4096, 2048, 1, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64},
-    {100, 4096, 4096, 1, 0, 0, 0, 132, 128, 1, 32, 4, 0, 128},
-    {16, 4096, 14336, 1, 0, 0, 0, 132, 128, 1, 32, 4, 16, 128},
-    {8192, 8192, 8192, 1, 0, 0, 0, 132, 256, 64, 32, 1, 0, 132},
+    {100, 4096, 1024, 1, 0, 0, 0, 132, 128, 1, 32, 1, 0, 32, 0},
+    {100, 4096, 2048, 1, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0},
+    {100, 4096, 4096, 1, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0},
+    {16, 4096, 14336, 1, 0, 0, 0, 132, 128, 1, 64, 2, 16, 128, 64},
+    {8192, 8192, 8192, 1, 0, 0, 0, 132, 256, 64, 32, 1, 0, 132, 0},
     /* fp8 block scales: tiles of 256 or 128 rows of b (never 192: its second half-tile
        would straddle two scale blocks), never transposed; gated 256 only where n is a
        multiple of 128 */
-    {4096, 4096, 4096, 1, 0, 0, 1, 132, 256, 32, 16, 1, 0, 132},
-    {4096, 7168, 16384, 1, 0, 0, 1, 132, 256, 32, 28, 1, 0, 132},
-    {2048, 7168, 2048, 1, 0, 0, 1, 132, 128, 16, 56, 1, 0, 132},
-    {512, 6144, 4096, 1, 0, 0, 1, 132, 256, 4, 24, 1, 0, 96},
-    {16, 4096, 7168, 1, 0, 0, 1, 132, 128, 1, 32, 4, 0, 128},
-    {64, 14336, 4096, 1, 1, 0, 1, 132, 256, 1, 112, 1, 0, 132},
-    {64, 14400, 4096, 1, 1, 0, 1, 132, 128, 1, 225, 1, 0, 132},
+    {4096, 4096, 4096, 1, 0, 0, 1, 132, 256, 32, 16, 1, 0, 132, 0},
+    {4096, 7168, 16384, 1, 0, 0, 1, 132, 256, 32, 28, 1, 0, 132, 0},
+    {2048, 7168, 2048, 1, 0, 0, 1, 132, 128, 16, 56, 1, 0, 132, 0},
+    {512, 6144, 4096, 1, 0, 0, 1, 132, 256, 4, 24, 1, 0, 96, 0},
+    {16, 4096, 7168, 1, 0, 0, 1, 132, 128, 1, 32, 2, 0, 64, 0},
+    {64, 14336, 4096, 1, 1, 0, 1, 132, 256, 1, 112, 1, 0, 132, 0},
+    {64, 14400, 4096, 1, 1, 0, 1, 132, 128, 1, 225, 1, 0, 132, 0},
 };
     size_t i;
     (void)state;
@@ -247,12 +260,14 @@ static void test_plan(void **state) {
                               rows[i].out_f32, rows[i].block, rows[i].sms, &pl);
         if (pl.bn != rows[i].bn || pl.tiles_m != rows[i].tiles_m ||
             pl.tiles_n != rows[i].tiles_n || pl.split != rows[i].split ||
-            pl.swap_mn != rows[i].swap_mn || pl.grid != rows[i].grid || pl.group != 16)
+            pl.swap_mn != rows[i].swap_mn || pl.grid != rows[i].grid || pl.group != 16 ||
+            (pl.swap_mn && pl.swap_rows != rows[i].swap_rows))
             fail_msg("row %zu (m %lld n %lld k %lld in_size %d gated %d block %d sms %d): bn %d "
-                     "tiles %d x %d split %d swap %d grid %d group %d", i, (long long)rows[i].m,
-                     (long long)rows[i].n, (long long)rows[i].k, rows[i].in_size, rows[i].gated,
-                     rows[i].block, rows[i].sms, pl.bn, pl.tiles_m,
-                     pl.tiles_n, pl.split, pl.swap_mn, pl.grid, pl.group);
+                     "tiles %d x %d split %d swap %d grid %d group %d swap_rows %d", i,
+                     (long long)rows[i].m, (long long)rows[i].n, (long long)rows[i].k,
+                     rows[i].in_size, rows[i].gated, rows[i].block, rows[i].sms, pl.bn,
+                     pl.tiles_m, pl.tiles_n, pl.split, pl.swap_mn, pl.grid, pl.group,
+                     pl.swap_rows);
     }
 }
 
@@ -274,15 +289,16 @@ static const gemm_launch_row launch_rows[] = {
     LAUNCH("f16 -> f32, m 100 n 8192 -> 128, split-K 2", ONE(G(dtype, ENUM, TALON_DTYPE_F16),
            G(out_dtype, ENUM, TALON_DTYPE_F32), G(m, I64, 100), G(n, I64, 8192)),
            "talon_gemm_f16_f32_128_split2", 128, 1, 64),
-    LAUNCH("bf16 m 100 n 4096 k 14336 -> split-K 4", ONE(G(m, I64, 100), G(k, I64, 14336)),
-           "talon_gemm_bf16_128_split4", 128, 1, 32),
-    LAUNCH("bf16 decode m 16 n 4096 k 14336 -> transposed, MN 16, split-K 4",
-           ONE(G(m, I64, 16), G(k, I64, 14336)), "talon_gemm_swap_bf16_m16_split4", 128, 1, 32),
+    LAUNCH("bf16 m 100 n 4096 k 14336 -> split-K 2", ONE(G(m, I64, 100), G(k, I64, 14336)),
+           "talon_gemm_bf16_128_split2", 64, 1, 32),
+    LAUNCH("bf16 decode m 16 n 4096 k 14336 -> transposed, MN 16, 64-row tiles, split-K 2",
+           ONE(G(m, I64, 16), G(k, I64, 14336)), "talon_gemm_swap_bf16_m16_rows64_split2", 128,
+           1, 64),
     LAUNCH("f16 decode m 40 n 14336 -> transposed, MN 64", ONE(G(m, I64, 40), G(n, I64, 14336),
            G(dtype, ENUM, TALON_DTYPE_F16), G(out_dtype, ENUM, TALON_DTYPE_F16)),
            "talon_gemm_swap_f16_m64", 112, 1, 112),
     LAUNCH("bf16 m 16 -> f32: not transposed", ONE(G(m, I64, 16),
-           G(out_dtype, ENUM, TALON_DTYPE_F32)), "talon_gemm_bf16_f32_128_split4", 128, 1, 32),
+           G(out_dtype, ENUM, TALON_DTYPE_F32)), "talon_gemm_bf16_f32_128_split2", 64, 1, 32),
     LAUNCH("bf16 m 512 -> 128-wide tiles", ONE(G(m, I64, 512)), "talon_gemm_bf16_128", 128, 4,
            32),
     LAUNCH("bf16 m 512 n 6144 -> 192-wide tiles", ONE(G(m, I64, 512), G(n, I64, 6144)),
@@ -305,17 +321,17 @@ static const gemm_launch_row launch_rows[] = {
     LAUNCH("fp8 block scales m 2048 n 7168 -> 128-wide tiles (fewer waves)",
            FP8_BLOCK(G(m, I64, 2048), G(n, I64, 7168)),
            "talon_gemm_e4m3_block_128", 132, 16, 56),
-    LAUNCH("fp8 block scales m 16 k 7168 -> split-K 4, not transposed",
-           FP8_BLOCK(G(m, I64, 16), G(k, I64, 7168)), "talon_gemm_e4m3_block_128_split4", 128, 1,
+    LAUNCH("fp8 block scales m 16 k 7168 -> split-K 2, not transposed",
+           FP8_BLOCK(G(m, I64, 16), G(k, I64, 7168)), "talon_gemm_e4m3_block_128_split2", 64, 1,
            32),
     LAUNCH("fp8 block scales, gated", FP8_BLOCK(G(gated, INT, 1)), "talon_gemm_e4m3_block_gated_256",
            132, 32, 32),
     LAUNCH("fp8 block scales, gated, n 4160 (not a multiple of 128) -> 128 rows of b",
            FP8_BLOCK(G(gated, INT, 1), G(n, I64, 4160)), "talon_gemm_e4m3_block_gated_128", 132,
            32, 65),
-    LAUNCH("fp8 decode m 16 k 14336, row scales -> transposed, MN 16, split-K 4",
+    LAUNCH("fp8 decode m 16 k 14336, row scales -> transposed, MN 16, 64-row tiles, split-K 2",
            FP8_ROW(G(m, I64, 16), G(k, I64, 14336)),
-           "talon_gemm_swap_e4m3_m16_split4", 128, 1, 32),
+           "talon_gemm_swap_e4m3_m16_rows64_split2", 128, 1, 64),
 };
 
 static void test_launch(void **state) {
@@ -338,7 +354,9 @@ static void test_launch(void **state) {
     assert_int_equal(fake.last.fn, fake_handle_for(row->symbol));
     assert_int_equal(fake.last.grid[0], row->grid);
     assert_int_equal(fake.last.grid[1], 1);
-    assert_int_equal(fake.last.block[0], 384);
+    /* a producer warpgroup and one consumer warpgroup per 64 rows of b (the transposed kernel's
+       64-row tiles: one) */
+    assert_int_equal(fake.last.block[0], strstr(row->symbol, "_rows64") ? 256 : 384);
     assert_int_equal(fake.last.smem, talon__kernels[kernel_index(row->symbol)].smem);
     assert_int_equal(fake.last.param_size, sizeof(talon__gemm_params));
     p = (const talon__gemm_params *)fake.last.params;
@@ -378,7 +396,7 @@ static void test_launch(void **state) {
         const int swap_mn = !strstr(row->symbol, "swap")     ? 0
                             : strstr(row->symbol, "_m16") ? 16
                             : strstr(row->symbol, "_m32") ? 32 : 64;
-        const int bn = swap_mn ? 256 /* b boxes of 128 rows */
+        const int bn = swap_mn ? (strstr(row->symbol, "_rows64") ? 128 : 256) /* boxes: rows */
                        : strstr(row->symbol, "_256") ? 256 : strstr(row->symbol, "_192") ? 192 : 128;
         const int nb = a.gated ? 2 : 1;
         const int64_t ld_a = a.lda ? a.lda : a.k;

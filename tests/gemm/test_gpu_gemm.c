@@ -377,11 +377,15 @@ static void test_epilogues(void **state) {
         {HF, HF, m, n, k, 0, 0, RES_C, TALON_GEMM_ACT_SILU, 1, 0, 0, 0, 0},
         {BF, F32, 7, 72, 24, 0, 1, RES_NONE, TALON_GEMM_ACT_SILU, 1, 0, 0, 0, 0},
         {BF, BF, 1, 8, 16, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_SILU, 1, 0, 0, 0, 0},
-        /* m <= 64: the transposed kernel (MN 16, 32, 64) with each epilogue */
+        /* m <= 64: the transposed kernel (MN 16, 32, 64; tiles of 64 rows of b, split-K 1 or
+           2, or of 128 rows) with each epilogue */
         {BF, BF, 7, 72, 24, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_GELU_TANH, 0, 0, 0, 0, 0},
         {HF, HF, 33, 4104, 520, 8, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0.5f, -1.f, 0, 0},
         {BF, BF, 64, 1000, 4104, 16, 0, RES_NONE, TALON_GEMM_ACT_RELU, 0, 0, 0, 0, 0},
         {BF, BF, 17, 4096, 4096, 0, 1, RES_NONE, TALON_GEMM_ACT_GELU_ERF, 0, 0, 0, 0, 0},
+        {BF, BF, 20, 520, 136, 0, 0, RES_NONE, TALON_GEMM_ACT_GELU_TANH, 0, 0, 0, 0, 0},
+        {BF, BF, 40, 14336, 520, 0, 1, RES_C, TALON_GEMM_ACT_RELU, 0, 0, 0.5f, 0, 0}, /* 128 rows */
+        {HF, HF, 30, 14400, 264, 8, 1, RES_IN_PLACE, TALON_GEMM_ACT_SILU, 0, 0, 0, 0, 0}, /* 128, edge */
     };
     gpu_tally t;
     int i;
@@ -406,20 +410,23 @@ static void test_large(void **state) {
         /* 128 x 192 tiles */
         {BF, BF, 512, 6144, 4096, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},
         {BF, F32, 1152, 4096, 520, 0, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0, 0, 0, 0},
-        /* split-K (few tiles): 4 ways, 2 ways */
+        /* split-K (few tiles): transposed (64-row tiles, 2 ways), 2 ways */
         {BF, BF, 1, 4096, 14336, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},
         {HF, HF, 64, 4096, 14336, 8, 1, RES_IN_PLACE, TALON_GEMM_ACT_GELU_TANH, 0, 0, 0, 0, 0},
         {BF, F32, 200, 4096, 4104, 0, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0.5f, 2.f, 0, 0},
+        /* transposed, 448 tiles x 2 ways on 66 pairs: several tiles per split-K cluster */
+        {BF, BF, 16, 28672, 4096, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},
     };
     const gcase quick[] = {
         {BF, BF, 1152, 4096, 64, 0, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0, 0, 0, 0},     /* bn 192 */
         {HF, F32, 1152, 4096, 64, 8, 0, RES_IN_PLACE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},
         {BF, BF, 1408, 6144, 64, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_RELU, 0, 0, 0, 0, 0}, /* 256, odd */
-        {BF, BF, 7, 1024, 2056, 8, 1, RES_IN_PLACE, TALON_GEMM_ACT_SILU, 0, 0, 0, 0, 0},  /* split 4 */
+        {BF, BF, 7, 1024, 2056, 8, 1, RES_IN_PLACE, TALON_GEMM_ACT_SILU, 0, 0, 0, 0, 0},  /* m16 split 2 */
         {HF, F32, 64, 4096, 1024, 0, 1, RES_C, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},     /* split 2 */
         {BF, BF, 40, 520, 136, 0, 1, RES_C, TALON_GEMM_ACT_RELU, 0, 0, 0, 0, 0},         /* m64 */
         {HF, HF, 20, 4096, 1024, 8, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},    /* m32 split 2 */
-        {BF, BF, 1, 2048, 2048, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0}, /* m16 split 4 */
+        {BF, BF, 1, 2048, 2048, 0, 1, RES_IN_PLACE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0}, /* m16 split 2 */
+        {BF, BF, 7, 28672, 2048, 0, 0, RES_NONE, TALON_GEMM_ACT_SILU, 0, 0, 0, 0, 0},    /* tiles/cluster */
         {HF, F32, 2176, 2048, 64, 8, 0, RES_NONE, TALON_GEMM_ACT_SILU, 1, 0, 0, 0, 0},
     };
     gpu_tally t;
@@ -454,12 +461,13 @@ static void test_fp8(void **state) {
         F8(2048, 4096, 4096, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 0),          /* 256 pairs */
         F8(1408, 6144, 512, 16, 1, RES_IN_PLACE, RELU, 0, 0, 0, ROW, 0),      /* odd pair */
         F8(512, 6144, 4096, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 0),           /* 192 */
-        F8(100, 4096, 4096, 0, 1, RES_C, NONE, 0, 0, 2.f, ROW, 0),            /* split 4 */
+        F8(100, 4096, 4096, 0, 1, RES_C, NONE, 0, 0, 2.f, ROW, 0),            /* split 2 */
         F8(200, 4096, 2048, 0, 0, RES_NONE, SILU, 0, 0, 0, TENSOR, 0),        /* split 2 */
-        F8(1, 4096, 14336, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 0),            /* m16 split 4 */
+        F8(1, 4096, 14336, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 0),            /* m16 split 2 */
         F8(16, 14336, 4096, 0, 1, RES_IN_PLACE, NONE, 0, 0, 0, TENSOR, 0),    /* m16 */
         F8(33, 4104, 528, 16, 1, RES_C, SILU, 0, 0.5f, -1.f, ROW, 0),         /* m64 */
         F8(20, 4096, 2048, 0, 0, RES_NONE, GELU_TANH, 0, 0, 0, ROW, 0),       /* m32 split 2 */
+        F8(16, 28672, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 0),           /* tiles/cluster */
         F8(1000, 4104, 4112, 0, 0, RES_NONE, NONE, 0, 0, 0, TENSOR, 1),
         F8(2048, 4096, 4096, 0, 1, RES_NONE, SILU, 0, 0, 0, ROW, 1),
         F8(64, 4096, 14336, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 1),
@@ -472,8 +480,8 @@ static void test_fp8(void **state) {
         F8(7, 72, 48, 0, 1, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),
         F8(129, 4104, 4112, 16, 1, RES_IN_PLACE, GELU_TANH, 0, 0.5f, 0, BLOCK, 0),
         F8(1000, 7168, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),
-        F8(100, 4096, 4096, 0, 0, RES_C, SILU, 0, 0, 0, BLOCK, 0),               /* split 4 */
-        F8(16, 4096, 7168, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),             /* split 4 */
+        F8(100, 4096, 4096, 0, 0, RES_C, SILU, 0, 0, 0, BLOCK, 0),               /* split 2 */
+        F8(16, 4096, 7168, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),             /* split 2 */
         F8(300, 2112, 1536, 0, 1, RES_NONE, SILU, 1, 0, 0, BLOCK, 0),            /* gated */
         F8(2048, 7168, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),
         F8(16, 4096, 7168, 0, 1, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),
@@ -488,7 +496,7 @@ static void test_fp8(void **state) {
         F8(129, 520, 272, 16, 1, RES_IN_PLACE, SILU, 0, 0, 0, BLOCK, 0),
         F8(1100, 7232, 256, 16, 1, RES_IN_PLACE, SILU, 0, 0, 0, BLOCK, 0),    /* 256, edge */
         F8(1100, 3584, 256, 0, 0, RES_NONE, GELU_ERF, 1, 0, 0, BLOCK, 0),     /* gated 256 */
-        F8(7, 2048, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),            /* split 4 */
+        F8(7, 2048, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),            /* split 2 */
         F8(200, 192, 256, 0, 1, RES_C, GELU_ERF, 1, 0, 0, BLOCK, 0),           /* gated */
     };
     gpu_tally t;
@@ -541,13 +549,14 @@ static void test_graph(void **state) {
    clustered and transposed kernels included). */
 static void test_deterministic(void **state) {
     static const gcase cases[] = {
-        {BF, BF, 100, 4096, 14336, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},  /* split 4 */
-        {BF, BF, 16, 4096, 14336, 0, 1, RES_NONE, TALON_GEMM_ACT_SILU, 0, 0, 0, 0, 0},   /* swap, 4 */
+        {BF, BF, 100, 4096, 14336, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},  /* split 2 */
+        {BF, BF, 16, 4096, 14336, 0, 1, RES_NONE, TALON_GEMM_ACT_SILU, 0, 0, 0, 0, 0},   /* swap, 2 */
+        {BF, BF, 16, 28672, 2048, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},   /* swap, 2 x 7 */
         {HF, F32, 200, 4096, 4104, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},  /* split 2 */
         {BF, BF, 2048, 4096, 1024, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},  /* pairs */
-        F8(16, 4096, 14336, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 1),               /* swap, 4 */
-        F8(100, 4096, 4096, 0, 1, RES_NONE, NONE, 0, 0, 0, TENSOR, 1),            /* split 4 */
-        F8(16, 4096, 7168, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),              /* split 4 */
+        F8(16, 4096, 14336, 0, 0, RES_NONE, NONE, 0, 0, 0, ROW, 1),               /* swap, 2 */
+        F8(100, 4096, 4096, 0, 1, RES_NONE, NONE, 0, 0, 0, TENSOR, 1),            /* split 2 */
+        F8(16, 4096, 7168, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),              /* split 2 */
     };
     gpu_tally t;
     int i;

@@ -193,12 +193,12 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     talon__gemm_plan_make(a->m, a->n, a->k, isize, a->gated, a->out_dtype == TALON_DTYPE_F32,
                           block_scales, ctx->sms, &pl);
     memset(&p, 0, sizeof p);
-    /* boxes: a 128 rows (the transposed kernel: MN), b bn / 2 rows (transposed: 128), d 64
-       rows (transposed: MN) */
+    /* boxes: a 128 rows (the transposed kernel: MN), b bn / 2 rows (transposed: swap_rows), d
+       64 rows (transposed: MN) */
     TALON__TRY(talon__gemm_map(ctx, op, "a", &p.a, a->a, a->m, a->k, lda,
                                pl.swap_mn ? pl.swap_mn : TALON__GEMM_BM, a->dtype));
     TALON__TRY(talon__gemm_map(ctx, op, "b", &p.b_lo, a->b, a->n, a->k, ldb,
-                               pl.swap_mn ? 128 : pl.bn / 2, a->dtype));
+                               pl.swap_mn ? pl.swap_rows : pl.bn / 2, a->dtype));
     if (a->gated)
         TALON__TRY(talon__gemm_map(ctx, op, "b", &p.b_hi, a->b + (CUdeviceptr)(a->n * ldb * isize),
                                    a->n, a->k, ldb, pl.bn / 2, a->dtype));
@@ -220,8 +220,8 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     p.alpha = a->alpha != 0.0f ? a->alpha : 1.0f;
     p.beta = a->beta != 0.0f ? a->beta : 1.0f;
     if (pl.swap_mn)
-        TALON__TRY(talon__pick(op, &k, TALON__B_gemm_swap, 4, (int)a->dtype, (int)a->out_dtype,
-                               pl.swap_mn, pl.split));
+        TALON__TRY(talon__pick(op, &k, TALON__B_gemm_swap, 5, (int)a->dtype, (int)a->out_dtype,
+                               pl.swap_mn, pl.split, pl.swap_rows));
     else
         TALON__TRY(talon__pick(op, &k, TALON__B_gemm_tile, 6, (int)a->dtype, (int)a->out_dtype,
                                pl.bn, a->gated, pl.split, block_scales));

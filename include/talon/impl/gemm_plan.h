@@ -9,8 +9,9 @@ typedef struct talon__gemm_plan {
     int bn;               /* rows of b per tile: 256, 192 (not gated) or 128 */
     int tiles_m, tiles_n; /* tiles of 128 rows x (gated ? bn / 2 : bn) output columns */
     int group;            /* tile-rows per raster group */
-    int split;            /* split-K ways: 1, 2 or 4 (bn 128, not gated) */
+    int split;            /* split-K ways: 1 or 2 (bn 128, not gated; transposed: 64 rows) */
     int swap_mn;          /* small m: rows of a per tile of the transposed kernel; else 0 */
+    int swap_rows;        /* the transposed kernel's rows of b per tile: 128 or 64 */
     int grid;             /* persistent CTAs */
 } talon__gemm_plan;
 
@@ -28,11 +29,14 @@ static int talon__gemm_tile_cols(int bn, int gated) { return gated ? bn / 2 : bn
    ceil(tiles_m / 2) tiles_n; the others' min(tiles, SMs). Tiles are walked in groups of 16
    tile-rows (a wave of 132 CTAs then shares about 16 row panels of a and 8 column panels of
    b in L2).
-   Split-K where tiles are few: at bn 128 (not gated), the most ways in {4, 2} with tiles x
-   ways <= SMs and at least 8 k-blocks (128 bytes of k) per way (N 4096, K 14336: 32 tiles ->
-   4 ways, 128 CTAs). Each way's fp32 partial is added to the first's in a fixed order inside
-   the cluster, so the result is deterministic, though its rounding differs from the unsplit
-   sum's. */
+   Split-K where tiles are few: at bn 128 (not gated), 2 ways where tiles x 2 <= SMs and each
+   way keeps at least 8 k-blocks (128 bytes of k) (M 128, N 4096, K 14336: 32 tiles -> 64
+   CTAs). The ways of a tile are a cluster, and only clusters of 2 are sure to be resident all
+   at once: a 132-SM H100 or H200 holds 66 pairs but 30 clusters of 4 (cuOccupancyMaxActiveClusters),
+   so 32 tiles x 4 ways ran 2 clusters in a second round, 1.2-1.5x slower than 2 ways
+   (docs/notes/gemm.md). Each way's fp32 partial is added to the first's in a fixed order
+   inside the cluster, so the result is deterministic, though its rounding differs from the
+   unsplit sum's. */
 static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, int sms) {
     const int64_t cols = talon__gemm_tile_cols(bn, gated);
     const int64_t tiles = tiles_m * ((n + cols - 1) / cols);
@@ -40,22 +44,50 @@ static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, i
     return (tiles + sms - 1) / sms * bn * slow;
 }
 
-/* Split-K ways for `tiles` tiles of k: the most in {4, 2} with tiles x ways <= SMs and at
-   least 8 k-blocks (of 128 bytes: 64 16-bit or 128 fp8 elements) per way, else 1. */
+/* Split-K ways for `tiles` tiles of k: 2 where tiles x 2 <= SMs and each way keeps at least
+   8 k-blocks (of 128 bytes: 64 16-bit or 128 fp8 elements), else 1. */
 static int talon__gemm_split(int64_t tiles, int64_t k, int in_size, int sms) {
     const int64_t kblocks = (k * in_size + TALON__GEMM_BK_BYTES - 1) / TALON__GEMM_BK_BYTES;
-    int ways;
-    for (ways = 4; ways >= 2; ways /= 2)
-        if (tiles * ways <= sms && kblocks >= 8 * ways) return ways;
-    return 1;
+    return tiles * 2 <= sms && kblocks >= 16 ? 2 : 1;
 }
 
-/* m <= 64 with a 16-bit output, not gated: the transposed kernel (gemm_swap), 128 rows of b
-   per tile against all m rows of a, padded to MN = 16, 32 or 64; split-K as above (N 4096:
-   32 tiles -> 4 ways; N 14336: 112 tiles -> none). in_size: bytes per input element (2, or
-   1 for fp8); the rest of the plan does not depend on it. Block-scaled fp8 (block): tiles of
-   256 or 128 rows of b (a 192-row tile's second half would straddle two 128-row scale
-   blocks; gated 256 needs n a multiple of 128 for the same reason), never transposed. */
+/* m <= 64 with a 16-bit output, not gated: the transposed kernel (gemm_swap), tiles of `rows`
+   rows of b against all m rows of a, padded to MN = 16, 32 or 64. It streams b, so the plan
+   evens out the bytes per CTA: of (rows, ways) in (128, 1), (64, 1), (64, 2) the least
+     ceil(tiles(rows) x ways / SMs) x rows / ways,
+   the first on a tie, where a split keeps at least 8 k-blocks a way (N 14336: 112 tiles of 128
+   rows; N 4096: 64 tiles of 64 rows x 2 ways = 128 CTAs; as in talon__gemm_split, no more
+   than 2 ways).
+   in_size: bytes per input element (2, or 1 for fp8); the rest of the plan does not depend on
+   it. Block-scaled fp8 (block): tiles of 256 or 128 rows of b (a 192-row tile's second half
+   would straddle two 128-row scale blocks; gated 256 needs n a multiple of 128 for the same
+   reason), never transposed. */
+static void talon__gemm_plan_swap(int64_t m, int64_t n, int64_t k, int in_size, int sms,
+                                  talon__gemm_plan *pl) {
+    static const int shapes[][2] = {{128, 1}, {64, 1}, {64, 2}}; /* rows, ways */
+    const int64_t kblocks = (k * in_size + TALON__GEMM_BK_BYTES - 1) / TALON__GEMM_BK_BYTES;
+    int64_t best = -1, tiles, cost;
+    size_t i;
+    pl->swap_mn = m <= 16 ? 16 : m <= 32 ? 32 : 64;
+    pl->bn = 128;
+    pl->tiles_m = 1;
+    pl->swap_rows = 128;
+    pl->split = 1;
+    pl->tiles_n = (int)((n + 127) / 128);
+    for (i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int rows = shapes[i][0], ways = shapes[i][1];
+        if (ways > 1 && kblocks < 8 * ways) continue;
+        tiles = (n + rows - 1) / rows;
+        cost = (tiles * ways + sms - 1) / sms * rows / ways;
+        if (best >= 0 && cost >= best) continue;
+        best = cost;
+        pl->swap_rows = rows;
+        pl->split = ways;
+        pl->tiles_n = (int)tiles;
+    }
+    pl->grid = pl->split * (pl->tiles_n < sms / pl->split ? pl->tiles_n : sms / pl->split);
+}
+
 static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, int gated,
                                   int out_f32, int block, int sms, talon__gemm_plan *pl) {
     static const int widths[] = {256, 192, 128};
@@ -63,13 +95,9 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, 
     int64_t best = -1, cost, units, cluster, slots;
     size_t i;
     pl->group = 16;
+    pl->swap_rows = 0;
     if (m <= 64 && !gated && !out_f32 && !block) {
-        pl->swap_mn = m <= 16 ? 16 : m <= 32 ? 32 : 64;
-        pl->bn = 128;
-        pl->tiles_m = 1;
-        pl->tiles_n = (int)((n + 127) / 128);
-        pl->split = talon__gemm_split(pl->tiles_n, k, in_size, sms);
-        pl->grid = pl->split * (pl->tiles_n < sms / pl->split ? pl->tiles_n : sms / pl->split);
+        talon__gemm_plan_swap(m, n, k, in_size, sms, pl);
         return;
     }
     pl->swap_mn = 0;
