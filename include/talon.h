@@ -995,9 +995,9 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
    128 or 64 columns from 256 or 128 rows of b; block scales: 256 or 128, gated 256 where n
    is a multiple of 128); 128 x 256 tiles in
    clusters of 2 CTAs that share b's tile; split-K in 2 ways, reduced inside a cluster of 2,
-   where tiles are fewer than SMs; for m <= 64 with a 16-bit output, no gating and no block
-   scales, the product is computed transposed (b's rows on the wide side of the tensor-core
-   tile), the weight-bandwidth-bound decode regime. No workspace.
+   where tiles are fewer than SMs; for m <= 64 with a 16-bit output and no gating, the product
+   is computed transposed (b's rows on the wide side of the tensor-core tile), the
+   weight-bandwidth-bound decode regime. No workspace.
    docs/notes/gemm.md has the plan's rules and measurements.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
    out of range or not multiples of 8 (16), unsupported dtype / out_dtype / act / scale (a

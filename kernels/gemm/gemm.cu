@@ -2,7 +2,7 @@
 // B [n, k] row-major bf16/f16 (or fp8 e4m3 with fp32 scales per tensor, per row or per
 // block), fp32 accumulation on wgmma, TMA loads.
 //
-// Structure (one persistent CTA per SM, 384 threads):
+// Structure (one persistent CTA per SM, 384 threads; gemm_swap's 64-row tiles: 256, one consumer):
 //   warpgroup 0  one elected thread walks the CTA's tiles and issues, per k-block (128 bytes
 //                of k: 64 bf16/f16 or 128 e4m3), the TMA loads of A (128 rows) and B (two
 //                half-tiles of bn / 2 rows) into a ring of STAGES stages
@@ -327,8 +327,9 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
 
 // The accumulators of one warpgroup (64 columns n0.. of d, MN rows) through the epilogue
 // into one staging chunk (MN rows x 128 bytes) and one TMA store. Register 4q + 2h + e holds
-// column 16 w + l / 4 + 8 h, row 8 q + 2 (l % 4) + e.
-template <int DT, int OT, int MN, typename Act>
+// column 16 w + l / 4 + 8 h, row 8 q + 2 (l % 4) + e. SCALED: fp8 with per-tensor or per-row
+// scales, applied here (block scales were applied in the main loop).
+template <int DT, int OT, int MN, bool SCALED, typename Act>
 __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
                                               const talon__gemm_params &p, int n0, Staging &st) {
     using TI = bias_elem<DT, OT>;
@@ -345,7 +346,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
         const int col = n0 + c0 + 8 * h;
         b[h] = bias && col < p.n ? to_f32(bias[col]) : 0.f;
         sc[h] = p.alpha;
-        if constexpr (is_fp8<DT>)
+        if constexpr (SCALED)
             sc[h] *= __ldg(reinterpret_cast<const float *>(p.b_scale) + (col < p.n ? col : 0) * p.b_scale_step);
     }
     const uint32_t buf = st.begin(barrier, leader);
@@ -356,7 +357,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int row = 8 * q + 2 * (lane % 4) + e, cl = c0 + 8 * h, col = n0 + cl;
-                const float s = is_fp8<DT> ? sc[h] * a_scale_of(p, row) : sc[h];
+                const float s = SCALED ? sc[h] * a_scale_of(p, row) : sc[h];
                 float y = Act::f(fmaf(s, d[4 * q + 2 * h + e], b[h]));
                 if (c && row < p.m && col < p.n)
                     y = fmaf(p.beta, to_f32(c[(int64_t)row * p.ldc + col]), y);
@@ -367,7 +368,45 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
     st.store_tma(&p.d_map, buf, n0, 0, barrier, leader);
 }
 
-template <int DT, int OT, int MN, int SPLIT, int ROWS>
+// The k-blocks [kb0, kb1) of one transposed tile into d with fp8 block scales (DeepSeek-V3's):
+// each k-block's product goes to tmp, is waited for and added to d times a's scale of the
+// register's row of a (the thread holds MN / 4 of them; rows at or past m read row 0's, their
+// results are clipped by the store) and b's scale of the warpgroup's 128-row block, b_row (the
+// scales' row of that block). The stage is released as soon as its wgmmas are done. (Loading
+// the next k-block's scales while this one's wgmmas run measured the same: gemm.md.)
+template <int DT, int MN, int STAGES, typename Desc, typename Release>
+__device__ __forceinline__ void consume_kblocks_swap_block_scaled(
+    float (&d)[MN / 2], Pipeline<STAGES> *pipe, PipeState<STAGES> &st, int kb0, int kb1,
+    const talon__gemm_params &p, const float *b_row, Desc desc, Release release) {
+    const int lane = lane_index();
+    const float *as = reinterpret_cast<const float *>(p.a_scale) + int64_t(kb0) * p.a_scale_ld;
+    float tmp[MN / 2];
+    zero(d);
+    for (int kb = kb0; kb < kb1; kb++, as += p.a_scale_ld) {
+        float sa[MN / 4]; // rows 8 q + 2 (l % 4) + e of a, at 2 q + e
+#pragma unroll
+        for (int i = 0; i < MN / 4; i++) {
+            const int row = 8 * (i / 2) + 2 * (lane % 4) + i % 2;
+            sa[i] = __ldg(as + (row < p.m ? row : 0));
+        }
+        const float sb = __ldg(b_row + kb);
+        pipe->consumer_wait(st);
+        uint64_t da, db;
+        desc(st.stage, da, db);
+        wgmma_fence();
+        mma_kblock<DT, MN>(tmp, da, db, false);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operand(tmp);
+        release(st.stage);
+#pragma unroll
+        for (int i = 0; i < MN / 2; i++) // register 4 q + 2 h + e: row 8 q + 2 (l % 4) + e
+            d[i] = fmaf(tmp[i], sa[2 * (i / 4) + i % 2] * sb, d[i]);
+        st.advance();
+    }
+}
+
+template <int DT, int OT, int MN, int SPLIT, int ROWS, int BLOCK_SCALED>
 __device__ void gemm_swap(const talon__gemm_params &p) {
     using T = elem<DT>;
     constexpr int BK = kblock<DT>;
@@ -424,15 +463,26 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
         float d[MN / 2];
         zero(d);
         for (int u = first; u < p.tiles_n; u += stride, iter++) {
-            consume_kblocks<DT, MN>(d, pipe, st, kb0, kb1, [&](uint32_t s, uint64_t &da, uint64_t &db) {
+            const int n0 = u * ROWS + band * 64;
+            auto desc = [&](uint32_t s, uint64_t &da, uint64_t &db) {
                 da = make_desc_kmajor<Swizzle::B128>(sw + s * W_ELEMS + band * 64 * BK);
                 db = make_desc_kmajor<Swizzle::B128>(sx + s * X_ELEMS);
-            }, [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); });
+            };
+            auto release = [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); };
+            if constexpr (BLOCK_SCALED) {
+                // a band past n (the last tile's second) reads the tile's first block's scales
+                const float *b_row = reinterpret_cast<const float *>(p.b_scale) +
+                                     int64_t((n0 < p.n ? n0 : u * ROWS) / 128) * p.b_scale_ld;
+                consume_kblocks_swap_block_scaled<DT, MN>(d, pipe, st, kb0, kb1, p, b_row, desc, release);
+            } else {
+                consume_kblocks<DT, MN>(d, pipe, st, kb0, kb1, desc, release);
+            }
             if constexpr (SPLIT > 1)
                 if (!split->reduce(d, partial, rank, consumer, iter)) continue;
-            const int n0 = u * ROWS + band * 64;
             if (n0 < p.n)
-                with_act(p.act, [&](auto act) { epilogue_swap<DT, OT, MN, decltype(act)>(d, p, n0, out); });
+                with_act(p.act, [&](auto act) {
+                    epilogue_swap<DT, OT, MN, is_fp8<DT> && !BLOCK_SCALED, decltype(act)>(d, p, n0, out);
+                });
             if constexpr (SPLIT > 1) zero(d);
         }
         if (thread_in_warpgroup() == 0) bulk_wait_group<0>();

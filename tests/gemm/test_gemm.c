@@ -242,13 +242,14 @@ static void test_plan(void **state) {
     {16, 4096, 14336, 1, 0, 0, 0, 132, 128, 1, 64, 2, 16, 128, 64},
     {8192, 8192, 8192, 1, 0, 0, 0, 132, 256, 64, 32, 1, 0, 132, 0},
     /* fp8 block scales: tiles of 256 or 128 rows of b (never 192: its second half-tile
-       would straddle two scale blocks), never transposed; gated 256 only where n is a
-       multiple of 128 */
+       would straddle two scale blocks); gated 256 only where n is a multiple of 128; m <= 64
+       (not gated) transposed as the other types */
     {4096, 4096, 4096, 1, 0, 0, 1, 132, 256, 32, 16, 1, 0, 132, 0},
     {4096, 7168, 16384, 1, 0, 0, 1, 132, 256, 32, 28, 1, 0, 132, 0},
     {2048, 7168, 2048, 1, 0, 0, 1, 132, 128, 16, 56, 1, 0, 132, 0},
     {512, 6144, 4096, 1, 0, 0, 1, 132, 256, 4, 24, 1, 0, 96, 0},
-    {16, 4096, 7168, 1, 0, 0, 1, 132, 128, 1, 32, 2, 0, 64, 0},
+    {16, 4096, 7168, 1, 0, 0, 1, 132, 128, 1, 64, 2, 16, 128, 64},
+    {64, 14336, 4096, 1, 0, 0, 1, 132, 128, 1, 112, 1, 64, 112, 128},
     {64, 14336, 4096, 1, 1, 0, 1, 132, 256, 1, 112, 1, 0, 132, 0},
     {64, 14400, 4096, 1, 1, 0, 1, 132, 128, 1, 225, 1, 0, 132, 0},
 };
@@ -321,9 +322,12 @@ static const gemm_launch_row launch_rows[] = {
     LAUNCH("fp8 block scales m 2048 n 7168 -> 128-wide tiles (fewer waves)",
            FP8_BLOCK(G(m, I64, 2048), G(n, I64, 7168)),
            "talon_gemm_e4m3_block_128", 132, 16, 56),
-    LAUNCH("fp8 block scales m 16 k 7168 -> split-K 2, not transposed",
-           FP8_BLOCK(G(m, I64, 16), G(k, I64, 7168)), "talon_gemm_e4m3_block_128_split2", 64, 1,
-           32),
+    LAUNCH("fp8 block scales m 16 k 7168 -> transposed, MN 16, 64-row tiles, split-K 2",
+           FP8_BLOCK(G(m, I64, 16), G(k, I64, 7168)),
+           "talon_gemm_swap_e4m3_block_m16_rows64_split2", 128, 1, 64),
+    LAUNCH("fp8 block scales m 100 k 7168 -> split-K 2",
+           FP8_BLOCK(G(m, I64, 100), G(k, I64, 7168)), "talon_gemm_e4m3_block_128_split2", 64,
+           1, 32),
     LAUNCH("fp8 block scales, gated", FP8_BLOCK(G(gated, INT, 1)), "talon_gemm_e4m3_block_gated_256",
            132, 32, 32),
     LAUNCH("fp8 block scales, gated, n 4160 (not a multiple of 128) -> 128 rows of b",

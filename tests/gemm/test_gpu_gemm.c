@@ -481,7 +481,10 @@ static void test_fp8(void **state) {
         F8(129, 4104, 4112, 16, 1, RES_IN_PLACE, GELU_TANH, 0, 0.5f, 0, BLOCK, 0),
         F8(1000, 7168, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),
         F8(100, 4096, 4096, 0, 0, RES_C, SILU, 0, 0, 0, BLOCK, 0),               /* split 2 */
-        F8(16, 4096, 7168, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),             /* split 2 */
+        F8(16, 4096, 7168, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),             /* swap, split 2 */
+        F8(16, 14336, 1024, 0, 1, RES_NONE, SILU, 0, 0, 0, BLOCK, 0),            /* swap, 128 rows */
+        F8(33, 4160, 512, 16, 1, RES_IN_PLACE, NONE, 0, 0, 0, BLOCK, 0),        /* swap, 64, edge */
+        F8(20, 14400, 512, 0, 0, RES_C, GELU_TANH, 0, 0, -1.f, BLOCK, 0),        /* 128, band past n */
         F8(300, 2112, 1536, 0, 1, RES_NONE, SILU, 1, 0, 0, BLOCK, 0),            /* gated */
         F8(2048, 7168, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),
         F8(16, 4096, 7168, 0, 1, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),
@@ -496,7 +499,8 @@ static void test_fp8(void **state) {
         F8(129, 520, 272, 16, 1, RES_IN_PLACE, SILU, 0, 0, 0, BLOCK, 0),
         F8(1100, 7232, 256, 16, 1, RES_IN_PLACE, SILU, 0, 0, 0, BLOCK, 0),    /* 256, edge */
         F8(1100, 3584, 256, 0, 0, RES_NONE, GELU_ERF, 1, 0, 0, BLOCK, 0),     /* gated 256 */
-        F8(7, 2048, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),            /* split 2 */
+        F8(7, 2048, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),            /* swap, split 2 */
+        F8(20, 14400, 256, 0, 1, RES_NONE, SILU, 0, 0, 0, BLOCK, 0),           /* swap, 128, edge */
         F8(200, 192, 256, 0, 1, RES_C, GELU_ERF, 1, 0, 0, BLOCK, 0),           /* gated */
     };
     gpu_tally t;

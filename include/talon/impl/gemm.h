@@ -220,8 +220,8 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     p.alpha = a->alpha != 0.0f ? a->alpha : 1.0f;
     p.beta = a->beta != 0.0f ? a->beta : 1.0f;
     if (pl.swap_mn)
-        TALON__TRY(talon__pick(op, &k, TALON__B_gemm_swap, 5, (int)a->dtype, (int)a->out_dtype,
-                               pl.swap_mn, pl.split, pl.swap_rows));
+        TALON__TRY(talon__pick(op, &k, TALON__B_gemm_swap, 6, (int)a->dtype, (int)a->out_dtype,
+                               pl.swap_mn, pl.split, pl.swap_rows, block_scales));
     else
         TALON__TRY(talon__pick(op, &k, TALON__B_gemm_tile, 6, (int)a->dtype, (int)a->out_dtype,
                                pl.bn, a->gated, pl.split, block_scales));

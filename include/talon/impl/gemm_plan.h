@@ -59,9 +59,10 @@ static int talon__gemm_split(int64_t tiles, int64_t k, int in_size, int sms) {
    rows; N 4096: 64 tiles of 64 rows x 2 ways = 128 CTAs; as in talon__gemm_split, no more
    than 2 ways).
    in_size: bytes per input element (2, or 1 for fp8); the rest of the plan does not depend on
-   it. Block-scaled fp8 (block): tiles of 256 or 128 rows of b (a 192-row tile's second half
+   it, nor on block scales (a 128- or 64-row tile lies in one 128-row scale block). Elsewhere
+   block-scaled fp8 (block) takes tiles of 256 or 128 rows of b (a 192-row tile's second half
    would straddle two 128-row scale blocks; gated 256 needs n a multiple of 128 for the same
-   reason), never transposed. */
+   reason). */
 static void talon__gemm_plan_swap(int64_t m, int64_t n, int64_t k, int in_size, int sms,
                                   talon__gemm_plan *pl) {
     static const int shapes[][2] = {{128, 1}, {64, 1}, {64, 2}}; /* rows, ways */
@@ -96,7 +97,7 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, 
     size_t i;
     pl->group = 16;
     pl->swap_rows = 0;
-    if (m <= 64 && !gated && !out_f32 && !block) {
+    if (m <= 64 && !gated && !out_f32) {
         talon__gemm_plan_swap(m, n, k, in_size, sms, pl);
         return;
     }
