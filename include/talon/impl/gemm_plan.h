@@ -32,11 +32,11 @@ static int talon__gemm_tile_cols(int bn, int gated) { return gated ? bn / 2 : bn
    Split-K where tiles are few: at bn 128 (not gated), 2 ways where tiles x 2 <= SMs and each
    way keeps at least 8 k-blocks (128 bytes of k) (M 128, N 4096, K 14336: 32 tiles -> 64
    CTAs). The ways of a tile are a cluster, and only clusters of 2 are sure to be resident all
-   at once: a 132-SM H100 or H200 holds 66 pairs but 30 clusters of 4 (cuOccupancyMaxActiveClusters),
-   so 32 tiles x 4 ways ran 2 clusters in a second round, 1.2-1.5x slower than 2 ways
-   (docs/notes/gemm.md). Each way's fp32 partial is added to the first's in a fixed order
-   inside the cluster, so the result is deterministic, though its rounding differs from the
-   unsplit sum's. */
+   at once: a 132-SM H100 or H200 holds 66 pairs but 30 clusters of 4
+   (cuOccupancyMaxActiveClusters), so 32 tiles x 4 ways ran 2 clusters in a second round,
+   1.2-1.5x slower than 2 ways (docs/notes/gemm.md). Each way's fp32 partial is added to the
+   first's in a fixed order inside the cluster, so the result is deterministic, though its
+   rounding differs from the unsplit sum's. */
 static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, int sms) {
     const int64_t cols = talon__gemm_tile_cols(bn, gated);
     const int64_t tiles = tiles_m * ((n + cols - 1) / cols);
