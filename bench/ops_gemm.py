@@ -248,8 +248,8 @@ def cases(h):
         for n, k in ((14336, 4096), (4096, 14336)):
             out.append(fp8_case(h, m, n, k, "row", f"fp8 row decode M={m} N={n} K={k}",
                                 decode=True))
-    # DeepSeek-V3 decode projections with block scales (split-K over 128-row tiles), and a
-    # short prefill chunk on the same split-K path
+    # DeepSeek-V3 decode projections with block scales (the transposed kernel), and a short
+    # prefill chunk (128-row tiles, split-K in pairs)
     for n, k in ((4096, 7168), (7168, 2048)):
         out.append(fp8_case(h, 16, n, k, "block", f"fp8 block decode M=16 N={n} K={k}",
                             decode=True))
