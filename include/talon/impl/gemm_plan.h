@@ -44,11 +44,15 @@ static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, i
     return (tiles + sms - 1) / sms * bn * slow;
 }
 
-/* Split-K ways for `tiles` tiles of k: 2 where tiles x 2 <= SMs and each way keeps at least
-   8 k-blocks (of 128 bytes: 64 16-bit or 128 fp8 elements), else 1. */
+/* Whether k splits `ways` ways with at least 8 k-blocks (of 128 bytes: 64 16-bit or 128 fp8
+   elements) a way: the split-K rule of both kernels. */
+static int talon__gemm_split_fits(int64_t k, int in_size, int ways) {
+    return (k * in_size + TALON__GEMM_BK_BYTES - 1) / TALON__GEMM_BK_BYTES >= 8 * ways;
+}
+
+/* Split-K ways for `tiles` tiles of k: 2 where tiles x 2 <= SMs and k splits 2 ways, else 1. */
 static int talon__gemm_split(int64_t tiles, int64_t k, int in_size, int sms) {
-    const int64_t kblocks = (k * in_size + TALON__GEMM_BK_BYTES - 1) / TALON__GEMM_BK_BYTES;
-    return tiles * 2 <= sms && kblocks >= 16 ? 2 : 1;
+    return tiles * 2 <= sms && talon__gemm_split_fits(k, in_size, 2) ? 2 : 1;
 }
 
 /* m <= 64 with a 16-bit output, not gated: the transposed kernel (gemm_swap), tiles of `rows`
@@ -65,9 +69,8 @@ static int talon__gemm_split(int64_t tiles, int64_t k, int in_size, int sms) {
    reason). */
 static void talon__gemm_plan_swap(int64_t m, int64_t n, int64_t k, int in_size, int sms,
                                   talon__gemm_plan *pl) {
-    static const int shapes[][2] = {{128, 1}, {64, 1}, {64, 2}}; /* rows, ways */
-    const int64_t kblocks = (k * in_size + TALON__GEMM_BK_BYTES - 1) / TALON__GEMM_BK_BYTES;
-    int64_t best = -1, tiles, cost;
+    static const int shapes[][2] = {{64, 1}, {64, 2}}; /* rows, ways, after (128, 1) */
+    int64_t best, tiles, cost;
     size_t i;
     pl->swap_mn = m <= 16 ? 16 : m <= 32 ? 32 : 64;
     pl->bn = 128;
@@ -75,12 +78,13 @@ static void talon__gemm_plan_swap(int64_t m, int64_t n, int64_t k, int in_size, 
     pl->swap_rows = 128;
     pl->split = 1;
     pl->tiles_n = (int)((n + 127) / 128);
+    best = (pl->tiles_n + sms - 1) / sms * 128;
     for (i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int rows = shapes[i][0], ways = shapes[i][1];
-        if (ways > 1 && kblocks < 8 * ways) continue;
+        if (ways > 1 && !talon__gemm_split_fits(k, in_size, ways)) continue;
         tiles = (n + rows - 1) / rows;
         cost = (tiles * ways + sms - 1) / sms * rows / ways;
-        if (best >= 0 && cost >= best) continue;
+        if (cost >= best) continue;
         best = cost;
         pl->swap_rows = rows;
         pl->split = ways;
