@@ -990,14 +990,17 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
    element); otherwise d must not overlap any input. Rows of a beyond m and of b beyond n are
    never read.
    Kernel: one persistent launch (CTAs of a TMA producer warpgroup and two wgmma warpgroups),
-   planned on the host from (m, n, k, input size, gated, out_dtype, scale, SM count) alone:
-   tiles of 128 rows x 256, 192 or 128 columns, whichever fills the SMs' waves best (gated:
-   128 or 64 columns from 256 or 128 rows of b; block scales: 256 or 128, gated 256 where n
-   is a multiple of 128); 128 x 256 tiles in
-   clusters of 2 CTAs that share b's tile; split-K in 2 ways, reduced inside a cluster of 2,
-   where tiles are fewer than SMs; for m <= 64 with a 16-bit output and no gating, the product
-   is computed transposed (b's rows on the wide side of the tensor-core tile), the
-   weight-bandwidth-bound decode regime. No workspace.
+   planned on the host from (m, n, k, input size, gated, whether there is a bias, activation
+   or residual, out_dtype, scale, SM count) alone: tiles of 128 rows x 256, 192 or 128
+   columns, whichever fills the SMs' waves best (gated: 128 or 64 columns from 256 or 128 rows
+   of b; block scales: 256 or 128, gated 256 where n is a multiple of 128); 128 x 256 tiles in
+   clusters of 2 CTAs that share b's tile; where the epilogue weighs (fp8 with tensor or row
+   scales, or a bias, activation, residual or gating; at most 64 k-blocks of 128 bytes, m x
+   b's rows <= 2^27, 2+ tiles per SM) 128 x 128 "ping-pong" tiles in pairs, each warpgroup on
+   tiles of its own so that one's epilogue runs under the other's products; split-K in 2
+   ways, reduced inside a cluster of 2, where tiles are fewer than SMs; for m <= 64 with a
+   16-bit output and no gating, the product is computed transposed (b's rows on the wide
+   side of the tensor-core tile), the weight-bandwidth-bound decode regime. No workspace.
    docs/notes/gemm.md has the plan's rules and measurements.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
    out of range or not multiples of 8 (16), unsupported dtype / out_dtype / act / scale (a

@@ -150,9 +150,11 @@ __device__ __forceinline__ float4 load_remote_f4(const void *p, uint32_t cta) {
 
 // Arrive on the barrier at the same offset in CTA `cta`, with the default release at CTA
 // scope: for "I am done reading that stage" signals (consumers freeing a stage that a peer's
-// multicast refills), where no data of ours has to become visible to the peer. The cluster-
-// scope release of mbar_arrive_cluster costs a MEMBAR.ALL.GPU per call, which halved a
-// GEMM's throughput when each k-block's release paid it.
+// multicast refills) once the reads are complete (wgmmas waited for), where no data of ours
+// has to become visible to the peer. Reads of the peer's memory that may still be in flight
+// (ld.shared::cluster) need mbar_arrive_cluster, or the peer may overwrite what they read.
+// Its cluster-scope release costs a MEMBAR.ALL.GPU per call, which halved a GEMM's throughput
+// when each k-block's release paid it.
 __device__ __forceinline__ void mbar_arrive_remote(uint64_t *bar, uint32_t cta) {
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(map_to_cta(bar, cta))
                  : "memory");

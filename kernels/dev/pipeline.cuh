@@ -21,6 +21,12 @@ template <int STAGES> struct PipeState {
             phase ^= 1;
         }
     }
+    // n stages on at once (a consumer passing over stages that another one takes)
+    __device__ __forceinline__ void skip(uint32_t n) {
+        stage += n;
+        phase ^= (stage / STAGES) & 1;
+        stage %= STAGES;
+    }
 };
 
 template <int STAGES> struct Pipeline {

@@ -19,8 +19,10 @@
 // accumulators, which the consumer waits for and adds to the first times a's scale of the
 // row and b's of the 128-row block (the scales differ per k-block, so they cannot wait for
 // the epilogue; this also keeps the fp8 tensor cores' short accumulation to one k-block).
-// Two bodies: gemm_tile (128-row tiles, clusters of 2 sharing b, split-K through distributed
-// shared memory) and gemm_swap (m <= 64, the product transposed); the host's plan
+// Three bodies: gemm_tile (128-row tiles, clusters of 2 sharing b, split-K through
+// distributed shared memory), gemm_pingpong (gemm_tile with each consumer warpgroup on whole
+// 128 x 128 tiles of its own, taking turns on the tensor cores: one's epilogue under the
+// other's wgmmas) and gemm_swap (m <= 64, the product transposed); the host's plan
 // (include/talon/impl/gemm_plan.h) picks the body and its template arguments.
 #include "dev/activation.cuh"
 #include "dev/async.cuh"
@@ -179,11 +181,85 @@ template <int SPLIT, int CONSUMERS = 256> struct SplitK {
                 const float4 v = load_remote_f4(&partial[j * CONSUMERS + consumer], r);
                 d[4 * j] += v.x; d[4 * j + 1] += v.y; d[4 * j + 2] += v.z; d[4 * j + 3] += v.w;
             }
-            mbar_arrive_remote(&done, r);
+            // a cluster-scope release: rank r overwrites `partial` with its next tile's sums
+            // once this arrives, so these reads must be complete by then (with the CTA-scope
+            // default, a rare element read the next tile's partial: N 28672 at M 16, several
+            // tiles per cluster)
+            mbar_arrive_cluster(&done, r);
         }
         return true;
     }
 };
+
+// A consumer warp is done with a stage: one arrival (by `arriver`, one lane of the warp) in
+// every CTA of the cluster whose producer may refill it (both, in a pair).
+template <int CM, int STAGES>
+__device__ __forceinline__ void release_stage(Pipeline<STAGES> *pipe, uint32_t stage, bool arriver) {
+    if (!arriver) return;
+    if constexpr (CM > 1) {
+#pragma unroll
+        for (int r = 0; r < CM; r++) mbar_arrive_remote(&pipe->empty[stage], r);
+    } else {
+        mbar_arrive(&pipe->empty[stage]);
+    }
+}
+
+// Ping-pong consumers (gemm_tile's PINGPONG): warpgroup `turn` (0 or 1) takes the CTA's tiles
+// number turn, turn + 2, ... whole: 128 rows as two m64 halves of BN columns against one b
+// tile. The ring holds the tiles' k-blocks in the order the producer walks them, so each
+// warpgroup skips the other's. It starts a tile only once the other has waited for its own
+// tile's last k-block (named barriers 4 and 5): that keeps one warpgroup's wgmmas at a time on
+// the tensor cores, and it is what makes the parity waits sound, since a stage's full barrier
+// is then at most one phase behind the one waited for.
+template <int DT, int OT, int BN, int G, int STAGES, int CM, typename T>
+__device__ __forceinline__ void consume_pingpong(const talon__gemm_params &p, T *sa, T *sb,
+                                                 uint8_t *staging, uint8_t *bias_s,
+                                                 Pipeline<STAGES> *pipe, int rank, int first,
+                                                 int stride, int units, int units_m, int group,
+                                                 int kb0, int kb1) {
+    constexpr int BK = kblock<DT>, A_ELEMS = BM * BK, B_ELEMS = BN * BK;
+    const int turn = warpgroup_index() - 1;
+    const bool arriver = lane_index() == 0;
+    Staging out{smem_addr(staging + turn * 16384), 0, smem_addr(bias_s + turn * 512)};
+    PipeState<STAGES> st;
+    const int kblocks = kb1 - kb0;
+    float d[2][BN / 2]; // rows 0..63 and 64..127 of the tile
+    auto release = [&](uint32_t stage) { release_stage<CM>(pipe, stage, arriver); };
+    if (turn) st.skip(kblocks);
+    for (int u = first + turn * stride; u < units; u += 2 * stride) {
+        const TileCoord tc = tile_of(u, units_m, p.tiles_n, group);
+        const int m0 = (tc.m * CM + (CM > 1 ? rank : 0)) * BM, n0 = tc.n * (G ? BN / 2 : BN);
+        const bool other_next = u + stride < units; // the other warpgroup has the next tile
+        if (u != first) named_bar_sync(4 + turn, 2 * kWarpgroupThreads);
+        uint32_t prev = 0;
+        for (int kb = kb0; kb < kb1; kb++) {
+            pipe->consumer_wait(st);
+            if (kb == kb1 - 1 && other_next) named_bar_arrive(5 - turn, 2 * kWarpgroupThreads);
+            const T *a = sa + st.stage * A_ELEMS;
+            const uint64_t db = make_desc_kmajor<Swizzle::B128>(sb + st.stage * B_ELEMS);
+            wgmma_fence();
+            mma_kblock<DT, BN>(d[0], make_desc_kmajor<Swizzle::B128>(a), db, kb > kb0);
+            mma_kblock<DT, BN>(d[1], make_desc_kmajor<Swizzle::B128>(a + 64 * BK), db, kb > kb0);
+            wgmma_commit();
+            wgmma_wait<1>(); // the previous k-block's wgmmas are done: release its stage
+            if (kb > kb0) release(prev);
+            prev = st.stage;
+            st.advance();
+        }
+        wgmma_wait<0>();
+        fence_operand(d[0]);
+        fence_operand(d[1]);
+        release(prev);
+        st.skip(kblocks);
+        with_act(p.act, [&](auto act) {
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                if (m0 + 64 * h < p.m)
+                    epilogue<DT, OT, BN, G, is_fp8<DT>, decltype(act)>(d[h], p, m0 + 64 * h, n0, out);
+        });
+    }
+    if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes
+}
 
 // Clusters (the table row's cluster column):
 //  - bn 256 runs in pairs of CTAs on vertically adjacent tiles (m, n) and (m + 1, n), which
@@ -193,15 +269,22 @@ template <int SPLIT, int CONSUMERS = 256> struct SplitK {
 //    cluster take equal shares of the k-blocks of one tile; ranks 1.. leave their fp32
 //    partial sums in shared memory, and rank 0 adds them to its own in rank order through
 //    distributed shared memory (a fixed order: deterministic) and runs the epilogue.
-template <int DT, int OT, int BN, int G, int SPLIT, int BLOCK_SCALED>
+//  - PINGPONG (gemm_pingpong): each consumer warpgroup takes whole 128 x bn tiles (bn 128, two
+//    m64 halves, 128 accumulators), every other tile of the CTA, so that one's epilogue runs
+//    while the other's wgmmas keep the tensor cores busy (with both on one tile, the tensor
+//    cores idled through every epilogue: ~10% of the time at k 4096, more with GELU). Pairs
+//    share b's tile as at bn 256.
+template <int DT, int OT, int BN, int G, int SPLIT, int BLOCK_SCALED, int PINGPONG = 0>
 __device__ void gemm_tile(const talon__gemm_params &p) {
+    static_assert(!PINGPONG || (BN == 128 && SPLIT == 1 && !BLOCK_SCALED), "ping-pong: bn 128 only");
     using T = elem<DT>;
     constexpr int BK = kblock<DT>;
     constexpr int STAGES = TALON__GEMM_STAGES(BN, SPLIT);
-    constexpr int CM = SPLIT > 1 ? 1 : TALON__GEMM_CLUSTER(BN); // tiles per cluster
+    constexpr int CM = PINGPONG ? TALON__GEMM_PINGPONG_CLUSTER
+                                : SPLIT > 1 ? 1 : TALON__GEMM_CLUSTER(BN); // tiles per cluster
     constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK;
     constexpr uint32_t STAGE_BYTES = (A_ELEMS + B_ELEMS) * sizeof(T);
-    constexpr int CONSUMER_WARPS = 8;
+    constexpr int CONSUMER_WARPS = PINGPONG ? 4 : 8; // the warps that read one stage
     extern __shared__ uint8_t smem_raw[];
     // The 128-byte swizzle repeats every 1024 bytes: stage bases must be 1024-aligned.
     T *sa = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -259,6 +342,10 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                 }
             }
         }
+    } else if constexpr (PINGPONG) {
+        setmaxnreg_inc<232>();
+        consume_pingpong<DT, OT, BN, G, STAGES, CM>(p, sa, sb, staging, bias_s, pipe, rank, first,
+                                                    stride, units, units_m, group, kb0, kb1);
     } else {
         setmaxnreg_inc<232>();
         const int band = wg - 1; // this warpgroup's 64 rows of the tile
@@ -267,16 +354,7 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
         Staging out{smem_addr(staging + band * 16384), 0, smem_addr(bias_s + band * 512)};
         PipeState<STAGES> st;
         uint32_t iter = 0; // tiles done (split-K barrier phases)
-        // Release a stage in every CTA whose producer may refill it (both, in a pair).
-        auto release = [&](uint32_t stage) {
-            if (!arriver) return;
-            if constexpr (CM > 1) {
-#pragma unroll
-                for (int r = 0; r < CM; r++) mbar_arrive_remote(&pipe->empty[stage], r);
-            } else {
-                mbar_arrive(&pipe->empty[stage]);
-            }
-        };
+        auto release = [&](uint32_t stage) { release_stage<CM>(pipe, stage, arriver); };
         float d[BN / 2];
         // One tile's k-blocks [kb0, kb1) into d.
         auto mainloop = [&](int m0, const TileCoord &tc) {
@@ -488,6 +566,11 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
         if (thread_in_warpgroup() == 0) bulk_wait_group<0>();
     }
     if constexpr (SPLIT > 1) cluster_sync();
+}
+
+template <int DT, int OT, int G>
+__device__ void gemm_pingpong(const talon__gemm_params &p) {
+    gemm_tile<DT, OT, 128, G, 1, 0, 1>(p);
 }
 
 } // namespace talon::gemm

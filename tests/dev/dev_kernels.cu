@@ -441,6 +441,21 @@ extern "C" __global__ void __launch_bounds__(256) dev_named_bar_any(const int *p
         out[r * 256 + threadIdx.x] = named_bar_any(1 + wg, 128, t == picks[2 * r + wg]);
 }
 
+// ------------------------------------------------------------------ pipeline state skip
+// out[2 (24 s0 + n) + {0, 1}] = (stage, phase) of a PipeState<6> advanced s0 times, then
+// skip(n) (s0, n < 24: up to four times round the ring).
+extern "C" __global__ void dev_pipe_skip(int *out) {
+    if (threadIdx.x != 0) return;
+    for (int s0 = 0; s0 < 24; s0++)
+        for (int n = 0; n < 24; n++) {
+            PipeState<6> st;
+            for (int i = 0; i < s0; i++) st.advance();
+            st.skip(uint32_t(n));
+            out[2 * (24 * s0 + n)] = int(st.stage);
+            out[2 * (24 * s0 + n) + 1] = int(st.phase);
+        }
+}
+
 // ------------------------------------------------------------------ scheduler order
 // out[3 t + {0, 1, 2}] = (m, n, CTA) of tile t as the CTAs walk it.
 extern "C" __global__ void dev_sched_order(int m, int n, int tile_m, int tile_n, int group, int *out) {

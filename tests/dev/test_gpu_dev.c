@@ -8,7 +8,8 @@
  * fp8 e4m3, ref in fp64. The bf16 inputs are k/256 so fp32 accumulation is in fact exact; the
  * fp8 tensor cores accumulate with fewer mantissa bits than fp32 (about 6e-4 * sum seen at
  * K = 256..384 on H200), hence the looser fp8 bound. Also checks the tile scheduler's order
- * against an independent enumeration (CPU) of the tiles the device walked.
+ * against an independent enumeration (CPU) of the tiles the device walked, and the pipeline
+ * state's skip against stage arithmetic.
  * Needs an sm_90a GPU (H100/H200). Exit status 0 only when every case passed. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -856,6 +857,31 @@ static void test_named_bar_any(void **state) {
     check_end(&c);
 }
 
+/* PipeState::skip(n) (kernels/dev/pipeline.cuh) lands where n advances would: stage
+   (s0 + n) mod 6, phase flipped once per wrap, from every start s0 < 24 and n < 24. */
+static void test_pipe_skip(void **state) {
+    int *got, s0, n;
+    CUdeviceptr dout;
+    check c;
+    void *params[1] = {&dout};
+    (void)state;
+    if (!selected("PipeState<6> skip")) return;
+    dout = dev_buf(NULL, sizeof(int) * 2 * 24 * 24);
+    launch("dev_pipe_skip", 1, 1, 1, 32, 0, params);
+    got = host_from(dout, sizeof(int) * 2 * 24 * 24);
+    check_begin(&c, "PipeState<6> skip");
+    for (s0 = 0; s0 < 24; s0++)
+        for (n = 0; n < 24; n++) {
+            const int *g = got + 2 * (24 * s0 + n);
+            check_one(&c, g[0] == (s0 + n) % 6 && g[1] == (s0 + n) / 6 % 2,
+                      "from %d, skip %d: stage %d phase %d, want %d %d", s0, n, g[0], g[1],
+                      (s0 + n) % 6, (s0 + n) / 6 % 2);
+        }
+    cu.cuMemFree(dout);
+    free(got);
+    check_end(&c);
+}
+
 /* ---------------------------------------------------------------- main */
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : getenv("TALON_DEV_CUBIN");
@@ -867,6 +893,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cp_async_mbar),
         cmocka_unit_test(test_tma_multicast), cmocka_unit_test(test_wgmma_tile),
         cmocka_unit_test(test_gemm_ws),       cmocka_unit_test(test_named_bar_any),
+        cmocka_unit_test(test_pipe_skip),
     };
     const char *q = getenv("TALON_TEST_QUICK");
     quick = q && strcmp(q, "0") != 0;

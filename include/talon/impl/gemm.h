@@ -191,7 +191,8 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     TALON__TRY(talon__check_float(op, "beta", a->beta, 0, 1));
 
     talon__gemm_plan_make(a->m, a->n, a->k, isize, a->gated, a->out_dtype == TALON_DTYPE_F32,
-                          block_scales, ctx->sms, &pl);
+                          block_scales, a->bias || a->act != TALON_GEMM_ACT_NONE || a->c,
+                          ctx->sms, &pl);
     memset(&p, 0, sizeof p);
     /* boxes: a 128 rows (the transposed kernel: MN), b bn / 2 rows (transposed: swap_rows), d
        64 rows (transposed: MN) */
@@ -222,6 +223,9 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     if (pl.swap_mn)
         TALON__TRY(talon__pick(op, &k, TALON__B_gemm_swap, 6, (int)a->dtype, (int)a->out_dtype,
                                pl.swap_mn, pl.split, pl.swap_rows, block_scales));
+    else if (pl.pingpong)
+        TALON__TRY(talon__pick(op, &k, TALON__B_gemm_pingpong, 3, (int)a->dtype,
+                               (int)a->out_dtype, a->gated));
     else
         TALON__TRY(talon__pick(op, &k, TALON__B_gemm_tile, 6, (int)a->dtype, (int)a->out_dtype,
                                pl.bn, a->gated, pl.split, block_scales));

@@ -12,6 +12,7 @@ typedef struct talon__gemm_plan {
     int split;            /* split-K ways: 1 or 2 (bn 128, not gated; transposed: 64 rows) */
     int swap_mn;          /* small m: rows of a per tile of the transposed kernel; else 0 */
     int swap_rows;        /* the transposed kernel's rows of b per tile: 128 or 64 */
+    int pingpong;         /* 1: gemm_pingpong (bn 128, a warpgroup per tile) */
     int grid;             /* persistent CTAs */
 } talon__gemm_plan;
 
@@ -93,14 +94,36 @@ static void talon__gemm_plan_swap(int64_t m, int64_t n, int64_t k, int in_size, 
     pl->grid = pl->split * (pl->tiles_n < sms / pl->split ? pl->tiles_n : sms / pl->split);
 }
 
+/* Ping-pong tiles (gemm_pingpong: each consumer warpgroup on whole 128 x 128 tiles of its
+   own, one's epilogue under the other's wgmmas) where the epilogue is a large share of a
+   tile's time and the problem is not one where they lose. The cooperative kernels' tensor
+   cores idle through every epilogue, ~10% of the time at 64 k-blocks a tile with no
+   epilogue at all (ncu), more with GELU, residual, gating or fp8 scales; but 128-wide tiles
+   move 1.5x the bytes per flop of 128 x 256 pairs from L2, and on H100 they ran 0.70-0.87x at
+   16384 x 28672 x 4096 and at k 14336 (docs/notes/gemm.md, step 11). So: fp8 (row or tensor
+   scales) or an epilogue (bias, activation, residual, gated), at most 64 k-blocks (k 4096 of
+   16-bit, 8192 of fp8), m x (b's rows) <= 2^27, at least 2 tile-rows (pairs share b) and 2
+   tiles of 128 x 128 per SM. Plain 16-bit GEMMs keep the cooperative tiles (0.82-1.05x). */
+static int talon__gemm_pingpong_pays(int64_t m, int64_t n, int64_t k, int in_size, int gated,
+                                     int epilogue, int sms) {
+    const int64_t rows_b = gated ? 2 * n : n, tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
+    return (in_size == 1 || epilogue || gated) &&
+           (k * in_size + TALON__GEMM_BK_BYTES - 1) / TALON__GEMM_BK_BYTES <= 64 &&
+           m * rows_b <= ((int64_t)1 << 27) && tiles_m >= 2 &&
+           tiles_m * ((rows_b + 127) / 128) >= 2 * (int64_t)sms;
+}
+
+/* epilogue: nonzero with a bias, an activation or a residual. */
 static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, int gated,
-                                  int out_f32, int block, int sms, talon__gemm_plan *pl) {
+                                  int out_f32, int block, int epilogue, int sms,
+                                  talon__gemm_plan *pl) {
     static const int widths[] = {256, 192, 128};
     const int64_t tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
     int64_t best = -1, cost, units, cluster, slots;
     size_t i;
     pl->group = 16;
     pl->swap_rows = 0;
+    pl->pingpong = 0;
     if (m <= 64 && !gated && !out_f32) {
         talon__gemm_plan_swap(m, n, k, in_size, sms, pl);
         return;
@@ -127,7 +150,13 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, 
         pl->grid = (int)(pl->split * (units < sms / pl->split ? units : sms / pl->split));
         return;
     }
-    cluster = TALON__GEMM_CLUSTER(pl->bn);
+    if (!block && talon__gemm_pingpong_pays(m, n, k, in_size, gated, epilogue, sms)) {
+        pl->pingpong = 1;
+        pl->bn = 128;
+        pl->tiles_n = (int)((n + talon__gemm_tile_cols(128, gated) - 1) /
+                            talon__gemm_tile_cols(128, gated));
+    }
+    cluster = pl->pingpong ? TALON__GEMM_PINGPONG_CLUSTER : TALON__GEMM_CLUSTER(pl->bn);
     units = (tiles_m + cluster - 1) / cluster * pl->tiles_n;
     slots = sms / cluster;
     pl->grid = (int)(cluster * (units < slots ? units : slots));
