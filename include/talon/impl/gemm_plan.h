@@ -99,7 +99,7 @@ static void talon__gemm_plan_swap(int64_t m, int64_t n, int64_t k, int in_size, 
    tile's time and the problem is not one where they lose. The cooperative kernels' tensor
    cores idle through every epilogue, ~10% of the time at 64 k-blocks a tile with no
    epilogue at all (ncu), more with GELU, residual, gating or fp8 scales; but 128-wide tiles
-   move 1.5x the bytes per flop of 128 x 256 pairs from L2, and on H100 they ran 0.70-0.87x at
+   move 1.5x the bytes per flop of 128 x 256 pairs from L2, and on H100 they ran 0.69-0.87x at
    16384 x 28672 x 4096 and at k 14336 (docs/notes/gemm.md, step 11). So: fp8 (row or tensor
    scales) or an epilogue (bias, activation, residual, gated), at most 64 k-blocks (k 4096 of
    16-bit, 8192 of fp8), m x (b's rows) <= 2^27, at least 2 tile-rows (pairs share b) and 2
