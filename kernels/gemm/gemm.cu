@@ -154,7 +154,9 @@ __device__ __forceinline__ void run_epilogue(const float (&d)[BN / 2], const tal
     if (!p.bias && !p.c && p.act == 0)
         epilogue<DT, OT, BN, G, SCALED, Identity, false>(d, p, m0, n0, st);
     else
-        with_act(p.act, [&](auto act) { epilogue<DT, OT, BN, G, SCALED, decltype(act)>(d, p, m0, n0, st); });
+        with_act(p.act, [&](auto act) {
+            epilogue<DT, OT, BN, G, SCALED, decltype(act)>(d, p, m0, n0, st);
+        });
 }
 
 // Split-K across the SPLIT CTAs of a cluster, for both bodies: the barriers (in each CTA's
@@ -208,7 +210,8 @@ template <int SPLIT, int CONSUMERS = 256> struct SplitK {
 // A consumer warp is done with a stage: one arrival (by `arriver`, one lane of the warp) in
 // every CTA of the cluster whose producer may refill it (both, in a pair).
 template <int CM, int STAGES>
-__device__ __forceinline__ void release_stage(Pipeline<STAGES> *pipe, uint32_t stage, bool arriver) {
+__device__ __forceinline__ void release_stage(Pipeline<STAGES> *pipe, uint32_t stage,
+                                              bool arriver) {
     if (!arriver) return;
     if constexpr (CM > 1) {
 #pragma unroll
@@ -267,9 +270,11 @@ __device__ __forceinline__ void consume_pingpong(const talon__gemm_params &p, T 
         st.skip(kblocks);
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            if (m0 + 64 * h < p.m) run_epilogue<DT, OT, BN, G, is_fp8<DT>>(d[h], p, m0 + 64 * h, n0, out);
+            if (m0 + 64 * h < p.m)
+                run_epilogue<DT, OT, BN, G, is_fp8<DT>>(d[h], p, m0 + 64 * h, n0, out);
     }
-    if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes
+    // every store done before the CTA's shared memory goes
+    if (thread_in_warpgroup() == 0) bulk_wait_group<0>();
 }
 
 // Clusters (the table row's cluster column):
@@ -287,7 +292,8 @@ __device__ __forceinline__ void consume_pingpong(const talon__gemm_params &p, T 
 //    share b's tile as at bn 256.
 template <int DT, int OT, int BN, int G, int SPLIT, int BLOCK_SCALED, int PINGPONG = 0>
 __device__ void gemm_tile(const talon__gemm_params &p) {
-    static_assert(!PINGPONG || (BN == 128 && SPLIT == 1 && !BLOCK_SCALED), "ping-pong: bn 128 only");
+    static_assert(!PINGPONG || (BN == 128 && SPLIT == 1 && !BLOCK_SCALED),
+                  "ping-pong: bn 128 only");
     using T = elem<DT>;
     constexpr int BK = kblock<DT>;
     constexpr int STAGES = TALON__GEMM_STAGES(BN, SPLIT);

@@ -278,7 +278,8 @@ static void test_plan(void **state) {
         talon__gemm_plan pl;
         talon__gemm_plan_make(rows[i].m, rows[i].n, rows[i].k, rows[i].in_size, rows[i].gated,
                               rows[i].out_f32, rows[i].block, rows[i].epilogue, rows[i].sms, &pl);
-        if (pl.bn != rows[i].bn || pl.tiles_m != rows[i].tiles_m || pl.pingpong != rows[i].pingpong ||
+        if (pl.bn != rows[i].bn || pl.tiles_m != rows[i].tiles_m ||
+            pl.pingpong != rows[i].pingpong ||
             pl.tiles_n != rows[i].tiles_n || pl.split != rows[i].split ||
             pl.swap_mn != rows[i].swap_mn || pl.grid != rows[i].grid || pl.group != 16 ||
             (pl.swap_mn && pl.swap_rows != rows[i].swap_rows))
