@@ -207,20 +207,6 @@ template <int SPLIT, int CONSUMERS = 256> struct SplitK {
     }
 };
 
-// A consumer warp is done with a stage: one arrival (by `arriver`, one lane of the warp) in
-// every CTA of the cluster whose producer may refill it (both, in a pair).
-template <int CM, int STAGES>
-__device__ __forceinline__ void release_stage(Pipeline<STAGES> *pipe, uint32_t stage,
-                                              bool arriver) {
-    if (!arriver) return;
-    if constexpr (CM > 1) {
-#pragma unroll
-        for (int r = 0; r < CM; r++) mbar_arrive_remote(&pipe->empty[stage], r);
-    } else {
-        mbar_arrive(&pipe->empty[stage]);
-    }
-}
-
 // Ping-pong consumers (gemm_tile's PINGPONG): warpgroup `turn` (0 or 1) takes the CTA's tiles
 // number turn, turn + 2, ... whole: 128 rows as two m64 halves of BN columns against one b
 // tile. The ring holds the tiles' k-blocks in the order the producer walks them, so each
@@ -561,7 +547,7 @@ __device__ void gemm_swap(const talon__gemm_params &p) {
                 da = make_desc_kmajor<Swizzle::B128>(sw + s * W_ELEMS + band * 64 * BK);
                 db = make_desc_kmajor<Swizzle::B128>(sx + s * X_ELEMS);
             };
-            auto release = [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); };
+            auto release = [&](uint32_t s) { release_stage<1>(pipe, s, arriver); };
             if constexpr (BLOCK_SCALED) {
                 // a band past n (the last tile's second) reads the tile's first block's scales
                 const float *b_row = reinterpret_cast<const float *>(p.b_scale) +

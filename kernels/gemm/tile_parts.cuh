@@ -104,6 +104,20 @@ template <int K> __device__ __forceinline__ void zero(float (&d)[K]) {
     for (int i = 0; i < K; i++) d[i] = 0.f;
 }
 
+// A consumer warp is done with a stage: one arrival (by `arriver`, one lane of the warp) in
+// every CTA of the cluster whose producer may refill it (both, in a pair).
+template <int CM, int STAGES>
+__device__ __forceinline__ void release_stage(Pipeline<STAGES> *pipe, uint32_t stage,
+                                              bool arriver) {
+    if (!arriver) return;
+    if constexpr (CM > 1) {
+#pragma unroll
+        for (int r = 0; r < CM; r++) mbar_arrive_remote(&pipe->empty[stage], r);
+    } else {
+        mbar_arrive(&pipe->empty[stage]);
+    }
+}
+
 // The k-blocks [kb0, kb1) of one tile into d, for both bodies: wait for each stage, issue its
 // wgmmas (desc(stage, da, db) gives the operands), keep one k-block in flight and release the
 // stage before it (release(stage)), then wait for the last.

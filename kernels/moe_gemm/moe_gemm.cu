@@ -273,7 +273,7 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         const TileCoord tc = tile_of(u, p.blocks, p.tiles_n, p.group);
         const Block blk = block_at(p, tc.m, num_post);
         if (blk.e < 0) continue;
-        auto release = [&](uint32_t s) { if (arriver) mbar_arrive(&pipe->empty[s]); };
+        auto release = [&](uint32_t s) { release_stage<1>(pipe, s, arriver); };
         if constexpr (is_fp8<DT>) {
             // b's scales: expert e's
             const BlockScales sc{reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld, p.scale_rows,

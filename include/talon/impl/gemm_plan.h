@@ -45,10 +45,15 @@ static int64_t talon__gemm_cost(int64_t tiles_m, int64_t n, int gated, int bn, i
     return (tiles + sms - 1) / sms * bn * slow;
 }
 
-/* Whether k splits `ways` ways with at least 8 k-blocks (of 128 bytes: 64 16-bit or 128 fp8
-   elements) a way: the split-K rule of both kernels. */
+/* k-blocks of k: 128 bytes each (64 16-bit or 128 fp8 elements). */
+static int64_t talon__gemm_kblocks(int64_t k, int in_size) {
+    return (k * in_size + TALON__GEMM_BK_BYTES - 1) / TALON__GEMM_BK_BYTES;
+}
+
+/* Whether k splits `ways` ways with at least 8 k-blocks a way: the split-K rule of both
+   kernels. */
 static int talon__gemm_split_fits(int64_t k, int in_size, int ways) {
-    return (k * in_size + TALON__GEMM_BK_BYTES - 1) / TALON__GEMM_BK_BYTES >= 8 * ways;
+    return talon__gemm_kblocks(k, in_size) >= 8 * ways;
 }
 
 /* Split-K ways for `tiles` tiles of k: 2 where tiles x 2 <= SMs and k splits 2 ways, else 1. */
@@ -108,7 +113,7 @@ static int talon__gemm_pingpong_pays(int64_t m, int64_t n, int64_t k, int in_siz
                                      int epilogue, int sms) {
     const int64_t rows_b = gated ? 2 * n : n, tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
     return (in_size == 1 || epilogue || gated) &&
-           (k * in_size + TALON__GEMM_BK_BYTES - 1) / TALON__GEMM_BK_BYTES <= 64 &&
+           talon__gemm_kblocks(k, in_size) <= 64 &&
            m * rows_b <= ((int64_t)1 << 27) && tiles_m >= 2 &&
            tiles_m * ((rows_b + 127) / 128) >= 2 * (int64_t)sms;
 }
@@ -119,7 +124,7 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, 
                                   talon__gemm_plan *pl) {
     static const int widths[] = {256, 192, 128};
     const int64_t tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
-    int64_t best = -1, cost, units, cluster, slots;
+    int64_t best = -1, cost, units, cluster, slots, cols;
     size_t i;
     pl->group = 16;
     pl->swap_rows = 0;
@@ -153,8 +158,8 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, 
     if (!block && talon__gemm_pingpong_pays(m, n, k, in_size, gated, epilogue, sms)) {
         pl->pingpong = 1;
         pl->bn = 128;
-        pl->tiles_n = (int)((n + talon__gemm_tile_cols(128, gated) - 1) /
-                            talon__gemm_tile_cols(128, gated));
+        cols = talon__gemm_tile_cols(128, gated);
+        pl->tiles_n = (int)((n + cols - 1) / cols);
     }
     cluster = pl->pingpong ? TALON__GEMM_PINGPONG_CLUSTER : TALON__GEMM_CLUSTER(pl->bn);
     units = (tiles_m + cluster - 1) / cluster * pl->tiles_n;
