@@ -1166,7 +1166,9 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    Kernel: one persistent launch (CTAs of 384 threads in clusters of 2: a loader warpgroup,
    two wgmma warpgroups of 64 rows), tiles of one block x 256 or 128 rows of b (gated: 128 or
    64 output columns), chosen on the host from (tokens, topk, n, gated, SM count); a gathered a (TOKEN,
-   PAIR) is copied by the loader's 128 threads, a SORTED a and b by TMA. No workspace.
+   PAIR) is copied by the loader's 128 threads, a SORTED a and b by TMA. At <= 128 tokens a
+   warpgroup whose 64 slots are all padding skips its products (unless a and d are both
+   SORTED). No workspace.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes, strides or
    capacities out of range, block_size not 128, an unsupported dtype, act or row layout
    (d_rows TOKEN), gated not 0/1, d overlapping an input; DRIVER if the driver rejects a

@@ -144,6 +144,18 @@ __device__ __forceinline__ void consume_kblocks(float (&d)[N / 2], Pipeline<STAG
     if (kb1 > kb0) release(prev);
 }
 
+// The k-blocks of a tile in which this warpgroup has no products to compute: wait for each
+// stage and release it at once (the producer refills a stage once every consumer warp has).
+template <int STAGES, typename Release>
+__device__ __forceinline__ void pass_kblocks(Pipeline<STAGES> *pipe, PipeState<STAGES> &st,
+                                             int kblocks, Release release) {
+    for (int kb = 0; kb < kblocks; kb++) {
+        pipe->consumer_wait(st);
+        release(st.stage);
+        st.advance();
+    }
+}
+
 // d += tmp (one k-block's product over part PART of the tile's columns, PN of them) scaled
 // by a's scale of each of the thread's two rows times b's scale of the 128-row block the
 // columns come from: c[h][half], half = the half-tile (lo: accumulator columns < BN / 2)

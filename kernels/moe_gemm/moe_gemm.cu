@@ -17,6 +17,8 @@
 // Blocks past num_tokens_post_padded or of an expert outside [0, experts) are skipped by
 // producer and consumers alike (they read the same ids). CTAs run in clusters of 2 on adjacent
 // tiles whose producers start each round of tiles together (L2 sharing of the weights).
+// At decode (params.skip_padding), a consumer warpgroup whose 64 slots are all padding issues
+// no wgmmas for the tile.
 // fp8 (the grouped GEMM's SORTED a only): DeepSeek-V3 block scales applied per k-block
 // (tile_parts.cuh's consume_kblocks_block_scaled), bf16 out.
 // Checked mode (kernels/dev/check.cuh) records a sorted id above the sentinel (negative ones
@@ -99,6 +101,20 @@ __device__ __forceinline__ int slot_pair(const talon__moe_gemm_params &p, int s)
     return -1;
 }
 
+// Whether a block's half (64 rows from slot s0, `live` of them below a masked group's count)
+// needs its products: not when all its slots are padding and their results are not written
+// (d PAIR) or are zeros anyway (a gathered: zero rows, act(0) x up = 0). moe_align pads each
+// expert's rows at the end of its last block, so at decode (a few rows per expert) the
+// second half of every block is padding. Warp-uniform.
+__device__ __forceinline__ bool half_has_work(const talon__moe_gemm_params &p, int s0, int live) {
+    if (live <= 0) return false;
+    if (!p.skip_padding || p.layout != TALON__MOE_LAYOUT_ALIGNED ||
+        (p.a_rows == TALON__MOE_ROWS_SORTED && p.d_rows == TALON__MOE_ROWS_SORTED))
+        return true;
+    const int s = s0 + lane_index();
+    return __any_sync(~0u, slot_pair(p, s) >= 0 || slot_pair(p, s + 32) >= 0);
+}
+
 // One warpgroup's 64 rows (sorted slots s0..s0 + 63) x bn columns of the tile through the
 // epilogue: act (gated: act(gate) * up), times the router weight of the slot's pair (padding
 // slots: 0), staged 128 bytes of columns at a time (tile_parts.cuh), then written by a TMA
@@ -166,6 +182,27 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
             st.next();
         }
     }
+}
+
+// One warpgroup's half h of a tile through the epilogue, unless nothing of it is written:
+// rows past a masked group's count, or a half without products (half_has_work) whose rows go
+// to pairs. Without products, the sorted rows get their zeros from zero accumulators of their
+// own (zeroing d itself would make ptxas serialise the next tile's wgmmas).
+template <int DT, int BN, int G>
+__device__ __forceinline__ void finish_half(const float (&d)[BN / 2],
+                                            const talon__moe_gemm_params &p, const Block &blk,
+                                            int h, bool products, int n0, Staging &out) {
+    const int live = blk.live - 64 * h;
+    if (live <= 0 || (!products && p.d_rows == TALON__MOE_ROWS_PAIR)) return;
+    if (!products) {
+        float z[BN / 2];
+        zero(z);
+        epilogue<DT, BN, G, Identity>(z, p, blk.s0 + 64 * h, live, n0, out);
+        return;
+    }
+    with_act(p.act, [&](auto act) {
+        epilogue<DT, BN, G, decltype(act)>(d, p, blk.s0 + 64 * h, live, n0, out);
+    });
 }
 
 template <int DT, int BN, int G>
@@ -274,7 +311,10 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         const Block blk = block_at(p, tc.m, num_post);
         if (blk.e < 0) continue;
         auto release = [&](uint32_t s) { release_stage<1>(pipe, s, arriver); };
-        if constexpr (is_fp8<DT>) {
+        const bool work = half_has_work(p, blk.s0 + band * 64, blk.live - band * 64);
+        if (!work) {
+            pass_kblocks(pipe, st, kblocks, release);
+        } else if constexpr (is_fp8<DT>) {
             // b's scales: expert e's
             const BlockScales sc{reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld, p.scale_rows,
                                  reinterpret_cast<const float *>(p.b_scale) + blk.e * p.b_scale_expert,
@@ -291,11 +331,7 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
                 db = make_desc_kmajor<Swizzle::B128>(sb + s * B_ELEMS);
             }, release);
         }
-        const int live = blk.live - band * 64;
-        if (live > 0)
-            with_act(p.act, [&](auto act) {
-                epilogue<DT, BN, G, decltype(act)>(d, p, blk.s0 + band * 64, live, tc.n * (G ? BN / 2 : BN), out);
-            });
+        finish_half<DT, BN, G>(d, p, blk, band, work, tc.n * (G ? BN / 2 : BN), out);
     }
     if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes
 }

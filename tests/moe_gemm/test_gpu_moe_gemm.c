@@ -3,7 +3,8 @@
    quarter of the ids -1 (expert-parallel masking), and experts beyond those the call holds
    (experts < moe_align's). Every row layout pair (TOKEN / PAIR / SORTED a, SORTED / PAIR d),
    gated and plain epilogues with each activation, router weights, strided rows, bf16 and
-   f16, both tile widths, T = 1 and odd n and k. Each written row is checked element by
+   f16, both tile widths, T = 1 and odd n and k, decode sizes (<= 128 tokens, where halves
+   of padding slots skip their products). Each written row is checked element by
    element against the fp64 reference (ref_moe_gemm.h; large cases: every row of a sample of
    slots), tolerance r |ref| + 2^-14 mag (r the output's rounding, mag the sum of |terms|);
    d is poisoned (0xFF bytes) first, and every row the op must not write (slots of skipped
@@ -355,6 +356,9 @@ static void test_layouts(void **state) {
         {BF, 500, 4, 8, 128, 256, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 5, 0},
         {HF, 333, 2, 6, 1000, 520, 0, A_SILU, SRT, SRT, 1, ROUTE_ZIPF, 0, 16},
         {HF, 129, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8},
+        /* <= 128 tokens: halves of padding slots skip their products (zeros in sorted rows) */
+        {HF, 100, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8},
+        {BF, 96, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0},
         /* large enough for bn 256, gated and not, several tiles per CTA (sampled slots) */
         {BF, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
         {BF, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0},
@@ -363,6 +367,7 @@ static void test_layouts(void **state) {
         {BF, 130, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
         {HF, 130, 4, 8, 264, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8},
         {BF, 1, 8, 64, 64, 128, 1, A_GELU, PR, PR, 1, ROUTE_UNIFORM, 0, 0},
+        {BF, 100, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_ZIPF, 0, 0},
         {BF, 300, 8, 8, 768, 256, 1, A_SILU, TOK, PR, 1, ROUTE_ZIPF, 0, 0},
         {HF, 300, 8, 8, 512, 128, 0, A_TANH, SRT, SRT, 0, ROUTE_ONE, 0, 0},
         {BF, 600, 8, 8, 1024, 64, 0, A_RELU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},

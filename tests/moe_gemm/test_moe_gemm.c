@@ -160,13 +160,20 @@ static void test_plan(void **state) {
     assert_int_equal(pl.tiles_n, 6);
     assert_int_equal(pl.group, 16);
     assert_int_equal(pl.grid, 132);
+    assert_int_equal(pl.skip_padding, 0); /* experts fill several blocks: pairs share weights */
     /* DeepSeek-V3 down (n 7168), T 1: one busy block; 56 tiles of 128 fill more SMs than
        28 of 256 */
     talon__moe_gemm_plan_make(1, 8, 7168, 0, 8 + 8 * 127, 8, 132, &pl);
     assert_int_equal(pl.bn, 128);
+    assert_int_equal(pl.skip_padding, 1);
     assert_int_equal(pl.blocks, 8);
     assert_int_equal(pl.tiles_n, 56);
     assert_int_equal(pl.grid, 132);
+    /* padding halves skip their products up to 128 tokens (an expert fills one block) */
+    talon__moe_gemm_plan_make(128, 8, 2048, 0, 1024 + 128 * 127, 128 * 2, 132, &pl);
+    assert_int_equal(pl.skip_padding, 1);
+    talon__moe_gemm_plan_make(129, 8, 2048, 0, 1032 + 128 * 127, 128 * 2, 132, &pl);
+    assert_int_equal(pl.skip_padding, 0);
     /* a narrow gated n: 64 output columns fill bn 128's tiles exactly, 256's half */
     talon__moe_gemm_plan_make(64, 2, 64, 1, 64 * 2 + 8 * 127, 9, 132, &pl);
     assert_int_equal(pl.bn, 128);
@@ -248,6 +255,7 @@ static void test_launch(void **state) {
     assert_int_equal(p->a_rows, (int)a.a_rows);
     assert_int_equal(p->d_rows, (int)a.d_rows);
     assert_int_equal(p->act, (int)a.act);
+    assert_int_equal(p->skip_padding, a.tokens <= 128);
     /* maps in order: a (SORTED), d (SORTED), b's gate (or only) view, b's up view (gated) */
     maps = (a.a_rows == TALON_MOE_ROWS_SORTED) + (a.d_rows == TALON_MOE_ROWS_SORTED) + 1 + a.gated;
     assert_int_equal(fake.encodes, maps);
@@ -456,6 +464,7 @@ static void test_grouped_plan(void **state) {
     assert_int_equal(pl.blocks, 32);
     assert_int_equal(pl.bn, 128);
     assert_int_equal(pl.tiles_n, 56);
+    assert_int_equal(pl.skip_padding, 0); /* no padding slots: the counts say what is live */
     talon__grouped_gemm_plan_make(TALON_GROUPED_MASKED, 4, 257, 64, 1, 0, 132, &pl);
     assert_int_equal(pl.blocks, 12);
     assert_int_equal(pl.tiles_n, 1);
@@ -529,6 +538,7 @@ static void test_grouped_launch(void **state) {
     assert_int_equal(fake.last.param_size, sizeof(talon__moe_gemm_params));
     p = (const talon__moe_gemm_params *)fake.last.params;
     assert_int_equal(p->layout, masked ? TALON__MOE_LAYOUT_MASKED : TALON__MOE_LAYOUT_CONTIGUOUS);
+    assert_int_equal(p->skip_padding, 0);
     assert_int_equal(p->group_size, masked ? a.rows : 0);
     assert_int_equal(p->expert_ids, a.tile_groups);
     assert_int_equal(p->num_post, a.rows_used);

@@ -80,6 +80,7 @@ static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, cons
         p->b_hi = p->b_lo;
     p->n = (int)n; p->k = (int)k;
     p->blocks = pl->blocks; p->tiles_n = pl->tiles_n; p->group = pl->group;
+    p->skip_padding = pl->skip_padding;
     TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_tile, 3, (int)dtype, pl->bn, gated));
     talon__check_set(ctx, &p->check, kernel);
     return talon__launch(ctx, stream, op, kernel, pl->grid, p);

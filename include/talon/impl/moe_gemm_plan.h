@@ -11,6 +11,7 @@ typedef struct talon__moe_gemm_plan {
     int tiles_n; /* tiles of (gated ? bn / 2 : bn) output columns */
     int group;   /* tile-rows per raster group */
     int grid;    /* persistent CTAs */
+    int skip_padding; /* 1: halves of a block that are all padding issue no wgmmas */
 } talon__moe_gemm_plan;
 
 /* The plan over `blocks` blocks of 128 rows of which `busy_rows` rows are expected to have
@@ -35,12 +36,18 @@ static void talon__moe_gemm_plan_blocks(int64_t busy_rows, int64_t blocks, int64
     tiles = blocks * pl->tiles_n;
     pl->grid = (int)(tiles < sms ? tiles : sms) / TALON__MOE_GEMM_CLUSTER * TALON__MOE_GEMM_CLUSTER;
     if (pl->grid < TALON__MOE_GEMM_CLUSTER) pl->grid = TALON__MOE_GEMM_CLUSTER;
+    pl->skip_padding = 0;
 }
 
 /* talon_moe_gemm: the blocks expert_ids holds that end inside sorted_capacity (a valid
    num_tokens_post_padded, a multiple of 128 up to the capacity, never reaches further, and a
    broken one then cannot make the kernel read past sorted_token_ids), tokens x topk pairs
-   spread evenly over them. */
+   spread evenly over them. Padding halves skip their wgmmas at up to 128 tokens (decode), where
+   an expert (picked once per token) fills at most one block. With more, the pair of CTAs of a
+   cluster often streams one expert's weights for two of its blocks in step, sharing them
+   through L2; a skipping half lets one CTA run ahead and the sharing fails (H100: DeepSeek-V3
+   T=16384 0.87-0.90x, as slow as with no pairing at all; T <= 64: 1.01-1.02x;
+   docs/notes/moe_gemm.md). */
 static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t n, int gated,
                                       int64_t sorted_capacity, int64_t expert_ids_capacity,
                                       int sms, talon__moe_gemm_plan *pl) {
@@ -48,6 +55,7 @@ static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t n, i
     talon__moe_gemm_plan_blocks(tokens * topk,
                                 expert_ids_capacity < sorted_blocks ? expert_ids_capacity : sorted_blocks,
                                 n, gated, 1, sms, pl);
+    pl->skip_padding = tokens <= 128;
 }
 
 /* talon_grouped_gemm: CONTIGUOUS walks rows / 128 blocks, MASKED ceil(rows / 128) per group;
