@@ -1000,7 +1000,8 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
    tiles of its own so that one's epilogue runs under the other's products; split-K in 2
    ways, reduced inside a cluster of 2, where tiles are fewer than SMs; for m <= 64 with a
    16-bit output and no gating, the product is computed transposed (b's rows on the wide
-   side of the tensor-core tile), the weight-bandwidth-bound decode regime. No workspace.
+   side of the tensor-core tile), the weight-bandwidth-bound decode regime (also m 65..128
+   of 16-bit inputs with a long k and a narrow n, where it fills more SMs). No workspace.
    docs/notes/gemm.md has the plan's rules and measurements.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
    out of range or not multiples of 8 (16), unsupported dtype / out_dtype / act / scale (a

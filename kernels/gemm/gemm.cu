@@ -397,17 +397,18 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
 // ---------------------------------------------------------------- small m (decode)
 // m <= 64, the weight-bandwidth-bound regime: the product is computed transposed, D^T = B A^T,
 // so that b's rows fill wgmma's 64-row side and the few rows of a are its N (MN = 16, 32 or
-// 64): a 128 x MN tile per k-block costs 1/8 .. 1/2 of the tensor time a 128 x 128 tile of
-// mostly zero rows would, and the CTA streams b at the rate its loads allow. Tiles are ROWS
-// (128 or 64) rows of b, one consumer warpgroup per 64 of them holding 64 output columns x MN
-// rows; split-K as in gemm_tile. 64-row tiles give a narrow n twice the CTAs, so its split-K
+// 64; 128 for m 65..128 where the normal kernel's 128-row tiles would leave SMs idle, with
+// 64-row tiles of b): a 128 x MN tile per k-block costs 1/8 .. 1/2 of the tensor time a
+// 128 x 128 tile of mostly zero rows would, and the CTA streams b at the rate its loads
+// allow. Tiles are ROWS (128 or 64) rows of b, one consumer warpgroup per 64 of them holding
+// 64 output columns x MN rows; split-K as in gemm_tile. 64-row tiles give a narrow n twice the CTAs, so its split-K
 // needs only clusters of 2 (N 4096: 64 tiles x 2 ways = 128 CTAs; clusters of 4 would not all
 // be resident at once: 30 of them fit on a 132-SM part).
 
 // The accumulators of one warpgroup (64 columns n0.. of d, MN rows) through the epilogue
-// into one staging chunk (MN rows x 128 bytes) and one TMA store. Register 4q + 2h + e holds
-// column 16 w + l / 4 + 8 h, row 8 q + 2 (l % 4) + e. SCALED: fp8 with per-tensor or per-row
-// scales, applied here (block scales were applied in the main loop).
+// into staging chunks of up to 64 rows x 128 bytes, each written by one TMA store. Register
+// 4q + 2h + e holds column 16 w + l / 4 + 8 h, row 8 q + 2 (l % 4) + e. SCALED: fp8 with
+// per-tensor or per-row scales, applied here (block scales were applied in the main loop).
 template <int DT, int OT, int MN, bool SCALED, typename Act>
 __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
                                               const talon__gemm_params &p, int n0, Staging &st) {
@@ -428,23 +429,30 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
         if constexpr (SCALED)
             sc[h] *= __ldg(reinterpret_cast<const float *>(p.b_scale) + (col < p.n ? col : 0) * p.b_scale_step);
     }
-    const uint32_t buf = st.begin(barrier, leader);
+    // rows in chunks of at most 64 (a staging chunk: 64 rows x 128 bytes; MN 128: two)
+    constexpr int PART = MN < 64 ? MN : 64;
 #pragma unroll
-    for (int q = 0; q < MN / 8; q++)
+    for (int part = 0; part < MN / PART; part++) {
+        const uint32_t buf = st.begin(barrier, leader);
 #pragma unroll
-        for (int h = 0; h < 2; h++)
+        for (int q = part * PART / 8; q < (part + 1) * PART / 8; q++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int row = 8 * q + 2 * (lane % 4) + e, cl = c0 + 8 * h, col = n0 + cl;
-                const float s = SCALED ? sc[h] * a_scale_of(p, row) : sc[h];
-                float y = Act::f(fmaf(s, d[4 * q + 2 * h + e], b[h]));
-                if (c && row < p.m && col < p.n)
-                    y = fmaf(p.beta, to_f32(c[(int64_t)row * p.ldc + col]), y);
-                const TO v = from_f32<TO>(y);
-                asm volatile("st.shared.b16 [%0], %1;" ::"r"(buf + row * 128 + (((cl / 8) ^ (row & 7)) << 4) + (cl % 8) * 2),
-                             "h"(*reinterpret_cast<const unsigned short *>(&v)));
-            }
-    st.store_tma(&p.d_map, buf, n0, 0, barrier, leader);
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int row = 8 * q + 2 * (lane % 4) + e, cl = c0 + 8 * h, col = n0 + cl;
+                    const int r = row - part * PART; // in the chunk
+                    const float s = SCALED ? sc[h] * a_scale_of(p, row) : sc[h];
+                    float y = Act::f(fmaf(s, d[4 * q + 2 * h + e], b[h]));
+                    if (c && row < p.m && col < p.n)
+                        y = fmaf(p.beta, to_f32(c[(int64_t)row * p.ldc + col]), y);
+                    const TO v = from_f32<TO>(y);
+                    const uint32_t at = buf + r * 128 + (((cl / 8) ^ (r & 7)) << 4) + (cl % 8) * 2;
+                    asm volatile("st.shared.b16 [%0], %1;" ::"r"(at),
+                                 "h"(*reinterpret_cast<const unsigned short *>(&v)));
+                }
+        st.store_tma(&p.d_map, buf, n0, part * PART, barrier, leader);
+    }
 }
 
 // The k-blocks [kb0, kb1) of one transposed tile into d with fp8 block scales (DeepSeek-V3's):

@@ -206,10 +206,18 @@ static void test_plan(void **state) {
         {1408, 6144, 4096, 2, 0, 0, 0, 132, 256, 11, 24, 1, 0, 132, 0, 0, 0},
         /* split-K: 2 ways over bn 128 tiles that fill at most half the SMs, 8 k-blocks a way;
            never 4 (clusters of 4 do not all fit at once: gemm_plan.h) */
-        {128, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0, 0, 0},
-        {100, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0, 0, 0},
-        {100, 2048, 14336, 2, 0, 0, 0, 132, 128, 1, 16, 2, 0, 32, 0, 0, 0},
         {100, 4096, 2048, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0, 0, 0},
+        {65, 4096, 8128, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0, 0, 0},
+        {100, 4096, 14336, 1, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0, 0, 0},
+        /* ... except m 65..128 of 16-bit with >= 128 k-blocks and at most SMs / 4 tiles: the
+           transposed kernel, MN 128, 64-row tiles of b, 2 ways */
+        {128, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 64, 2, 128, 128, 64, 0, 0},
+        {100, 4096, 14336, 2, 0, 0, 0, 132, 128, 1, 64, 2, 128, 128, 64, 0, 0},
+        {100, 2048, 14336, 2, 0, 0, 0, 132, 128, 1, 32, 2, 128, 64, 64, 0, 0},
+        {65, 4096, 8192, 2, 0, 0, 0, 132, 128, 1, 64, 2, 128, 128, 64, 0, 0},
+        {128, 4224, 14336, 2, 0, 0, 0, 132, 128, 1, 66, 2, 128, 132, 64, 0, 0},
+        {128, 4224, 14336, 2, 0, 0, 0, 128, 128, 1, 33, 2, 0, 66, 0, 0, 0}, /* 33 > 128 / 4 */
+        {128, 4352, 14336, 2, 0, 0, 0, 132, 128, 1, 34, 2, 0, 68, 0, 0, 0},
         {100, 4096, 1984, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0, 0, 0},
         {100, 4096, 1024, 2, 0, 0, 0, 132, 128, 1, 32, 2, 0, 64, 0, 0, 0},
         {100, 4096, 960, 2, 0, 0, 0, 132, 128, 1, 32, 1, 0, 32, 0, 0, 0},
@@ -310,8 +318,15 @@ static const gemm_launch_row launch_rows[] = {
     LAUNCH("f16 -> f32, m 100 n 8192 -> 128, split-K 2", ONE(G(dtype, ENUM, TALON_DTYPE_F16),
            G(out_dtype, ENUM, TALON_DTYPE_F32), G(m, I64, 100), G(n, I64, 8192)),
            "talon_gemm_f16_f32_128_split2", 128, 1, 64),
-    LAUNCH("bf16 m 100 n 4096 k 14336 -> split-K 2", ONE(G(m, I64, 100), G(k, I64, 14336)),
+    LAUNCH("bf16 m 100 n 4096 k 8128 -> split-K 2", ONE(G(m, I64, 100), G(k, I64, 8128)),
            "talon_gemm_bf16_128_split2", 64, 1, 32),
+    LAUNCH("bf16 m 100 n 4096 k 14336 -> transposed, MN 128, 64-row tiles, split-K 2",
+           ONE(G(m, I64, 100), G(k, I64, 14336)), "talon_gemm_swap_bf16_m128_rows64_split2", 128,
+           1, 64),
+    LAUNCH("f16 m 65 n 2056 k 8192 -> transposed, MN 128, 64-row tiles, split-K 2",
+           ONE(G(m, I64, 65), G(n, I64, 2056), G(k, I64, 8192), G(dtype, ENUM, TALON_DTYPE_F16),
+               G(out_dtype, ENUM, TALON_DTYPE_F16)), "talon_gemm_swap_f16_m128_rows64_split2", 66,
+           1, 33),
     LAUNCH("bf16 decode m 16 n 4096 k 14336 -> transposed, MN 16, 64-row tiles, split-K 2",
            ONE(G(m, I64, 16), G(k, I64, 14336)), "talon_gemm_swap_bf16_m16_rows64_split2", 128,
            1, 64),
@@ -424,7 +439,8 @@ static void test_launch(void **state) {
            bn / 2 rows */
         const int swap_mn = !strstr(row->symbol, "swap")     ? 0
                             : strstr(row->symbol, "_m16") ? 16
-                            : strstr(row->symbol, "_m32") ? 32 : 64;
+                            : strstr(row->symbol, "_m32") ? 32
+                            : strstr(row->symbol, "_m128") ? 128 : 64;
         const int bn = swap_mn ? (strstr(row->symbol, "_rows64") ? 128 : 256) /* boxes: rows */
                        : strstr(row->symbol, "_256") ? 256 : strstr(row->symbol, "_192") ? 192 : 128;
         const int nb = a.gated ? 2 : 1;

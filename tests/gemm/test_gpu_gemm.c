@@ -386,6 +386,11 @@ static void test_epilogues(void **state) {
         {BF, BF, 20, 520, 136, 0, 0, RES_NONE, TALON_GEMM_ACT_GELU_TANH, 0, 0, 0, 0, 0},
         {BF, BF, 40, 14336, 520, 0, 1, RES_C, TALON_GEMM_ACT_RELU, 0, 0, 0.5f, 0, 0}, /* 128 rows */
         {HF, HF, 30, 14400, 264, 8, 1, RES_IN_PLACE, TALON_GEMM_ACT_SILU, 0, 0, 0, 0, 0}, /* 128, edge */
+        /* m 65..128 with >= 128 k-blocks and few tiles: transposed, MN 128 (two 64-row store
+           chunks), split-K 2 */
+        {BF, BF, 77, 1000, 8200, 16, 1, RES_C, TALON_GEMM_ACT_SILU, 0, 0, 0.5f, 0, 0},
+        {HF, HF, 128, 4104, 8192, 0, 0, RES_IN_PLACE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},
+        {BF, BF, 65, 2056, 8256, 8, 1, RES_NONE, TALON_GEMM_ACT_GELU_TANH, 0, 0, 0, 0, 0},
     };
     gpu_tally t;
     int i;
@@ -553,7 +558,8 @@ static void test_graph(void **state) {
    clustered and transposed kernels included). */
 static void test_deterministic(void **state) {
     static const gcase cases[] = {
-        {BF, BF, 100, 4096, 14336, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},  /* split 2 */
+        {BF, BF, 100, 4096, 14336, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},  /* swap MN 128, 2 */
+        {BF, BF, 100, 4096, 8128, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},   /* split 2 */
         {BF, BF, 16, 4096, 14336, 0, 1, RES_NONE, TALON_GEMM_ACT_SILU, 0, 0, 0, 0, 0},   /* swap, 2 */
         {BF, BF, 16, 28672, 2048, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},   /* swap, 2 x 7 */
         {HF, F32, 200, 4096, 4104, 0, 0, RES_NONE, TALON_GEMM_ACT_NONE, 0, 0, 0, 0, 0},  /* split 2 */

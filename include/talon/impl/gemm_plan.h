@@ -62,8 +62,9 @@ static int talon__gemm_split(int64_t tiles, int64_t k, int in_size, int sms) {
 }
 
 /* m <= 64 with a 16-bit output, not gated: the transposed kernel (gemm_swap), tiles of `rows`
-   rows of b against all m rows of a, padded to MN = 16, 32 or 64. It streams b, so the plan
-   evens out the bytes per CTA: of (rows, ways) in (128, 1), (64, 1), (64, 2) the least
+   rows of b against all m rows of a, padded to MN = 16, 32 or 64 (or 128, for m 65..128 where
+   talon__gemm_swap128_pays: 64-row tiles, 2 ways). It streams b, so the plan evens out the
+   bytes per CTA: of (rows, ways) in (128, 1), (64, 1), (64, 2) the least
      ceil(tiles(rows) x ways / SMs) x rows / ways,
    the first on a tie, where a split keeps at least 8 k-blocks a way (N 14336: 112 tiles of 128
    rows; N 4096: 64 tiles of 64 rows x 2 ways = 128 CTAs; as in talon__gemm_split, no more
@@ -78,9 +79,16 @@ static void talon__gemm_plan_swap(int64_t m, int64_t n, int64_t k, int in_size, 
     static const int shapes[][2] = {{64, 1}, {64, 2}}; /* rows, ways, after (128, 1) */
     int64_t best, tiles, cost;
     size_t i;
-    pl->swap_mn = m <= 16 ? 16 : m <= 32 ? 32 : 64;
+    pl->swap_mn = m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128;
     pl->bn = 128;
     pl->tiles_m = 1;
+    if (pl->swap_mn == 128) { /* talon__gemm_swap128_pays: 2 x its tiles fit the SMs */
+        pl->swap_rows = 64;
+        pl->split = 2;
+        pl->tiles_n = (int)((n + 63) / 64);
+        pl->grid = 2 * pl->tiles_n;
+        return;
+    }
     pl->swap_rows = 128;
     pl->split = 1;
     pl->tiles_n = (int)((n + 127) / 128);
@@ -97,6 +105,19 @@ static void talon__gemm_plan_swap(int64_t m, int64_t n, int64_t k, int in_size, 
         pl->tiles_n = (int)tiles;
     }
     pl->grid = pl->split * (pl->tiles_n < sms / pl->split ? pl->tiles_n : sms / pl->split);
+}
+
+/* m 65..128 through the transposed kernel (MN 128, tiles of 64 rows of b, split-K 2) where
+   the normal kernel's split-K would leave at least half the SMs idle (one tile-row of at most
+   SMs / 4 tiles of 128: N <= 4224 on 132 SMs) and k is long (>= 128 k-blocks): its 64-row
+   tiles x 2 ways run on twice the SMs (H100: N 4096 K 14336 M 65 / 96 / 128 1.14x / 1.22x /
+   1.26x; N 2048 K 8192 1.03x / 1.22x / 1.27x). With more tiles (N 8192: 0.84x at M 65) or k
+   4096 the normal kernel's 128-row tiles, which read a fewer times, do as well or better
+   (docs/notes/gemm.md, step 13). 16-bit inputs only (the kernels the table has). */
+static int talon__gemm_swap128_pays(int64_t m, int64_t n, int64_t k, int in_size, int block,
+                                    int sms) {
+    return m > 64 && m <= 128 && in_size == 2 && !block && 4 * ((n + 127) / 128) <= sms &&
+           talon__gemm_kblocks(k, in_size) >= 128;
 }
 
 /* Ping-pong tiles (gemm_pingpong: each consumer warpgroup on whole 128 x 128 tiles of its
@@ -129,7 +150,8 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, 
     pl->group = 16;
     pl->swap_rows = 0;
     pl->pingpong = 0;
-    if (m <= 64 && !gated && !out_f32) {
+    if (!gated && !out_f32 &&
+        (m <= 64 || talon__gemm_swap128_pays(m, n, k, in_size, block, sms))) {
         talon__gemm_plan_swap(m, n, k, in_size, sms, pl);
         return;
     }
