@@ -401,9 +401,9 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
 // 64-row tiles of b): a 128 x MN tile per k-block costs 1/8 .. 1/2 of the tensor time a
 // 128 x 128 tile of mostly zero rows would, and the CTA streams b at the rate its loads
 // allow. Tiles are ROWS (128 or 64) rows of b, one consumer warpgroup per 64 of them holding
-// 64 output columns x MN rows; split-K as in gemm_tile. 64-row tiles give a narrow n twice the CTAs, so its split-K
-// needs only clusters of 2 (N 4096: 64 tiles x 2 ways = 128 CTAs; clusters of 4 would not all
-// be resident at once: 30 of them fit on a 132-SM part).
+// 64 output columns x MN rows; split-K as in gemm_tile. 64-row tiles give a narrow n twice the
+// CTAs, so its split-K needs only clusters of 2 (N 4096: 64 tiles x 2 ways = 128 CTAs;
+// clusters of 4 would not all be resident at once: 30 of them fit on a 132-SM part).
 
 // The accumulators of one warpgroup (64 columns n0.. of d, MN rows) through the epilogue
 // into staging chunks of up to 64 rows x 128 bytes, each written by one TMA store. Register

@@ -206,8 +206,7 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     else
         p.b_hi = p.b_lo;
     TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, a->m, a->n, ldd,
-                               pl.swap_mn ? (pl.swap_mn < 64 ? pl.swap_mn : 64) : 64,
-                               a->out_dtype));
+                               pl.swap_mn && pl.swap_mn < 64 ? pl.swap_mn : 64, a->out_dtype));
     p.d = a->d; p.c = a->c; p.bias = a->bias;
     p.a_scale = a->a_scale; p.b_scale = a->b_scale;
     p.a_scale_step = p.b_scale_step = row_scales;
