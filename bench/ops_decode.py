@@ -215,6 +215,12 @@ def cases(h):
                     [("flashinfer_tc_over_talon", ">=", 1.05, ">= 1.05x FlashInfer (tensor cores)"),
                      ("sdpa_cudnn_over_talon", ">=", 1.0, ">= 1.0x cuDNN SDPA")],
                     B=128, L=2048, hq=64))
+    # The same group of 8 with an fp8 cache, and where the split rule fills the GPU (one CTA a
+    # kv head: 8 heads per CTA)
+    out.append(case(f"B=128 L=2048 64/8 fp8 KV page {PS}", 2 * 128 * 2048 * HK * D, B=128, L=2048,
+                    hq=64, fp8=True))
+    for B, L in ((16, 4096), (1, 32768)):
+        out.append(case(f"B={B} L={L} 64/8 bf16 page {PS}", 2 * B * L * HK * D * 2, B=B, L=L, hq=64))
     # One request, short to medium context: the split rule's latency regime (<= 1.5 CTAs/SM)
     for L in (2048, 8192, 16384):
         out.append(case(f"B=1 L={L} bf16 page {PS}", 2 * L * HK * D * 2, B=1, L=L))

@@ -283,8 +283,9 @@ talon_status talon_ctx_check(talon_ctx *ctx, CUstream stream, talon_check_report
                                    rows x ceil(row bytes / 4096) (else cols / 256) < 2^31
      decode_attention              batch <= 2^24, heads <= 1024, max_kv_len <= 2^30,
                                    num_pages < 2^31; a cache < 2^32 rows of head_dim (32-bit
-                                   row index); CTAs batch x Hk x ceil(group / 4) < 2^31; with
-                                   splits, merge blocks batch x Hq x head_dim / 128 < 2^31
+                                   row index); CTAs batch x Hk x ceil(group / h) < 2^31 (h:
+                                   talon_decode_attention); with splits, merge blocks
+                                   batch x Hq x head_dim / 128 < 2^31
      merge_attention_states        rows < 2^22, head_dim <= 4096
      prefill_attention             total_q, total_kv < 2^31 (TMA rows), batch <= 2^20,
                                    strides <= 2^31; tiles ceil(max_seqlen_q / 128) x batch x
@@ -688,7 +689,8 @@ talon_status talon_gather_rows(talon_ctx *ctx, CUstream stream, const talon_gath
    on host values: batch, num_kv_heads, heads per CTA and max_kv_len, and the device's SM
    count S, read when the context was created (132 on H100 SXM / H200; the count changes the
    speed, never the result; the figures in brackets are for 132):
-     ctas = batch * num_kv_heads * ceil(group / 4)        (group = num_qo_heads / num_kv_heads)
+     ctas = batch * num_kv_heads * ceil(group / h)        (group = num_qo_heads / num_kv_heads;
+                                                           h = 8 at head_dim <= 128, else 4)
      slots = 4 S                                          (4 resident CTAs per SM: 528)
      cost(s) = ceil(ctas * s / slots) / s                 (waves of CTAs doing 1/s of the work)
      splits = 1 when 1.5 S < ctas <= slots                (more than 1.5 CTAs per SM: 198)
@@ -698,20 +700,20 @@ talon_status talon_gather_rows(talon_ctx *ctx, CUstream stream, const talon_gath
    or num_splits when given. The workspace size therefore depends on the context's device:
    size it with the ctx that will run the op. kv_lens is not read on the host, so a graph
    captured with a max_kv_len bound stays valid for any kv_lens <= that bound. Kernels: the attention kernel (grid batch * num_kv_heads *
-   ceil(group / 4) x splits), then the merge kernel when splits > 1, launched as a
+   ceil(group / h) x splits), then the merge kernel when splits > 1, launched as a
    programmatic dependent of the first (cuLaunchKernelEx): it starts while the attention
    kernel drains and waits for its partials on the GPU (captured graphs keep that edge). The
    attention kernel allows dependents to launch as it starts (griddepcontrol.launch_dependents),
    so a kernel of yours launched right after a one-split call with programmatic stream
    serialization must wait (griddepcontrol.wait) before it reads o or lse, as PDL requires.
    Precision: fp32 scores, online softmax in fp32 (exp2 with log2(e) folded into the scale),
-   fp32 accumulation, o rounded once (head_dim <= 128 with 2 to 4 heads per CTA, or any with
+   fp32 accumulation, o rounded once (head_dim <= 128 with 2 to 8 heads per CTA, or any with
    an fp8 cache, uses tensor cores: the weights enter P V as two 16-bit parts, ~16 significant
    bits; with an fp8 cache they are f16 and q enters as f16 scaled by a power of two, exact
    for bf16 q of any range except elements over 2^31 times smaller than the largest |q| of
    the CTA's heads).
    fp8: k_scale is folded into q and v_scale into o.
-   Query groups larger than 4 heads are split over ceil(group / 4) CTAs sharing the K/V reads
+   Query groups larger than h heads are split over ceil(group / h) CTAs sharing the K/V reads
    through L2. */
 typedef struct talon_decode_attention_args {
     CUdeviceptr o;              /* out: [batch, num_qo_heads, head_dim], dtype */

@@ -1,8 +1,8 @@
 // decode.cu - decode attention over a paged KV cache (flash-decoding) and the merge of partial
 // attention states; q/o bf16 or f16, cache of the same type or fp8 e4m3 with per-tensor scales.
 //
-// Strategy: one CTA of 128 threads per (request, kv head, chunk of up to 4 query heads of its
-// group, split of the keys). The query heads of a chunk share every K/V load, which is what keeps
+// Strategy: one CTA of 128 threads per (request, kv head, chunk of up to 8 query heads of its
+// group (4 at head_dim 256), split of the keys). The query heads of a chunk share every K/V load, which is what keeps
 // GQA bandwidth-bound. Per-lane version (16-bit caches; below): threads form key groups of D/8
 // lanes; a lane owns 8 consecutive elements of a key row (one 16-byte load), so a key group reads a
 // whole row and the dot product is finished by xor shuffles inside the group. Each key group walks
@@ -21,7 +21,7 @@
 // as it starts, and it waits for the whole grid in griddepcontrol.wait, so its launch hides under
 // the attention kernel's end (measured faster: docs/notes/decode.md).
 //
-// With an fp8 cache, or 2 to 4 heads per CTA and head_dim <= 128, decode_mma (below) replaces
+// With an fp8 cache, or 2 to 8 heads per CTA and head_dim <= 128, decode_mma (below) replaces
 // the per-lane dot products by tensor-core tiles: fp8 on the per-lane path was bound by its
 // conversions, and for 16-bit caches the shuffles, conversions and per-head FMAs were the
 // bottleneck. The ring, copy, prefetch, CTA-shape and cluster variants tried against this design
@@ -38,7 +38,8 @@
 // KB at page 16) reads at NHD's rate.
 //
 // Variants (include/talon/kernels/decode.def): q type x cache type (same or fp8) x head_dim
-// (64, 128, 256) x heads per CTA (1, 2, 4: the group is cut into chunks of at most 4).
+// (64, 128, 256) x heads per CTA (1, 2, 4, 8 (d64, d128): the group is cut into chunks of at
+// most 8, at most 4 at d256).
 // merge_splits reads n fp32 partials, merge_states two partials of the output type.
 #include "dev/async.cuh"
 #include "dev/check.cuh"
@@ -352,17 +353,18 @@ __device__ __forceinline__ void decode(const talon__decode_params &p) {
     if (kg < gn) finish<T, D, G, NKG>(p, s_acc, s_m, s_l, kg, li, row0, bad);
 }
 
-// Tensor-core version (fp8 caches; 16-bit ones with D <= 128, groups of 2 to 4 heads). Each warp
+// Tensor-core version (fp8 caches; 16-bit ones with D <= 128, groups of 2 to 8 heads). Each warp
 // walks its own KW keys per step through its own slice of the ring. Scores are computed transposed,
 // S^T = K q^T on mma.m16n8k16: keys are M (rows 8..15 repeat rows 0..7, so ldmatrix fills the A
 // fragment directly), the heads are N and q is the B fragment, held unscaled (exact) for the whole
 // loop; the scale is applied to the fp32 scores. Then o^T += V^T P^T on mma.m16n8k8: head_dim is M
 // (ldmatrix .trans of the V rows), keys K, and N holds P in two 16-bit parts, columns 0..3 its
 // rounding and 4..7 the rounding of the rest for the same heads, so P V is as exact as in fp32 and
-// no column is wasted; movmatrix turns the score layout into the B layout. The accumulators keep
-// the two parts apart until the end. K/V rows sit in the ring with their 16-byte chunks
-// XOR-swizzled by row, so ldmatrix reads them without bank conflicts. The online softmax runs per
-// head on the column lanes (t < 2).
+// no column is wasted (5 to 8 heads take a second such tile of P V; the scores' 8 columns hold 8
+// heads); movmatrix turns the score layout into the B layout. The accumulators keep the two parts
+// apart until the end. K/V rows sit in the ring with their 16-byte chunks XOR-swizzled by row, so
+// ldmatrix reads them without bank conflicts. The online softmax runs per head on the column
+// lanes (t < 2 for up to 4 heads).
 // fp8 caches: the ring holds the raw e4m3 bytes (a warp's step is still 2 KB of K, now 2048 /
 // head_dim keys) and the MMAs run in f16, every e4m3 value converting exactly
 // (cvt.rn.f16x2.e4m3x2) right after its shared-memory load. Since e4m3 pairs cannot be
@@ -376,7 +378,9 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
     constexpr int NW = NT / 32, ROWB = D * (FP8 ? 1 : 2), KW = 2048 / ROWB, NKT = KW / 8;
     constexpr int CPR = ROWB / 16, NCP = KW * CPR / 32, STEP = NW * KW, TILEB = KW * ROWB;
     constexpr int STAGEB = 2 * TILEB;
-    static_assert(NKT >= 1 && CPR >= 4 && 32 % CPR == 0 && G <= 4, "tile shapes");
+    // P V's column tiles: one holds 4 heads (their two parts); 5 to 8 heads take a second.
+    constexpr int NPV = G > 4 ? 2 : 1;
+    static_assert(NKT >= 1 && CPR >= 4 && 32 % CPR == 0 && G <= 8, "tile shapes");
     static_assert(NW * G * (D + 2) * 4 <= NW * MMA_STAGES * STAGEB, "combine fits the ring");
     extern __shared__ uint4 smem[];
     float(*s_acc)[G][D] = reinterpret_cast<float(*)[G][D]>(smem);
@@ -427,11 +431,14 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
                 }
         }
     }
-    // acc[mt]: o^T rows 16 mt + g (0, 1) and + 8 (2, 3), columns 2t, 2t + 1. For fp8 those
-    // rows are dims g D/8 + 2 mt and + 1 (see the V fragment).
-    float acc[D / 16][4], m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
+    // acc[j][mt]: o^T rows 16 mt + g (0, 1) and + 8 (2, 3), columns 2t, 2t + 1 of column tile
+    // j (heads 4 j .. 4 j + 3: their high parts in columns 0..3, low parts in 4..7). For fp8
+    // those rows are dims g D/8 + 2 mt and + 1 (see the V fragment).
+    float acc[NPV][D / 16][4], m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
 #pragma unroll
-    for (int i = 0; i < D / 16; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    for (int j = 0; j < NPV; j++)
+#pragma unroll
+        for (int i = 0; i < D / 16; i++) acc[j][i][0] = acc[j][i][1] = acc[j][i][2] = acc[j][i][3] = 0.f;
 
     // Byte offset of 16-byte chunk c of tile row r: XOR-swizzled so the 8 rows of an ldmatrix
     // hit 8 different bank groups (64-byte rows pair up in 128-byte lines).
@@ -539,18 +546,23 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
             m[e] = mx[e];
             l[e] *= alpha[e];
         }
-        // Columns 4..7 (lanes t >= 2) carry heads 0..3 of lanes t - 2: their scale and low parts.
+        // Lane t's columns 2t, 2t + 1 of tile 0 are heads 2t, 2t + 1 (t < 2) or the low parts
+        // of lane t - 2's heads; of tile 1, the heads of lane t + 2 (t < 2) or its own.
+        float ta[NPV][2];
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const float a = __shfl_xor_sync(~0u, alpha[e], 2);
-            if (t >= 2) alpha[e] = a;
+            ta[0][e] = t < 2 ? alpha[e] : a;
+            if constexpr (NPV == 2) ta[1][e] = t < 2 ? a : alpha[e];
         }
-        if (__any_sync(~0u, alpha[0] != 1.f || alpha[1] != 1.f)) {
+        if (__any_sync(~0u, ta[0][0] != 1.f || ta[0][1] != 1.f || ta[NPV - 1][0] != 1.f || ta[NPV - 1][1] != 1.f)) {
 #pragma unroll
-            for (int i = 0; i < D / 16; i++) {
-                acc[i][0] *= alpha[0]; acc[i][1] *= alpha[1];
-                acc[i][2] *= alpha[0]; acc[i][3] *= alpha[1];
-            }
+            for (int j = 0; j < NPV; j++)
+#pragma unroll
+                for (int i = 0; i < D / 16; i++) {
+                    acc[j][i][0] *= ta[j][0]; acc[j][i][1] *= ta[j][1];
+                    acc[j][i][2] *= ta[j][0]; acc[j][i][3] *= ta[j][1];
+                }
         }
 #pragma unroll
         for (int nt = 0; nt < NKT; nt++) {
@@ -559,8 +571,13 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
             l[1] += p1;
             const uint32_t hi = pack2<TM>(p0, p1);
             const float2 h = unpack2<TM>(hi);
-            const uint32_t low = __shfl_xor_sync(~0u, pack2<TM>(p0 - h.x, p1 - h.y), 2);
-            const uint32_t pb = movmatrix_trans(t < 2 ? hi : low);
+            const uint32_t lo = pack2<TM>(p0 - h.x, p1 - h.y);
+            // Tile 0 takes lanes t < 2's high parts and their low parts from lanes t + 2; tile 1
+            // lanes t + 2's high parts and their own low parts: one exchange serves both.
+            const uint32_t px = __shfl_xor_sync(~0u, NPV == 2 && t >= 2 ? hi : lo, 2);
+            uint32_t pb[NPV];
+            pb[0] = movmatrix_trans(t < 2 ? hi : px);
+            if constexpr (NPV == 2) pb[1] = movmatrix_trans(t < 2 ? px : lo);
             if constexpr (FP8) {
                 // Byte j of word i of x (key 2t) and y (key 2t + 1), i counted over the pieces,
                 // is dim g D/8 + 4i + j: pairs (x_j, y_j) are the A fragments of tiles 2i
@@ -574,8 +591,13 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
                     for (int j = 0; j < VW; j++) {
                         const int i = VW * pc + j;
                         const uint32_t a = __byte_perm(x[j], y[j], 0x5140), c2 = __byte_perm(x[j], y[j], 0x7362);
-                        mma_m16n8k8<TM>(acc[2 * i], e4m3x2_to_f16x2(a), e4m3x2_to_f16x2(a >> 16), pb);
-                        mma_m16n8k8<TM>(acc[2 * i + 1], e4m3x2_to_f16x2(c2), e4m3x2_to_f16x2(c2 >> 16), pb);
+                        const uint32_t a0 = e4m3x2_to_f16x2(a), a1 = e4m3x2_to_f16x2(a >> 16);
+                        const uint32_t c0 = e4m3x2_to_f16x2(c2), c1 = e4m3x2_to_f16x2(c2 >> 16);
+#pragma unroll
+                        for (int jt = 0; jt < NPV; jt++) {
+                            mma_m16n8k8<TM>(acc[jt][2 * i], a0, a1, pb[jt]);
+                            mma_m16n8k8<TM>(acc[jt][2 * i + 1], c0, c1, pb[jt]);
+                        }
                     }
                 }
             } else {
@@ -583,8 +605,11 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
                 for (int cg = 0; cg < CPR / 4; cg++) {
                     uint32_t x[4];
                     ldmatrix_x4<true>(x, vt + nt * 8 * ROWB + chunk(lr, 4 * cg + vc));
-                    mma_m16n8k8<TM>(acc[2 * cg], x[0], x[1], pb);
-                    mma_m16n8k8<TM>(acc[2 * cg + 1], x[2], x[3], pb);
+#pragma unroll
+                    for (int jt = 0; jt < NPV; jt++) {
+                        mma_m16n8k8<TM>(acc[jt][2 * cg], x[0], x[1], pb[jt]);
+                        mma_m16n8k8<TM>(acc[jt][2 * cg + 1], x[2], x[3], pb[jt]);
+                    }
                 }
             }
         }
@@ -596,18 +621,23 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
     for (int e = 0; e < 2; e++)
 #pragma unroll
         for (int o = 4; o < 32; o <<= 1) l[e] += __shfl_xor_sync(~0u, l[e], o);
+    // Each head's two parts summed: lanes t and t ^ 2 then hold the same sums, of heads 2t, 2t
+    // + 1 of tile 0 (t < 2) and of tile 1 (t >= 2).
 #pragma unroll
-    for (int i = 0; i < D / 16; i++)
+    for (int j = 0; j < NPV; j++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) acc[i][e] += __shfl_xor_sync(~0u, acc[i][e], 2);
+        for (int i = 0; i < D / 16; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[j][i][e] += __shfl_xor_sync(~0u, acc[j][i][e], 2);
 #pragma unroll
     for (int e = 0; e < 2; e++) {
         const int h = 2 * t + e;
         if (h < G) {
 #pragma unroll
             for (int i = 0; i < D / 16; i++) {
-                s_acc[w][h][FP8 ? vdim + 2 * i : 16 * i + g] = acc[i][e];
-                s_acc[w][h][FP8 ? vdim + 2 * i + 1 : 16 * i + 8 + g] = acc[i][2 + e];
+                const bool t1 = NPV == 2 && t >= 2;
+                s_acc[w][h][FP8 ? vdim + 2 * i : 16 * i + g] = t1 ? acc[NPV - 1][i][e] : acc[0][i][e];
+                s_acc[w][h][FP8 ? vdim + 2 * i + 1 : 16 * i + 8 + g] = t1 ? acc[NPV - 1][i][2 + e] : acc[0][i][2 + e];
             }
             if (g == 0) {
                 s_m[w][h] = m[e];
@@ -670,7 +700,7 @@ __device__ __forceinline__ void merge(const talon__merge_params &p) {
     if (p.lse && c == 0) reinterpret_cast<float *>(p.lse)[r] = M == NEG_INF ? M : M + logf(L);
 }
 
-// fp8 caches take the tensor cores; 16-bit ones for 2 to 4 heads and head_dim <= 128 (with one
+// fp8 caches take the tensor cores; 16-bit ones for 2 to 8 heads and head_dim <= 128 (with one
 // head per CTA the per-lane kernel measured faster: docs/notes/decode.md).
 template <int DT, int FP8, int D, int G> __device__ void decode_heads(const talon__decode_params &p) {
     using T = elem<DT>;

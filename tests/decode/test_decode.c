@@ -231,12 +231,19 @@ static void test_alignment_message(void **state) {
 }
 
 /* ================================================================ the split rule */
+/* The head chunks as talon.h documents them: ceil(group / 8) at head_dim <= 128, else
+   ceil(group / 4). */
+static int64_t doc_chunks(int64_t hq, int64_t hk, int64_t d) {
+    const int64_t most = d <= 128 ? 8 : 4;
+    return (hq / hk + most - 1) / most;
+}
+
 /* The rule as talon.h documents it, written out independently: one split from 199 to 528
    CTAs, else the least cost(s) = waves / s, raised towards 264 CTAs (128-key chunks at
    least) when that leaves at most 198. */
-static int64_t doc_splits_on(int64_t sms, int64_t batch, int64_t hq, int64_t hk,
+static int64_t doc_splits_on(int64_t sms, int64_t batch, int64_t hq, int64_t hk, int64_t d,
                              int64_t max_kv_len) {
-    const int64_t group = hq / hk, chunks = (group + 3) / 4, slots = 4 * sms, ctas = batch * hk * chunks;
+    const int64_t chunks = doc_chunks(hq, hk, d), slots = 4 * sms, ctas = batch * hk * chunks;
     int64_t most = (max_kv_len + 1023) / 1024, s;
     double best = 1e300;
     if (2 * ctas > 3 * sms && ctas <= slots) return 1;
@@ -257,8 +264,8 @@ static int64_t doc_splits_on(int64_t sms, int64_t batch, int64_t hq, int64_t hk,
 }
 
 /* The figures of talon.h are for 132 SMs (H100 SXM / H200). */
-static int64_t doc_splits(int64_t batch, int64_t hq, int64_t hk, int64_t max_kv_len) {
-    return doc_splits_on(132, batch, hq, hk, max_kv_len);
+static int64_t doc_splits(int64_t batch, int64_t hq, int64_t hk, int64_t d, int64_t max_kv_len) {
+    return doc_splits_on(132, batch, hq, hk, d, max_kv_len);
 }
 
 static int64_t ws_bytes(int64_t splits, int64_t rows, int64_t d) {
@@ -290,7 +297,7 @@ static void test_split_rule(void **state) {
     (void)state;
     for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         talon_decode_attention_args a = valid_decode();
-        int64_t bytes = -1, want = doc_splits(rows[i].b, rows[i].hq, rows[i].hk, rows[i].max);
+        int64_t bytes = -1, want = doc_splits(rows[i].b, rows[i].hq, rows[i].hk, rows[i].d, rows[i].max);
         if (rows[i].splits) assert_int_equal(want, rows[i].splits);
         a.batch = rows[i].b; a.num_qo_heads = rows[i].hq; a.num_kv_heads = rows[i].hk;
         a.head_dim = rows[i].d; a.max_kv_len = rows[i].max;
@@ -320,6 +327,8 @@ D_EDIT(l_g3_d256, a->num_qo_heads = 24; a->head_dim = 256; a->page_size = 1; a->
 D_EDIT(l_mqa_g12, a->num_qo_heads = 12; a->num_kv_heads = 1; a->num_splits = 7; a->page_size = 256)
 D_EDIT(l_g5, a->num_qo_heads = 40; a->num_kv_heads = 8; a->batch = 64)
 D_EDIT(l_bf16_fp8_g8, a->kv_dtype = TALON_DTYPE_FP8_E4M3; a->k_scale = 3.0f; a->v_scale = 0.25f; a->num_qo_heads = 64)
+D_EDIT(l_g8_d64, a->num_qo_heads = 64; a->head_dim = 64)
+D_EDIT(l_g16_d256, a->num_qo_heads = 128; a->head_dim = 256)
 D_EDIT(l_fp8_d256, a->kv_dtype = TALON_DTYPE_FP8_E4M3; a->k_scale = 1.0f; a->v_scale = 1.0f; a->head_dim = 256)
 D_EDIT(l_hnd, a->layout = TALON_KV_HND)
 D_EDIT(l_hnd_fp8_g1, a->layout = TALON_KV_HND; a->kv_dtype = TALON_DTYPE_FP8_E4M3; a->k_scale = 1.0f; a->v_scale = 1.0f; a->num_qo_heads = 8; a->page_size = 64; a->head_dim = 64)
@@ -329,9 +338,11 @@ static const launch_row launch_rows[] = {
     {"decode f16 fp8 MHA -> _kvfp8_d128_g1", l_f16_fp8_g1, "talon_decode_attention_f16_kvfp8_d128_g1"},
     {"decode GQA 2 d64 one split, no lse -> _d64_g2", l_g2_d64, "talon_decode_attention_bf16_d64_g2"},
     {"decode GQA 3 d256 page 1, window, soft-cap -> _d256_g4", l_g3_d256, "talon_decode_attention_bf16_d256_g4"},
-    {"decode MQA 12 heads: 3 chunks of 4 -> _g4", l_mqa_g12, "talon_decode_attention_bf16_d128_g4"},
-    {"decode GQA 5: 2 chunks of 3 -> _g4", l_g5, "talon_decode_attention_bf16_d128_g4"},
-    {"decode bf16 fp8 GQA 8: 2 chunks of 4 -> _kvfp8_d128_g4", l_bf16_fp8_g8, "talon_decode_attention_bf16_kvfp8_d128_g4"},
+    {"decode MQA 12 heads: 2 chunks of 6 -> _g8", l_mqa_g12, "talon_decode_attention_bf16_d128_g8"},
+    {"decode GQA 5: one chunk -> _g8", l_g5, "talon_decode_attention_bf16_d128_g8"},
+    {"decode bf16 fp8 GQA 8: one chunk -> _kvfp8_d128_g8", l_bf16_fp8_g8, "talon_decode_attention_bf16_kvfp8_d128_g8"},
+    {"decode GQA 8 d64 -> _d64_g8", l_g8_d64, "talon_decode_attention_bf16_d64_g8"},
+    {"decode GQA 16 d256: 4 chunks of 4 -> _d256_g4", l_g16_d256, "talon_decode_attention_bf16_d256_g4"},
     {"decode bf16 fp8 GQA 4 d256 -> _kvfp8_d256_g4", l_fp8_d256, "talon_decode_attention_bf16_kvfp8_d256_g4"},
     {"decode HND -> _d128_g4", l_hnd, "talon_decode_attention_bf16_d128_g4"},
     {"decode HND fp8 MHA d64 page 64 -> _kvfp8_d64_g1", l_hnd_fp8_g1, "talon_decode_attention_bf16_kvfp8_d64_g1"},
@@ -367,9 +378,9 @@ static void test_launch(void **state) {
     row->edit(&a);
     fp8 = a.kv_dtype == TALON_DTYPE_FP8_E4M3;
     group = a.num_qo_heads / a.num_kv_heads;
-    chunks = (group + 3) / 4;
+    chunks = doc_chunks(a.num_qo_heads, a.num_kv_heads, a.head_dim);
     per = (group + chunks - 1) / chunks;
-    splits = a.num_splits ? a.num_splits : doc_splits(a.batch, a.num_qo_heads, a.num_kv_heads, a.max_kv_len);
+    splits = a.num_splits ? a.num_splits : doc_splits(a.batch, a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_kv_len);
     assert_int_equal(talon_decode_attention_workspace_size(g_ctx, &a, &bytes), TALON_SUCCESS);
     assert_int_equal(bytes, ws_bytes(splits, a.batch * a.num_qo_heads, a.head_dim));
     assert_int_equal(talon_decode_attention(g_ctx, STREAM, &a), TALON_SUCCESS);
@@ -539,10 +550,10 @@ static void test_split_rule_follows_sms(void **state) {
     size_t i, j;
     (void)state;
     for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        const int64_t ctas = rows[i].b * rows[i].hk * ((rows[i].hq / rows[i].hk + 3) / 4);
+        const int64_t ctas = rows[i].b * rows[i].hk * doc_chunks(rows[i].hq, rows[i].hk, 128);
         for (j = 0; j < sizeof sms / sizeof sms[0]; j++)
             assert_int_equal(talon__decode_splits(ctas, rows[i].max, sms[j]),
-                             doc_splits_on(sms[j], rows[i].b, rows[i].hq, rows[i].hk, rows[i].max));
+                             doc_splits_on(sms[j], rows[i].b, rows[i].hq, rows[i].hk, 128, rows[i].max));
         assert_int_equal(talon__decode_splits(ctas, rows[i].max, 132), rows[i].at132);
         assert_int_equal(talon__decode_splits(ctas, rows[i].max, 114), rows[i].at114);
     }

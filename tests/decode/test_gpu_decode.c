@@ -439,16 +439,19 @@ static void test_page_sizes(void **state) {
 static void test_group_ratios(void **state) {
     static const int64_t hs[][3] = {{3, 1, 128}, {10, 2, 128}, {24, 2, 64}, {12, 4, 256},
                                     {32, 1, 128}, {64, 8, 64}, {6, 6, 128}, {40, 8, 128},
-                                    {16, 8, 128}, {4, 2, 64}}; /* the last two: 2 heads per CTA */
+                                    {16, 8, 128}, {4, 2, 64}, /* these two: 2 heads per CTA */
+                                    {56, 8, 128}, {32, 4, 64}, {64, 8, 128}, {32, 2, 256}};
+    /* the last four: 7 and 8 heads per CTA (the middle two with fp8 caches), and a group of 16
+       at d256 in 4 chunks of 4 */
     static const int full[] = {1, 17, 1000, 2000}, quick[] = {1, 17, 300};
     tally t;
     int i;
     (void)state;
-    tally_start(&t, "group ratios 1..32 (GQA 2, 3, 5, 12, MQA)");
+    tally_start(&t, "group ratios 1..32 (GQA 2, 3, 5, 7, 8, 12, 16, MQA)");
     for (i = 0; i < COUNT(hs); i++) {
         dcase c = g_quick ? base_case(hs[i][2], hs[i][0], hs[i][1], 16, quick, 3, 300 + i)
                           : base_case(hs[i][2], hs[i][0], hs[i][1], 16, full, 4, 300 + i);
-        c.fp8 = i % 4 == 3;
+        c.fp8 = i % 4 == 3 || i == 12;
         c.hnd = i % 3 == 1;
         c.dtype = i % 2 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16;
         run_case(&t, &c, 0, NULL);
@@ -492,7 +495,8 @@ static void test_fp8_q_range(void **state) {
     (void)state;
     tally_start(&t, "fp8 KV, q amplitudes 1e-6, 3e4 and (bf16) 1e6");
     for (i = 0; i < 12; i++) {
-        const int64_t d = i % 2 ? 64 : 128, hq = i % 3 == 0 ? 16 : i % 3 == 1 ? 8 : 4; /* 4, 2, 1 per kv head */
+        /* 4 or 8, 2, 1 query heads per kv head */
+        const int64_t d = i % 2 ? 64 : 128, hq = i % 3 == 0 ? (i % 9 == 0 ? 32 : 16) : i % 3 == 1 ? 8 : 4;
         dcase c = g_quick ? base_case(d, hq, 4, 16, quick, 3, 800 + i) : base_case(d, hq, 4, 16, full, 4, 800 + i);
         c.fp8 = 1;
         c.qamp = amps[i / 4];

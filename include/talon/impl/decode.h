@@ -7,7 +7,7 @@
    workspace-size function, so both agree. */
 static talon_status talon__decode_plan_make(const char *op, const talon_decode_attention_args *a,
                                             int sms, talon__decode_plan *pl) {
-    int64_t group, ctas, splits;
+    int64_t group, ctas, splits, hmax;
     TALON__TRY(talon__check_dtype(op, a->dtype));
     if (a->kv_dtype != a->dtype && a->kv_dtype != TALON_DTYPE_FP8_E4M3)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
@@ -21,9 +21,10 @@ static talon_status talon__decode_plan_make(const char *op, const talon_decode_a
     TALON__TRY(talon__check_range(op, "window", a->window, 0, INT32_MAX));
     TALON__TRY(talon__check_range(op, "num_splits", a->num_splits, 0, 256));
     group = a->num_qo_heads / a->num_kv_heads;
-    pl->head_chunks = (int)((group + TALON__DECODE_HEADS - 1) / TALON__DECODE_HEADS);
+    hmax = talon__decode_heads_max(a->head_dim);
+    pl->head_chunks = (int)((group + hmax - 1) / hmax);
     pl->heads_per_cta = (int)((group + pl->head_chunks - 1) / pl->head_chunks);
-    pl->gmax = pl->heads_per_cta == 1 ? 1 : pl->heads_per_cta == 2 ? 2 : 4;
+    pl->gmax = pl->heads_per_cta == 1 ? 1 : pl->heads_per_cta == 2 ? 2 : pl->heads_per_cta <= 4 ? 4 : 8;
     ctas = a->batch * a->num_kv_heads * pl->head_chunks;
     if (ctas > TALON__GRID_MAX)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,

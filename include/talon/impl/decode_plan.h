@@ -6,7 +6,9 @@
 
 #define TALON__DECODE_MIN_CHUNK 1024  /* keys per split at least: 32 splits of 1024 keys were
                                          the fastest at B=1, L=32768 (docs/notes/decode.md) */
-#define TALON__DECODE_HEADS 4         /* query heads per CTA at most */
+/* Query heads per CTA at most: 8 at head_dim <= 128 (the tensor-core kernel's second column
+   tile of P V), 4 at 256 (the per-lane kernel's key groups; fp8's q and o^T fragments). */
+static int talon__decode_heads_max(int64_t head_dim) { return head_dim <= 128 ? 8 : 4; }
 
 typedef struct talon__decode_plan {
     int heads_per_cta, head_chunks, gmax, splits;
