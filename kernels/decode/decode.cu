@@ -2,8 +2,8 @@
 // attention states; q/o bf16 or f16, cache of the same type or fp8 e4m3 with per-tensor scales.
 //
 // Strategy: one CTA of 128 threads per (request, kv head, chunk of up to 8 query heads of its
-// group (4 at head_dim 256), split of the keys). The query heads of a chunk share every K/V load, which is what keeps
-// GQA bandwidth-bound. Per-lane version (16-bit caches; below): threads form key groups of D/8
+// group (4 at head_dim 256), split of the keys). The query heads of a chunk share every K/V
+// load, which is what keeps GQA bandwidth-bound. Per-lane version (16-bit caches; below): threads form key groups of D/8
 // lanes; a lane owns 8 consecutive elements of a key row (one 16-byte load), so a key group reads a
 // whole row and the dot product is finished by xor shuffles inside the group. Each key group walks
 // its own keys, KPI at a time. K and V stream through a ring of STAGES steps in shared memory

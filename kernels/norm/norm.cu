@@ -19,6 +19,7 @@
 // is the 16-byte path (aligned pointers, cols and strides multiples of 8) and VEC = 1 takes
 // any shape; the 16-byte path also comes with 128 threads (_b128) for rows of up to 4096.
 #include <type_traits>
+#include "dev/async.cuh"
 #include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
 #include "dev/reduce.cuh"
@@ -33,6 +34,11 @@ using namespace talon::dev;
 template <int VEC, int Q> constexpr int CACHE = VEC == 8 ? TALON__NORM_CACHE : Q >= 0 ? 8 : 12;
 
 enum Mode { RMS, ADD_RMS, LAYER };
+
+// Whether the 16-byte path stages the weights in shared memory (fewer registers, more blocks
+// per SM): for fused_add_rmsnorm and rmsnorm to fp8, where that measured faster; rmsnorm and
+// layernorm measured slower (docs/notes/norm.md). norm.def's `staged` must agree.
+template <Mode M, int Q> constexpr bool STAGE_WEIGHTS = Q >= 0 ? M == RMS : M == ADD_RMS;
 
 // Count, mean and sum of squared deviations of a set of values.
 struct Stats {
@@ -74,16 +80,42 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
     auto at = [&](int64_t i) { return i * VEC; }; // element offset of vector i
     auto vi = [&](int k) { return threadIdx.x + k * step; };
 
+    // The cached row waits out the reduction in shared memory (stage), not registers: held in
+    // registers (the compiler keeps them unpacked to fp32) it capped occupancy at 2-3 blocks
+    // per SM. Each thread reads back only its own vectors. Where it measured faster (see
+    // STAGE_WEIGHTS) the weights go to shared memory too, by cp.async, so no register holds
+    // them across the reduction; those two stages are the dynamic shared memory of norm.def's
+    // rows.
+    constexpr bool STAGED = VEC == 8 && STAGE_WEIGHTS<M, Q>;
+    using Stage = V[BLOCK];
+    Stage *stage, *wstage = nullptr;
+    if constexpr (STAGED) {
+        extern __shared__ uint4 dyn[];
+        stage = reinterpret_cast<Stage *>(dyn);
+        wstage = stage + NV;
+    } else {
+        __shared__ V xs[NV][BLOCK];
+        stage = xs;
+    }
+
     // Every load of the cached part first, weights included: one round trip, and no store in
     // between for the compiler to fear aliasing with.
-    V x[NV], r[NR], wv[NV];
+    V x[NV], r[NR], wv[STAGED ? 1 : NV];
 #pragma unroll
     for (int k = 0; k < NV; k++)
         if (live(k)) {
+            if constexpr (STAGED)
+                cp_async_16((uint32_t)__cvta_generic_to_shared(&wstage[k][threadIdx.x]),
+                            w + at(vi(k)));
             x[k] = load_vec<T, VEC>(in + at(vi(k)));
             if (M == ADD_RMS) r[k % NR] = load_vec<T, VEC>(res + at(vi(k)));
-            wv[k] = load_ro<T, VEC>(w + at(vi(k)));
+            if constexpr (!STAGED) wv[k] = load_ro<T, VEC>(w + at(vi(k)));
         }
+    if constexpr (STAGED) cp_async_commit();
+    auto weight = [&](int k) -> V {
+        if constexpr (STAGED) return wstage[k][threadIdx.x];
+        else return wv[k];
+    };
 
     // fused_add_rmsnorm: residual = round(residual + in), stored; x becomes the rounded sum.
     auto add_residual = [&](int64_t e, V &xv, const V &rv) {
@@ -136,10 +168,6 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
         acc = thread_sum([](float2 s, float a) { return make_float2(s.x + a * a, 0.f); }).x;
     }
 
-    // The cached row waits out the reduction in shared memory, not registers: held in
-    // registers (the compiler keeps them unpacked to fp32) it capped occupancy at 2-3 blocks
-    // per SM. Each thread reads back only its own vectors.
-    __shared__ V stage[NV][BLOCK];
 #pragma unroll
     for (int k = 0; k < NV; k++)
         if (live(k)) stage[k][threadIdx.x] = x[k];
@@ -151,6 +179,7 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
 #pragma unroll
         for (int k = 0; k < NV; k++)
             if (live(k)) bv[k % NB] = load_ro<T, VEC>(b + at(vi(k)));
+    if constexpr (STAGED) cp_async_wait<0>(); // each thread reads only its own copies
     acc = block_reduce(acc);
 
     float mean = 0.f, scale;
@@ -180,7 +209,7 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
         };
 #pragma unroll
         for (int k = 0; k < NV; k++)
-            if (live(k)) emit(at(vi(k)), stage[k][threadIdx.x], wv[k], bv[k % NB]);
+            if (live(k)) emit(at(vi(k)), stage[k][threadIdx.x], weight(k), bv[k % NB]);
         for (int64_t i = vi(NV); i < nvec; i += step)
             emit(at(i), load_vec<T, VEC>(src + at(i)), load_ro<T, VEC>(w + at(i)),
                  M == LAYER && b ? load_ro<T, VEC>(b + at(i)) : V{});
@@ -202,7 +231,7 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
             };
 #pragma unroll
             for (int k = 0; k < NV; k++)
-                if (live(k)) track(stage[k][threadIdx.x], wv[k]);
+                if (live(k)) track(stage[k][threadIdx.x], weight(k));
             for (int64_t i = vi(NV); i < nvec; i += step)
                 track(load_vec<T, VEC>(src + at(i)), load_ro<T, VEC>(w + at(i)));
             qs = e4m3_scale(block_allreduce(amax, [](float a, float c) { return fmaxf(a, c); }));
@@ -211,7 +240,7 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
 #pragma unroll
         for (int k = 0; k < NV; k++)
             if (live(k)) {
-                rounded(stage[k][threadIdx.x], wv[k], y);
+                rounded(stage[k][threadIdx.x], weight(k), y);
                 store_e4m3(out + at(vi(k)), y, qs);
             }
         for (int64_t i = vi(NV); i < nvec; i += step) {
