@@ -1,25 +1,25 @@
 // decode.cu - decode attention over a paged KV cache (flash-decoding) and the merge of partial
 // attention states; q/o bf16 or f16, cache of the same type or fp8 e4m3 with per-tensor scales.
 //
-// Strategy: one CTA of 128 threads per (request, kv head, chunk of up to 8 query heads of its
-// group (4 at head_dim 256), split of the keys). The query heads of a chunk share every K/V
-// load, which is what keeps GQA bandwidth-bound. Per-lane version (16-bit caches; below): threads form key groups of D/8
-// lanes; a lane owns 8 consecutive elements of a key row (one 16-byte load), so a key group reads a
-// whole row and the dot product is finished by xor shuffles inside the group. Each key group walks
-// its own keys, KPI at a time. K and V stream through a ring of STAGES steps in shared memory
-// filled by cp.async, two steps in flight while one is computed: each lane copies exactly the
-// 16-byte pieces it later reads, so the ring needs no barrier (a register-only version, with loads
-// in flight only between the steps, was latency-bound: fp8 took as long as bf16). Each key group
-// keeps its own online softmax (fp32, base 2, log2 e folded into the query scale), every lane of
-// the group computing it for all (key, head) pairs of the step: the 64 independent butterfly
-// shuffles beat a reduce-scatter leaving one score per lane, whose dependent shuffle chain
-// measured slower (docs/notes/decode.md). No barrier is taken until the key groups are combined
-// through shared memory at the end. The CTA's keys are its split's share of the request's attended range (the
-// window), computed from the device kv_lens, so the grid depends only on host values. One split
-// writes o and lse; several write fp32 partials (normalised o, natural-log lse) that merge_splits
-// combines. The merge is launched as a programmatic dependent: every attention CTA lets it launch
-// as it starts, and it waits for the whole grid in griddepcontrol.wait, so its launch hides under
-// the attention kernel's end (measured faster: docs/notes/decode.md).
+// Strategy: one CTA of 128 threads per (request, kv head, chunk of up to 8 query heads of its group
+// (4 at head_dim 256), split of the keys). The query heads of a chunk share every K/V load, which
+// is what keeps GQA bandwidth-bound. Per-lane version (16-bit caches; below): threads form key
+// groups of D/8 lanes; a lane owns 8 consecutive elements of a key row (one 16-byte load), so a key
+// group reads a whole row and the dot product is finished by xor shuffles inside the group. Each
+// key group walks its own keys, KPI at a time. K and V stream through a ring of STAGES steps in
+// shared memory filled by cp.async, two steps in flight while one is computed: each lane copies
+// exactly the 16-byte pieces it later reads, so the ring needs no barrier (a register-only version,
+// with loads in flight only between the steps, was latency-bound: fp8 took as long as bf16). Each
+// key group keeps its own online softmax (fp32, base 2, log2 e folded into the query scale), every
+// lane of the group computing it for all (key, head) pairs of the step: the 64 independent
+// butterfly shuffles beat a reduce-scatter leaving one score per lane, whose dependent shuffle
+// chain measured slower (docs/notes/decode.md). No barrier is taken until the key groups are
+// combined through shared memory at the end. The CTA's keys are its split's share of the request's
+// attended range (the window), computed from the device kv_lens, so the grid depends only on host
+// values. One split writes o and lse; several write fp32 partials (normalised o, natural-log lse)
+// that merge_splits combines. The merge is launched as a programmatic dependent: every attention
+// CTA lets it launch as it starts, and it waits for the whole grid in griddepcontrol.wait, so its
+// launch hides under the attention kernel's end (measured faster: docs/notes/decode.md).
 //
 // With an fp8 cache, or 2 to 8 heads per CTA and head_dim <= 128, decode_mma (below) replaces
 // the per-lane dot products by tensor-core tiles: fp8 on the per-lane path was bound by its
@@ -555,7 +555,8 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
             ta[0][e] = t < 2 ? alpha[e] : a;
             if constexpr (NPV == 2) ta[1][e] = t < 2 ? a : alpha[e];
         }
-        if (__any_sync(~0u, ta[0][0] != 1.f || ta[0][1] != 1.f || ta[NPV - 1][0] != 1.f || ta[NPV - 1][1] != 1.f)) {
+        if (__any_sync(~0u, ta[0][0] != 1.f || ta[0][1] != 1.f || ta[NPV - 1][0] != 1.f ||
+                                ta[NPV - 1][1] != 1.f)) {
 #pragma unroll
             for (int j = 0; j < NPV; j++)
 #pragma unroll
