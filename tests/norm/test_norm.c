@@ -199,6 +199,10 @@ static void test_launch(void **state) {
     assert_single_launch(row->symbol, grid, STREAM, want, sizeof(talon__norm_params));
     assert_int_equal(fake.last.block[0],
                      strstr(row->symbol, "_v8_b") ? atoi(strstr(row->symbol, "_v8_b") + 5) : 256);
+    /* fused_add_rmsnorm's 16-byte path stages the row and the weights in dynamic shared
+       memory (2 x 4 vectors of 16 bytes a thread); the others stage the row statically */
+    assert_int_equal(fake.last.smem, row->op == OP_FUSED_ADD_RMSNORM && strstr(row->symbol, "_v8")
+                                         ? 2 * 4 * fake.last.block[0] * 16 : 0);
 }
 
 /* The 16-byte path's block: the fewest whole warps that keep the row on chip (4 vectors of 8

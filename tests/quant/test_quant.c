@@ -193,6 +193,8 @@ static void test_norm_launch(void **state) {
     assert_int_equal(talon_rmsnorm_quant_fp8(g_ctx, STREAM, &a), TALON_SUCCESS);
     assert_int_equal(fake.last.fn, fake_handle_for("talon_rmsnorm_quant_fp8_bf16_token_v8_b128"));
     assert_int_equal(fake.last.grid[0], 4096);
+    /* rmsnorm to fp8 stages the row and the weights: 2 x 4 vectors of 16 bytes a thread */
+    assert_int_equal(fake.last.smem, 2 * 4 * 128 * 16);
     p = (const talon__norm_params *)fake.last.params;
     assert_int_equal(p->out, P_OUT);
     assert_int_equal(p->scale, P_SCALE);
@@ -202,6 +204,7 @@ static void test_norm_launch(void **state) {
     a.cols = 5120; a.in = P_IN + 8;
     assert_int_equal(talon_rmsnorm_quant_fp8(g_ctx, STREAM, &a), TALON_SUCCESS);
     assert_int_equal(fake.last.fn, fake_handle_for("talon_fused_add_rmsnorm_quant_fp8_f16_tensor"));
+    assert_int_equal(fake.last.smem, 0); /* the element-wise path's stage is static */
     p = (const talon__norm_params *)fake.last.params;
     assert_int_equal(p->residual, 0x50000000ull);
     assert_int_equal(p->residual_stride, 5120);
@@ -210,6 +213,7 @@ static void test_norm_launch(void **state) {
     a.cols = 8192; a.residual = 0x50000000ull;
     assert_int_equal(talon_rmsnorm_quant_fp8(g_ctx, STREAM, &a), TALON_SUCCESS);
     assert_int_equal(fake.last.fn, fake_handle_for("talon_fused_add_rmsnorm_quant_fp8_bf16_token_v8"));
+    assert_int_equal(fake.last.smem, 0); /* its weights stay in registers */
 }
 
 int main(void) {
