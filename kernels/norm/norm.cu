@@ -35,11 +35,6 @@ template <int VEC, int Q> constexpr int CACHE = VEC == 8 ? TALON__NORM_CACHE : Q
 
 enum Mode { RMS, ADD_RMS, LAYER };
 
-// Whether the 16-byte path stages the weights in shared memory (fewer registers, more blocks
-// per SM): for fused_add_rmsnorm and rmsnorm to fp8, where that measured faster; rmsnorm and
-// layernorm measured slower (docs/notes/norm.md). norm.def's `staged` must agree.
-template <Mode M, int Q> constexpr bool STAGE_WEIGHTS = Q >= 0 ? M == RMS : M == ADD_RMS;
-
 // Count, mean and sum of squared deviations of a set of values.
 struct Stats {
     float n, mean, m2;
@@ -60,7 +55,8 @@ template <typename R> __device__ __forceinline__ R block_reduce(R v) {
 }
 
 // Q: the output, -1 the element type; fp8 e4m3 with 0 a per-tensor scale, 1 per-row scales.
-template <typename T, int VEC, int BLOCK, Mode M, int Q = -1>
+// W: the body's TALON__NORM_STAGED_* (norm.def): whether the 16-byte path stages the weights.
+template <typename T, int VEC, int BLOCK, Mode M, int W, int Q = -1>
 __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
     using V = vec_t<T, VEC>;
     using TO = std::conditional_t<(Q >= 0), uint8_t, T>;
@@ -82,11 +78,10 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
 
     // The cached row waits out the reduction in shared memory (stage), not registers: held in
     // registers (the compiler keeps them unpacked to fp32) it capped occupancy at 2-3 blocks
-    // per SM. Each thread reads back only its own vectors. Where it measured faster (see
-    // STAGE_WEIGHTS) the weights go to shared memory too, by cp.async, so no register holds
-    // them across the reduction; those two stages are the dynamic shared memory of norm.def's
-    // rows.
-    constexpr bool STAGED = VEC == 8 && STAGE_WEIGHTS<M, Q>;
+    // per SM. Each thread reads back only its own vectors. Where it measured faster (W) the
+    // weights go to shared memory too, by cp.async, so no register holds them across the
+    // reduction; those two stages are the dynamic shared memory of norm.def's rows.
+    constexpr bool STAGED = VEC == 8 && W;
     using Stage = V[BLOCK];
     Stage *stage, *wstage = nullptr;
     if constexpr (STAGED) {
@@ -250,11 +245,11 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
     }
 }
 
-template <int DT, int VEC, int BLOCK> __device__ void rmsnorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, RMS>(p); }
-template <int DT, int VEC, int BLOCK> __device__ void fused_add_rmsnorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, ADD_RMS>(p); }
-template <int DT, int VEC, int BLOCK> __device__ void layernorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, LAYER>(p); }
-template <int DT, int VEC, int BLOCK, int Q> __device__ void rmsnorm_fp8(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, RMS, Q>(p); }
-template <int DT, int VEC, int BLOCK, int Q> __device__ void fused_add_rmsnorm_fp8(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, ADD_RMS, Q>(p); }
+template <int DT, int VEC, int BLOCK> __device__ void rmsnorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, RMS, TALON__NORM_STAGED_rmsnorm>(p); }
+template <int DT, int VEC, int BLOCK> __device__ void fused_add_rmsnorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, ADD_RMS, TALON__NORM_STAGED_fused_add_rmsnorm>(p); }
+template <int DT, int VEC, int BLOCK> __device__ void layernorm(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, LAYER, TALON__NORM_STAGED_layernorm>(p); }
+template <int DT, int VEC, int BLOCK, int Q> __device__ void rmsnorm_fp8(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, RMS, TALON__NORM_STAGED_rmsnorm_fp8, Q>(p); }
+template <int DT, int VEC, int BLOCK, int Q> __device__ void fused_add_rmsnorm_fp8(const talon__norm_params &p) { norm_row<elem<DT>, VEC, BLOCK, ADD_RMS, TALON__NORM_STAGED_fused_add_rmsnorm_fp8, Q>(p); }
 
 } // namespace talon::norm
 

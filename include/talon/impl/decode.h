@@ -24,7 +24,7 @@ static talon_status talon__decode_plan_make(const char *op, const talon_decode_a
     hmax = talon__decode_heads_max(a->head_dim);
     pl->head_chunks = (int)((group + hmax - 1) / hmax);
     pl->heads_per_cta = (int)((group + pl->head_chunks - 1) / pl->head_chunks);
-    pl->gmax = pl->heads_per_cta == 1 ? 1 : pl->heads_per_cta == 2 ? 2 : pl->heads_per_cta <= 4 ? 4 : 8;
+    pl->gmax = 1 << talon__ceil_log2((uint64_t)pl->heads_per_cta); /* the kernels' 1, 2, 4, 8 */
     ctas = a->batch * a->num_kv_heads * pl->head_chunks;
     if (ctas > TALON__GRID_MAX)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT,
