@@ -1,28 +1,29 @@
 // prefill.cu - attention over many query tokens per request (FlashAttention-style: the
 // scores never leave the chip), bf16/f16, fp32 accumulation on wgmma, TMA loads.
 //
-// A tile is 128 query rows of one query head of one request. Persistent CTAs of 384 threads
-// (one per SM) take the tiles in the order (request, kv head, query block from the last,
-// query head of the group): CTA i starts with tile i, then takes the next untaken one from a
-// counter in the workspace (zeroed by the host before the launch), so a CTA that drew short
-// causal tiles takes more (a static stride left 1.3x the mean work on the busiest SM at
-// 16 x 1024 tokens). The tiles running at once share the k/v of a few (request, kv head)
-// pairs, which stay in L2: ordered by query block first, 132 tiles of 132 different pairs
-// read 132 separate k/v streams, more than HBM delivers (measured: 0.55x cuDNN at 16 x 1024
-// tokens, docs/notes/prefill.md). Within a pair the causal tiles with the most keys come
-// first.
+// A tile is BM query rows of one query head of one request (128, or 192 at head_dim 64 with
+// contiguous k/v: prefill.def). Persistent CTAs of 128 + 2 BM threads (one per SM) take the
+// tiles in the order (request, kv head, query block from the last, query head of the group):
+// CTA i starts with tile i, then takes the next untaken one from a counter in the workspace
+// (zeroed by the host before the launch), so a CTA that drew short causal tiles takes more (a
+// static stride left 1.3x the mean work on the busiest SM at 16 x 1024 tokens). The tiles
+// running at once share the k/v of a few (request, kv head) pairs, which stay in L2: ordered
+// by query block first, 132 tiles of 132 different pairs read 132 separate k/v streams, more
+// than HBM delivers (measured: 0.55x cuDNN at 16 x 1024 tokens, docs/notes/prefill.md).
+// Within a pair the causal tiles with the most keys come first.
 //   warpgroup 0  thread 0 takes the tiles and loads each tile's q (once the previous tile's
 //                last q k^T is done), then k and v of each block of BN keys into a ring of STAGES
 //                stages (separate barriers for k and v, so that q k^T starts while v is still
 //                on its way); its registers go to the others.
-//   warpgroups 1, 2  64 query rows each: S = q k^T (wgmma, both operands in shared memory),
+//   warpgroups 1..  64 query rows each: S = q k^T (wgmma, both operands in shared memory),
 //                the online softmax in registers (fp32, exp2 with log2 e folded into the
 //                scale), P rounded to the input type and O += P v with P straight from the
 //                registers (the score accumulator layout is the A-fragment layout) and v
-//                read transposed (MN-major) from its natural [keys, d] rows. S of the next
-//                block is issued before P v of the current one, so the softmax of one block
-//                runs while the tensor cores multiply the other, and the two warpgroups take
-//                turns at issuing (ping-pong), so one's softmax overlaps the other's products.
+//                read transposed (MN-major) from its natural [keys, d] rows. Two warpgroups
+//                issue S of the next block before P v of the current one, so the softmax of
+//                one block runs while the tensor cores multiply the other, and take turns at
+//                issuing (ping-pong), so one's softmax overlaps the other's products. Three
+//                (d64) run each block's steps in order, the others' work filling the gaps.
 // Blocks are walked from the last one down, so the causal diagonal and the ragged tail (the
 // blocks that need a mask) come first.
 // fp8 e4m3 (contiguous k/v): q k^T on the fp8 tensor cores; P is rounded to e4m3 for P v,
@@ -63,7 +64,6 @@
 namespace talon::prefill {
 using namespace talon::dev;
 
-constexpr int BM = TALON__PREFILL_BM;
 constexpr float NEG_INF = -__builtin_huge_valf();
 
 // D[64 x N] += A . B with A from registers and B in shared memory (O += P v): 16-bit v MN-major
@@ -139,7 +139,7 @@ __device__ __forceinline__ void check_tile_pages(const talon__prefill_params &p,
 }
 
 // report: checked mode records a bad kv_lens (the lead producer thread only).
-template <int BN, bool PAGED>
+template <int BM, int BN, bool PAGED>
 __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, Tile &tl,
                                         bool report = false) {
     // t = (section of (b, kv head) pairs, query block from the last, pair of the section,
@@ -194,6 +194,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     constexpr bool GATHER = KV == TALON__PREFILL_KV_GATHER || WIDEN;
     static_assert(!FP8 || !PAGED, "fp8: contiguous k/v only");
     constexpr int BN = FP8 ? TALON__PREFILL_FP8_BN(D) : TALON__PREFILL_BN(D, KV);
+    constexpr int BM = TALON__PREFILL_BM(D, KV), CONSUMERS = BM / 64; // consumer warpgroups
+    // Three consumers run each block's steps in order (q k^T, softmax, P v, each product
+    // waited for), the overlap coming from the other two warpgroups: at 160 registers the
+    // pipelined loop (S of the next block beside P of this one) fits only 128-key blocks,
+    // which measured 0.89-0.94x of this loop over 192 (docs/notes/prefill.md).
+    constexpr bool SERIAL = CONSUMERS == 3;
     constexpr int STAGES = FP8     ? TALON__PREFILL_FP8_STAGES(D)
                            : WIDEN ? TALON__PREFILL_WIDEN_STAGES(D)
                                    : TALON__PREFILL_STAGES(D);
@@ -201,7 +207,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // the v stages the consumers read: the k ring's count, fp8 the v^T ring's
     constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES : STAGES;
     constexpr int LSTAGES = TALON__PREFILL_FP8_LAND_STAGES; // fp8: v's landing ring
-    constexpr int PRODUCER_REGS = FP8 ? 56 : WIDEN ? 72 : 40, CONSUMER_REGS = FP8 ? 224 : WIDEN ? 216 : 232;
+    constexpr int PRODUCER_REGS = FP8 ? 56 : WIDEN ? 72 : CONSUMERS == 3 ? 32 : 40;
+    constexpr int CONSUMER_REGS = FP8 ? 224 : WIDEN ? 216 : CONSUMERS == 3 ? 160 : 232;
+    static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <= 65536, "register file");
     constexpr int DV = TALON__PREFILL_DV(D); // v's and o's head_dim
     static_assert(!PAGED || DV == D, "the paged caches have one head_dim");
     constexpr int CW = 128 / sizeof(T);                // elements of a 128-byte column chunk
@@ -240,11 +248,11 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // slot): the lead publishes the next tile only then. Every reader of the slot arrives
         // itself: with one arrival a warp (after __syncwarp), racecheck reported the slot's
         // next write as racing the other lanes' reads.
-        mbar_init(q_empty, 256 + (FP8 ? 96 : GATHER ? 128 : 0));
+        mbar_init(q_empty, CONSUMERS * 128 + (FP8 ? 96 : GATHER ? 128 : 0));
         // k/v stages: filled by TMA (one arrive_expect_tx), or by the 128 producer threads'
-        // cp.async
-        kpipe->init(8, GATHER ? 128 : 1);
-        vpipe->init(8, GATHER ? 128 : FP8 ? 3 : 1); // fp8: v^T from the 3 transposing warps
+        // cp.async (fp8's v^T: the 3 transposing warps); released by each consumer warp
+        kpipe->init(CONSUMERS * 4, GATHER ? 128 : 1);
+        vpipe->init(CONSUMERS * 4, GATHER ? 128 : FP8 ? 3 : 1);
         if (FP8) lpipe->init(3, 1);
         tma_prefetch_desc(&p.q_map);
         if (!GATHER) {
@@ -258,7 +266,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // The CTA holds 384 x 168 registers (the launch bound's share, rounded to 8): 2 x 128 x
         // 232 + 128 x 40 (the tile hand-over and the paged address arithmetic spill at 24);
         // fp8 2 x 128 x 224 + 128 x 56 (the transposing warps spill at 40); fp8 caches 2 x
-        // 128 x 216 + 128 x 72 (the widening threads spill at 56).
+        // 128 x 216 + 128 x 72 (the widening threads spill at 56). Three consumers: 512 x 128,
+        // 3 x 128 x 160 + 128 x 32.
         setmaxnreg_dec<PRODUCER_REGS>();
         // contiguous: thread 0 alone (fp8: and warps 1-3 transpose v); pages: warp 0 (lane 0
         // leads); gather: 4 warps
@@ -273,7 +282,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     const int t = tile_slot[k % 2];
                     mbar_arrive(q_empty);
                     if (t < 0) return;
-                    tile_of<BN, PAGED>(p, t, tl);
+                    tile_of<BM, BN, PAGED>(p, t, tl);
                     for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
                         lpipe->consumer_wait(ls);
                         vpipe->producer_acquire(ts);
@@ -315,7 +324,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             Tile tl;
             int t = -1;
             if (lead) {
-                while (next < unsigned(tiles) && !tile_of<BN, PAGED>(p, int(next), tl, true))
+                while (next < unsigned(tiles) && !tile_of<BM, BN, PAGED>(p, int(next), tl, true))
                     next = gridDim.x + atomicAdd(counter, 1u);
                 t = next < unsigned(tiles) ? int(next) : -1;
                 mbar_wait(q_empty, q_phase ^ 1);
@@ -342,7 +351,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 t = __shfl_sync(~0u, t, 0);
             }
             if (t < 0) break;
-            if (!lead) tile_of<BN, PAGED>(p, t, tl);
+            if (!lead) tile_of<BM, BN, PAGED>(p, t, tl);
             if constexpr (PAGED) {
                 if (checking(p.check) && warp_in_warpgroup() == 0) check_tile_pages<BN>(p, tl);
             }
@@ -674,9 +683,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // 16-bit columns fit: BN x D >= BM x DV) and writes it out in 16-byte row pieces: from
     // registers, 32 4-byte stores a thread held their registers until the stores drained (18%
     // of the consumers' samples at L = 1024, docs/notes/prefill.md). That stage is released
-    // after the epilogue. The other warpgroup may still be reading it for its last q k^T: the
-    // tile's phase of q_empty says when both warpgroups are done (a phase no warpgroup a tile
-    // ahead can overrun: the next one needs this epilogue first). Not at d256 or with fp8
+    // after the epilogue. The other warpgroups may still be reading it for their last q k^T:
+    // the tile's phase of q_empty says when all are done (a phase no warpgroup a tile ahead
+    // can overrun: the next one needs this epilogue first). Not at d256 or with fp8
     // (their k stage is half o's size) nor the gathering producers (their d64 kernels spilled
     // with it).
     constexpr bool STAGE_O = !FP8 && !GATHER && BN * D >= BM * DV;
@@ -695,7 +704,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         q_phase ^= 1;
         const int t = tile_slot[k % 2];
         if (t < 0) break;
-        tile_of<BN, PAGED>(p, t, tl);
+        tile_of<BM, BN, PAGED>(p, t, tl);
         first_pv = true;
 #pragma unroll
         for (int i = 0; i < DV / 2; i++) o[i] = 0.f;
@@ -710,6 +719,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // and 1.09x faster without, docs/notes/prefill.md). KV_PAGES keeps them at d64: warpgroup
         // 2's first P v must follow warpgroup 1's zeroing of the v tail (zero_v_tail).
         constexpr bool PING_PONG = !FP8 && (D != 64 || KV == TALON__PREFILL_KV_PAGES);
+        static_assert(!PING_PONG || CONSUMERS == 2, "turns between two warpgroups");
         const int phases = tl.nb_hi - tl.nb_lo + 1; // issue points: first S, S + P v per block, last P v
         int phase = 0;
         auto my_turn = [&] {
@@ -720,7 +730,28 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         };
         if (PING_PONG && band == 1 && phases > 1) named_bar_arrive(1, 256);
 
-        if (tl.nb_hi > tl.nb_lo) {
+        if (SERIAL && tl.nb_hi > tl.nb_lo) {
+            // O is not being written while the softmax runs: alpha applies at once
+            float s[BN / 2], alpha[2];
+            uint32_t pf[PK][4];
+            for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
+                issue_qk(s);
+                wgmma_wait<0>();
+                fence_operand(s);
+                release_k(n == tl.nb_lo);
+                if (n == tl.nb_lo) release_q();
+                softmax(s, n, alpha);
+                if (__any_sync(~0u, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+                    for (int i = 0; i < DV / 2; i++) o[i] *= alpha[(i / 2) % 2];
+                }
+                pack(s, pf);
+                issue_pv(pf);
+                wgmma_wait<0>();
+                fence_operand(o);
+                release_v();
+            }
+        } else if (tl.nb_hi > tl.nb_lo) {
             // Software pipeline: S of block n is computed while P v of block n + 1 (blocks
             // are walked downwards) still runs, and the softmax of block n overlaps that P v.
             float s[BN / 2], alpha[2];
@@ -800,7 +831,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             // fall in different banks)
             constexpr int ROW_BYTES = DV * 2, PIECES = DV / 8;
             const uint32_t stage = smem_addr(sk + o_stage.stage * BN * D) + band * 64 * ROW_BYTES;
-            mbar_wait(q_empty, q_phase ^ 1); // both warpgroups' last q k^T of this tile are done
+            mbar_wait(q_empty, q_phase ^ 1); // every warpgroup's last q k^T of this tile is done
 #pragma unroll
             for (int j = 0; j < DV / 8; j += 2) {
                 // matrices (row half, 8 columns) (0, j), (1, j), (0, j + 1), (1, j + 1)

@@ -263,7 +263,8 @@ static void assert_counter_zeroed(void) {
 static void want_common(talon__prefill_params *want, const talon__prefill_params *got,
                         CUdeviceptr o, CUdeviceptr lse, CUdeviceptr cu_q, int64_t o_stride,
                         int64_t total_q, int64_t batch, int64_t hq, int64_t hk, int64_t d,
-                        int64_t max_seqlen_q, int causal, int64_t window, float sm_scale, float cap) {
+                        int64_t max_seqlen_q, int64_t rows, int causal, int64_t window,
+                        float sm_scale, float cap) {
     float sm = sm_scale != 0 ? sm_scale : (float)(1.0 / sqrt((double)d));
     memset(want, 0, sizeof *want);
     want->q_map = got->q_map; want->k_map = got->k_map; want->v_map = got->v_map;
@@ -274,7 +275,7 @@ static void want_common(talon__prefill_params *want, const talon__prefill_params
     want->batch = (int)batch;
     want->num_qo_heads = (int)hq;
     want->group = (int)(hq / hk);
-    want->m_blocks = (int)((max_seqlen_q + 127) / 128);
+    want->m_blocks = (int)((max_seqlen_q + rows - 1) / rows); /* rows: query rows a tile */
     want->causal = causal;
     want->window = (int)window; /* callers pass 0 for a window of every key or more, as the op */
     /* scores in log2 units: sm_scale log2(e), or sm_scale / cap inside cap log2(e) tanh(.) */
@@ -300,10 +301,11 @@ static void test_launch_paged(const launch_row *row) {
         check_cache_map(&fake.enc_log[0], a.k_cache, &a, rows);
         check_cache_map(&fake.enc_log[1], a.v_cache, &a, rows);
     }
+    /* tiles of 128 query rows, 2 consumer warpgroups */
     check_map(&fake.enc_log[pages ? 2 : 0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
     memcpy(&got, fake.last.params, sizeof got);
     want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride, a.total_q, a.batch,
-                a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, a.causal,
+                a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, 128, a.causal,
                 a.window >= a.max_kv_len ? 0 : a.window, a.sm_scale, a.logits_soft_cap);
     want.page_table = a.page_table;
     want.kv_lens = a.kv_lens;
@@ -395,7 +397,7 @@ static void test_launch(void **state) {
     const launch_row *row = (const launch_row *)*state;
     talon_prefill_attention_args a = valid();
     talon__prefill_params got, want;
-    int64_t tiles, qs, ks, vs, dv, bn;
+    int64_t tiles, qs, ks, vs, dv, bn, rows;
     if (row->op == OP_PAGED) {
         test_launch_paged(row);
         return;
@@ -409,14 +411,16 @@ static void test_launch(void **state) {
     /* keys per block */
     bn = a.dtype == TALON_DTYPE_FP8_E4M3 ? (a.head_dim == 256 ? 64 : 128)
          : a.head_dim == 256 ? 80 : a.head_dim == 64 ? 192 : 128;
+    /* query rows a tile: 192 (three consumer warpgroups) at head_dim 64, else 128 */
+    rows = a.head_dim == 64 ? 192 : 128;
     assert_int_equal(fake.encodes, 3);
     check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, (uint32_t)bn, a.dtype);
     check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, dv, vs, (uint32_t)bn, a.dtype);
-    check_map(&fake.enc_log[2], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
+    check_map(&fake.enc_log[2], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, (uint32_t)rows, a.dtype);
     /* every field but the maps (checked above through the encoder's arguments) */
     memcpy(&got, fake.last.params, sizeof got);
     want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride ? a.o_stride : a.num_qo_heads * dv,
-                a.total_q, a.batch, a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q,
+                a.total_q, a.batch, a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, rows,
                 a.causal, a.window >= a.total_kv ? 0 : a.window, a.sm_scale, a.logits_soft_cap);
     want.cu_seqlens_k = a.cu_seqlens_k;
     if (a.dtype == TALON_DTYPE_FP8_E4M3) { /* q_scale k_scale in the score scale, v_scale on o */
@@ -434,7 +438,7 @@ static void test_launch(void **state) {
     tiles = want.m_blocks * a.batch * a.num_qo_heads;
     assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
     assert_counter_zeroed();
-    assert_int_equal(fake.last.block[0], 384);
+    assert_int_equal(fake.last.block[0], 128 + 2 * rows); /* a warpgroup per 64 rows, and the producer */
 }
 
 /* While capturing, an op whose module is not loaded fails (nothing may be loaded during

@@ -85,10 +85,10 @@ typedef struct talon__prefill_common {
 /* Validates the shared fields and fills their params but q's map (no driver call: the caller
    encodes the maps after its own checks); *qs is q's token stride, *o_bytes o's span. fp8:
    whether dtype may be TALON_DTYPE_FP8_E4M3 (head_dim 128 or 256 then; the caller folds its
-   scales in). */
+   scales in). bm: the kernel's query rows per tile (TALON__PREFILL_BM). */
 static talon_status talon__prefill_common_params(const char *op, const talon__prefill_common *a,
-                                                 int fp8, talon__prefill_params *p, int64_t *qs,
-                                                 int64_t *o_bytes) {
+                                                 int fp8, int bm, talon__prefill_params *p,
+                                                 int64_t *qs, int64_t *o_bytes) {
     int64_t os, q_row, o_row, m_blocks;
     const int64_t dv = a->v_head_dim ? a->v_head_dim : a->head_dim;
     float sm_scale;
@@ -123,7 +123,7 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     TALON__TRY(talon__check_range(op, "causal", a->causal, 0, 1));
     TALON__TRY(talon__check_float(op, "sm_scale", a->sm_scale, 1, 1));
     TALON__TRY(talon__check_float(op, "logits_soft_cap", a->logits_soft_cap, 1, 1));
-    m_blocks = (a->max_seqlen_q + TALON__PREFILL_BM - 1) / TALON__PREFILL_BM;
+    m_blocks = (a->max_seqlen_q + bm - 1) / bm;
     if (m_blocks * a->batch * a->num_qo_heads > TALON__GRID_MAX)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->max_seqlen_q = %lld with "
                            "batch %lld and %lld heads needs more than 2^31-1 CTAs", op,
@@ -177,7 +177,7 @@ static talon_status talon__prefill_fold_scales(const char *op, talon__prefill_pa
 
 /* Query and key positions are int32 in the kernel: with max_seqlen_q + keys (the bound on a
    request's key count: total_kv, or max_kv_len when paged) at most TALON__PREFILL_POS_MAX, every
-   position sum it forms (a tile's 128 rows or a block's 128 keys past one, minus a window)
+   position sum it forms (a tile's 192 rows or a block's 192 keys past one, minus a window)
    stays in range. A window of `keys` or more excludes no key: passed as none, so that
    pos - window cannot wrap either. */
 #define TALON__PREFILL_POS_MAX ((1LL << 31) - 256)
@@ -205,7 +205,7 @@ static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const
                                          p->group, kv_bytes, p->causal, ctx->sms,
                                          &p->section_first);
     TALON__TRY(talon__prefill_map(ctx, op, "q", &p->q_map, a->q, a->total_q, a->num_qo_heads,
-                                  a->head_dim, qs, TALON__PREFILL_BM, a->dtype));
+                                  a->head_dim, qs, TALON__PREFILL_BM(a->head_dim, kv), a->dtype));
     TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 3, (int)a->dtype, (int)a->head_dim, kv));
     if (kv != TALON__PREFILL_KV_CONTIGUOUS) talon__check_set(ctx, &p->check, k); /* paged only */
     return talon__launch_counted(ctx, stream, op, k, talon__prefill_grid(tiles, ctx->sms), p,
@@ -255,7 +255,8 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         const int es = talon__prefill_esize(a->dtype);
         const int bn = es == 1 ? TALON__PREFILL_FP8_BN(a->head_dim)
                                : TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_CONTIGUOUS);
-        TALON__TRY(talon__prefill_common_params(op, &c, 1, &p, &qs, &o_bytes));
+        const int bm = TALON__PREFILL_BM(a->head_dim, TALON__PREFILL_KV_CONTIGUOUS);
+        TALON__TRY(talon__prefill_common_params(op, &c, 1, bm, &p, &qs, &o_bytes));
         if (a->dtype == TALON_DTYPE_FP8_E4M3) {
             TALON__TRY(talon__check_float(op, "q_scale", a->q_scale, 1, 0));
             TALON__TRY(talon__prefill_fold_scales(op, &p, a->q_scale, a->k_scale, a->v_scale));
@@ -337,7 +338,9 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__check_ptr_align(op, "v_cache", a->v_cache, 0, 16));
         TALON__TRY(talon__check_ptr_align(op, "page_table", a->page_table, 0, 4));
         TALON__TRY(talon__check_ptr_align(op, "kv_lens", a->kv_lens, 0, 4));
-        TALON__TRY(talon__prefill_common_params(op, &c, 0, &p, &qs, &o_bytes));
+        /* the paged sources tile the same rows (prefill.def) */
+        const int bm = TALON__PREFILL_BM(a->head_dim, TALON__PREFILL_KV_PAGES);
+        TALON__TRY(talon__prefill_common_params(op, &c, 0, bm, &p, &qs, &o_bytes));
         if (a->kv_dtype != 0 && a->kv_dtype != a->dtype && !fp8)
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->kv_dtype = %d must be 0 "
                                "or args->dtype (%d): the caches hold dtype, or %d: fp8 e4m3",
