@@ -821,13 +821,14 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    + 2^-10) |v_j| / sum_j p_j with p_j the exact weights, plus the fp8 tensor cores' own
    accumulation error (fewer bits than fp32) and o's bf16 rounding.
    Kernel: a 4-byte fill of the workspace (cuMemsetD32Async: a memset node when captured),
-   then one launch of min(tiles, SMs) persistent CTAs over the tiles of 128 query rows (192
-   at head_dim 64 with 16-bit q, k, v) of one head of one request, in the order (request, kv
-   head, query block from the last, query head): CTA i starts at tile i and takes the next
-   untaken tile from a counter in the workspace whenever it finishes one, so causal and
-   ragged batches stay balanced, the longest tiles of each (request, kv head) pair go first
-   and the tiles in flight share the k/v of a few pairs in L2. Which CTA runs a tile never
-   changes the result (each tile's output is computed alone).
+   then one launch of min(tiles, SMs) persistent CTAs over the tiles of 128 query rows of one
+   head of one request (192 with 16-bit q, k, v at head_dim 64, and at head_dim 128 when the
+   larger of max_seqlen_q and total_kv / batch is at least 1536, or 3072 with causal),
+   in the order (request, kv head, query block from the last, query head): CTA i starts at
+   tile i and takes the next untaken tile from a counter in the workspace whenever it
+   finishes one, so causal and ragged batches stay balanced, the longest tiles of each
+   (request, kv head) pair go first and the tiles in flight share the k/v of a few pairs in
+   L2. Which CTA runs a tile never changes the result (each tile's output is computed alone).
    Workspace: talon_prefill_attention_workspace_size's bytes (16), 16-byte aligned, contents
    on entry irrelevant; one call at a time per workspace (see WORKSPACES). */
 typedef struct talon_prefill_attention_args {

@@ -1,16 +1,16 @@
 // prefill.cu - attention over many query tokens per request (FlashAttention-style: the
 // scores never leave the chip), bf16/f16, fp32 accumulation on wgmma, TMA loads.
 //
-// A tile is BM query rows of one query head of one request (128, or 192 at head_dim 64 with
-// contiguous k/v: prefill.def). Persistent CTAs of 128 + 2 BM threads (one per SM) take the
-// tiles in the order (request, kv head, query block from the last, query head of the group):
-// CTA i starts with tile i, then takes the next untaken one from a counter in the workspace
-// (zeroed by the host before the launch), so a CTA that drew short causal tiles takes more (a
-// static stride left 1.3x the mean work on the busiest SM at 16 x 1024 tokens). The tiles
-// running at once share the k/v of a few (request, kv head) pairs, which stay in L2: ordered
-// by query block first, 132 tiles of 132 different pairs read 132 separate k/v streams, more
-// than HBM delivers (measured: 0.55x cuDNN at 16 x 1024 tokens, docs/notes/prefill.md).
-// Within a pair the causal tiles with the most keys come first.
+// A tile is BM query rows of one query head of one request (128, or 192: prefill.def).
+// Persistent CTAs of 128 + 2 BM threads (one per SM) take the tiles in the order (request, kv
+// head, query block from the last, query head of the group): CTA i starts with tile i, then
+// takes the next untaken one from a counter in the workspace (zeroed by the host before the
+// launch), so a CTA that drew short causal tiles takes more (a static stride left 1.3x the
+// mean work on the busiest SM at 16 x 1024 tokens). The tiles running at once share the k/v
+// of a few (request, kv head) pairs, which stay in L2: ordered by query block first, 132 tiles
+// of 132 different pairs read 132 separate k/v streams, more than HBM delivers (measured:
+// 0.55x cuDNN at 16 x 1024 tokens, docs/notes/prefill.md). Within a pair the causal tiles
+// with the most keys come first.
 //   warpgroup 0  thread 0 takes the tiles and loads each tile's q (once the previous tile's
 //                last q k^T is done), then k and v of each block of BN keys into a ring of STAGES
 //                stages (separate barriers for k and v, so that q k^T starts while v is still
@@ -23,7 +23,8 @@
 //                issue S of the next block before P v of the current one, so the softmax of
 //                one block runs while the tensor cores multiply the other, and take turns at
 //                issuing (ping-pong), so one's softmax overlaps the other's products. Three
-//                (d64) run each block's steps in order, the others' work filling the gaps.
+//                (192 rows) run each block's steps in order, the others' work filling the
+//                gaps.
 // Blocks are walked from the last one down, so the causal diagonal and the ragged tail (the
 // blocks that need a mask) come first.
 // fp8 e4m3 (contiguous k/v): q k^T on the fp8 tensor cores; P is rounded to e4m3 for P v,
@@ -183,7 +184,7 @@ __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, T
     return true;
 }
 
-template <int DT, int D, int KV>
+template <int DT, int D, int KV, int BM>
 __device__ void prefill_tile(const talon__prefill_params &p) {
     constexpr bool FP8 = DT == TALON__FP8_E4M3;
     using T = elem<DT>;                            // q, k, v
@@ -194,15 +195,15 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     constexpr bool GATHER = KV == TALON__PREFILL_KV_GATHER || WIDEN;
     static_assert(!FP8 || !PAGED, "fp8: contiguous k/v only");
     constexpr int BN = FP8 ? TALON__PREFILL_FP8_BN(D) : TALON__PREFILL_BN(D, KV);
-    constexpr int BM = TALON__PREFILL_BM(D, KV), CONSUMERS = BM / 64; // consumer warpgroups
+    constexpr int CONSUMERS = BM / 64; // consumer warpgroups
     // Three consumers run each block's steps in order (q k^T, softmax, P v, each product
     // waited for), the overlap coming from the other two warpgroups: at 160 registers the
     // pipelined loop (S of the next block beside P of this one) fits only 128-key blocks,
-    // which measured 0.89-0.94x of this loop over 192 (docs/notes/prefill.md).
+    // which measured 0.89-0.94x of this loop over 192 at d64 (docs/notes/prefill.md).
     constexpr bool SERIAL = CONSUMERS == 3;
     constexpr int STAGES = FP8     ? TALON__PREFILL_FP8_STAGES(D)
                            : WIDEN ? TALON__PREFILL_WIDEN_STAGES(D)
-                                   : TALON__PREFILL_STAGES(D);
+                                   : TALON__PREFILL_STAGES(D, BM);
     constexpr int WLAND = TALON__PREFILL_WIDEN_LAND(D); // widen: landing buffers of fp8 k and v
     // the v stages the consumers read: the k ring's count, fp8 the v^T ring's
     constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES : STAGES;
@@ -686,8 +687,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // after the epilogue. The other warpgroups may still be reading it for their last q k^T:
     // the tile's phase of q_empty says when all are done (a phase no warpgroup a tile ahead
     // can overrun: the next one needs this epilogue first). Not at d256 or with fp8
-    // (their k stage is half o's size) nor the gathering producers (their d64 kernels spilled
-    // with it).
+    // (their k stage is half o's size), with 192 rows at d128 (two thirds) nor the gathering
+    // producers (their d64 kernels spilled with it).
     constexpr bool STAGE_O = !FP8 && !GATHER && BN * D >= BM * DV;
     PipeState<STAGES> o_stage; // the held k stage
     auto release_k = [&](bool last) {
@@ -717,9 +718,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // fp8 and d64 issue without turns: their products are short against the softmax, and
         // taking turns made each warpgroup wait for the other's softmax (measured 1.03-1.05x
         // and 1.09x faster without, docs/notes/prefill.md). KV_PAGES keeps them at d64: warpgroup
-        // 2's first P v must follow warpgroup 1's zeroing of the v tail (zero_v_tail).
-        constexpr bool PING_PONG = !FP8 && (D != 64 || KV == TALON__PREFILL_KV_PAGES);
-        static_assert(!PING_PONG || CONSUMERS == 2, "turns between two warpgroups");
+        // 2's first P v must follow warpgroup 1's zeroing of the v tail (zero_v_tail). Three
+        // consumers take no turns either (turns among them measured 0.82-0.87x).
+        constexpr bool PING_PONG = !FP8 && !SERIAL && (D != 64 || KV == TALON__PREFILL_KV_PAGES);
         const int phases = tl.nb_hi - tl.nb_lo + 1; // issue points: first S, S + P v per block, last P v
         int phase = 0;
         auto my_turn = [&] {

@@ -903,7 +903,7 @@ static void test_paged_options(void **state) {
    of a request and its last). */
 static void test_many_tiles(void **state) {
     static const int longs[] = {8192, 8192}, shorts[] = {1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024};
-    static const int qlongs[] = {1024, 1024}, qshorts[] = {256, 256, 256};
+    static const int qlongs[] = {1024, 1024}, qshorts[] = {256, 256, 256}, wide[] = {1600, 77};
     static const int64_t heads[] = {32, 16, 8}; /* d64, d128, d256: 16 k tokens x 32 / 16 / 8 heads */
     static const page_geometry pages[] = {{128, 16, TALON_KV_NHD}, {128, 4, TALON_KV_HND}, {128, 16, TALON_KV_NHD}};
     const int *sl = g_quick ? qshorts : shorts, ns = g_quick ? COUNT(qshorts) : COUNT(shorts);
@@ -922,6 +922,11 @@ static void test_many_tiles(void **state) {
         }
     c = fp8_case(128, 16, 16, 1, sl, NULL, ns, 67);
     c.sample = g_quick ? 1 : 61;
+    run_case(&t, &c, 0, 1);
+    /* head_dim 128 in tiles of 192 rows (talon__prefill_tile_rows: 1600 keys a request without
+       a causal mask; the full run's 8192-token requests above take them too), GQA 16/8, f16 */
+    c = base(TALON_DTYPE_F16, 128, 16, 8, 0, wide, NULL, COUNT(wide), 66);
+    c.sample = 5;
     run_case(&t, &c, 0, 1);
     for (pi = 0; pi < COUNT(pages); pi++) {
         c = base(TALON_DTYPE_BF16, pages[pi].d, 16, 4, 1, sl, NULL, ns, 68 + pi);

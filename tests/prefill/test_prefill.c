@@ -187,7 +187,12 @@ static const launch_row launch_rows[] = {
     {.name = "prefill q/k 192, v 128 f16 -> _f16_d192", .set = ONE(P(head_dim, I64, 192), P(v_head_dim, I64, 128), P(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_f16_d192"},
     {.name = "prefill q/k 192, v 128, strides, v_head_dim 128 -> _bf16_d192", .set = ONE(P(head_dim, I64, 192), P(v_head_dim, I64, 128), P(q_stride, I64, 6144 + 8), P(v_stride, I64, 1032), P(o_stride, I64, 4096 + 16)), .symbol = "talon_prefill_attention_bf16_d192"},
     {.name = "prefill v_head_dim = head_dim -> _bf16_d64", .set = ONE(P(head_dim, I64, 64), P(v_head_dim, I64, 64)), .symbol = "talon_prefill_attention_bf16_d64"},
-    {.name = "prefill max_seqlen_q + total_kv = 2^31 - 256 -> _bf16_d128", .set = ONE(P(total_kv, I64, 2147482392LL)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill max_seqlen_q + total_kv = 2^31 - 256 -> _bf16_d128_rows192", .set = ONE(P(total_kv, I64, 2147482392LL)), .symbol = "talon_prefill_attention_bf16_d128_rows192"},
+    {.name = "prefill d128 full, 1536 keys a request -> _bf16_d128_rows192", .set = ONE(P(causal, INT, 0), P(total_kv, I64, 3072)), .symbol = "talon_prefill_attention_bf16_d128_rows192"},
+    {.name = "prefill d128 full, 1535 keys a request -> _bf16_d128", .set = ONE(P(causal, INT, 0), P(total_kv, I64, 3070)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill f16 d128 causal, 3072 keys a request -> _f16_d128_rows192", .set = ONE(P(dtype, ENUM, TALON_DTYPE_F16), P(total_kv, I64, 6144)), .symbol = "talon_prefill_attention_f16_d128_rows192"},
+    {.name = "prefill d128 causal, max_seqlen_q 3071 -> _bf16_d128", .set = ONE(P(total_q, I64, 4000), P(max_seqlen_q, I64, 3071)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill fp8 d128 full, 4096 keys a request -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(causal, INT, 0), P(total_kv, I64, 8192)), .symbol = "talon_prefill_attention_e4m3_d128"},
     {.name = "prefill window 2^31-1 (no key excluded: passed as none) -> _bf16_d128", .set = ONE(P(window, I64, 2147483647LL), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill window = total_kv (passed as none) -> _bf16_d128", .set = ONE(P(window, I64, 1500)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill fp8 d128 GQA 4 causal, scales -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 0.5f), P(k_scale, F32, 0.25f), P(v_scale, F32, 3.0f)), .symbol = "talon_prefill_attention_e4m3_d128"},
@@ -360,6 +365,38 @@ static void test_sections(void **state) {
     }
 }
 
+/* Query rows a tile (talon__prefill_tile_rows): 192 for 16-bit contiguous k/v at head_dim 64
+   whatever the length, and at head_dim 128 from 1536 keys a request (3072 causal); 128 for
+   every other head_dim, fp8 and the paged sources. */
+static void test_tile_rows(void **state) {
+    static const struct {
+        talon_dtype dt;
+        int64_t head_dim;
+        int kv, causal;
+        int64_t keys;
+        int want;
+    } rows[] = {
+        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_CONTIGUOUS, 1, 1, 192},
+        {TALON_DTYPE_F16, 64, TALON__PREFILL_KV_CONTIGUOUS, 0, 100000, 192},
+        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_CONTIGUOUS, 0, 1535, 128},
+        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_CONTIGUOUS, 0, 1536, 192},
+        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_CONTIGUOUS, 1, 3071, 128},
+        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_CONTIGUOUS, 1, 3072, 192},
+        {TALON_DTYPE_FP8_E4M3, 128, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
+        {TALON_DTYPE_BF16, 192, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
+        {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
+        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_PAGES, 0, 8192, 128},
+        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_GATHER, 0, 8192, 128},
+        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_WIDEN, 1, 30000, 128},
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        assert_int_equal(talon__prefill_tile_rows(rows[i].dt, rows[i].head_dim, rows[i].kv,
+                                                  rows[i].causal, rows[i].keys),
+                         rows[i].want);
+}
+
 /* The paged loader choice: a TMA box per page from 16 keys a page, else the gather; the gather
    too where a map's rows pass 2^31 - 1 (NHD: pages x page_size, HND: pages x kv heads). */
 static void test_paged_source(void **state) {
@@ -397,7 +434,7 @@ static void test_launch(void **state) {
     const launch_row *row = (const launch_row *)*state;
     talon_prefill_attention_args a = valid();
     talon__prefill_params got, want;
-    int64_t tiles, qs, ks, vs, dv, bn, rows;
+    int64_t tiles, qs, ks, vs, dv, bn, rows, keys;
     if (row->op == OP_PAGED) {
         test_launch_paged(row);
         return;
@@ -411,8 +448,11 @@ static void test_launch(void **state) {
     /* keys per block */
     bn = a.dtype == TALON_DTYPE_FP8_E4M3 ? (a.head_dim == 256 ? 64 : 128)
          : a.head_dim == 256 ? 80 : a.head_dim == 64 ? 192 : 128;
-    /* query rows a tile: 192 (three consumer warpgroups) at head_dim 64, else 128 */
-    rows = a.head_dim == 64 ? 192 : 128;
+    /* query rows a tile: 192 (three consumer warpgroups) for 16-bit inputs at head_dim 64, and
+       at 128 for requests of 1536 keys and more (3072 causal); else 128 */
+    keys = a.total_kv / a.batch > a.max_seqlen_q ? a.total_kv / a.batch : a.max_seqlen_q;
+    rows = a.dtype == TALON_DTYPE_FP8_E4M3 ? 128
+           : a.head_dim == 64 || (a.head_dim == 128 && keys >= (a.causal ? 3072 : 1536)) ? 192 : 128;
     assert_int_equal(fake.encodes, 3);
     check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, (uint32_t)bn, a.dtype);
     check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, dv, vs, (uint32_t)bn, a.dtype);
@@ -464,6 +504,7 @@ int main(void) {
     ADD_ROWS(bad_rows, test_invalid_argument);
     ADD_ROWS(launch_rows, test_launch);
     ADD(test_sections);
+    ADD(test_tile_rows);
     ADD(test_paged_source);
     ADD(test_workspace_size);
     ADD(test_capture_needs_preload);

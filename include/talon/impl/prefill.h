@@ -49,6 +49,21 @@ static int talon__prefill_sections(int64_t pairs, int64_t m_blocks, int64_t grou
     return (int)g;
 }
 
+/* Query rows a tile (the kernel's BM, prefill.def), a host rule: 192 (three consumer
+   warpgroups) for 16-bit q, k, v with contiguous k/v at head_dim 64, and at head_dim 128 where
+   a request's keys (about) are at least 1536, or 3072 under a causal mask; else 128. Measured
+   on the H100 against 128 rows (docs/notes/prefill.md): d64 1.00-1.21x at 512 to 8192 tokens
+   a request; d128 1.07-1.12x from those lengths up and 0.87-0.99x below them (the rows past a
+   request's last query weigh more there, and a tile's o, 192 x 128, fits no k stage to be
+   staged in). */
+static int talon__prefill_tile_rows(talon_dtype dt, int64_t head_dim, int kv, int causal,
+                                    int64_t keys) {
+    if (dt == TALON_DTYPE_FP8_E4M3 || kv != TALON__PREFILL_KV_CONTIGUOUS) return TALON__PREFILL_BM;
+    if (head_dim == 64 || (head_dim == 128 && keys >= (causal ? 3072 : 1536)))
+        return TALON__PREFILL_BM_WIDE;
+    return TALON__PREFILL_BM;
+}
+
 /* Token-major [rows, heads, head_dim] of 16-bit or fp8 elements as the 3-D map {head_dim,
    heads, rows}, boxes of 128 bytes of columns (64 or 128 elements, swizzled) x 1 head x
    box_rows tokens: one box is a K-major wgmma tile. */
@@ -85,7 +100,7 @@ typedef struct talon__prefill_common {
 /* Validates the shared fields and fills their params but q's map (no driver call: the caller
    encodes the maps after its own checks); *qs is q's token stride, *o_bytes o's span. fp8:
    whether dtype may be TALON_DTYPE_FP8_E4M3 (head_dim 128 or 256 then; the caller folds its
-   scales in). bm: the kernel's query rows per tile (TALON__PREFILL_BM). */
+   scales in). bm: the kernel's query rows per tile (talon__prefill_tile_rows). */
 static talon_status talon__prefill_common_params(const char *op, const talon__prefill_common *a,
                                                  int fp8, int bm, talon__prefill_params *p,
                                                  int64_t *qs, int64_t *o_bytes) {
@@ -194,19 +209,20 @@ static talon_status talon__prefill_positions(const char *op, const char *keys_na
 }
 
 /* Encodes q's map (the k and v maps are the caller's), orders the tiles, zeroes the tile
-   counter and launches the kernel for the k/v source kv (TALON__PREFILL_KV_*); kv_bytes: the
-   bytes of k and v of one (request, kv head) pair, about. */
+   counter and launches the kernel for the k/v source kv (TALON__PREFILL_KV_*) and bm query
+   rows a tile; kv_bytes: the bytes of k and v of one (request, kv head) pair, about. */
 static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const char *op,
                                           const talon__prefill_common *a, int64_t qs, int kv,
-                                          int64_t kv_bytes, talon__prefill_params *p) {
+                                          int bm, int64_t kv_bytes, talon__prefill_params *p) {
     const int64_t tiles = (int64_t)p->m_blocks * a->batch * a->num_qo_heads;
     int k;
     p->section = talon__prefill_sections(a->batch * a->num_kv_heads, p->m_blocks,
                                          p->group, kv_bytes, p->causal, ctx->sms,
                                          &p->section_first);
     TALON__TRY(talon__prefill_map(ctx, op, "q", &p->q_map, a->q, a->total_q, a->num_qo_heads,
-                                  a->head_dim, qs, TALON__PREFILL_BM(a->head_dim, kv), a->dtype));
-    TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 3, (int)a->dtype, (int)a->head_dim, kv));
+                                  a->head_dim, qs, bm, a->dtype));
+    TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 4, (int)a->dtype, (int)a->head_dim, kv,
+                           bm));
     if (kv != TALON__PREFILL_KV_CONTIGUOUS) talon__check_set(ctx, &p->check, k); /* paged only */
     return talon__launch_counted(ctx, stream, op, k, talon__prefill_grid(tiles, ctx->sms), p,
                                  a->workspace);
@@ -245,6 +261,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
     static const char op[] = "talon_prefill_attention";
     talon__prefill_params p;
     int64_t qs, ks, vs, k_row, v_row, o_bytes, kv_keys;
+    int bm;
     TALON__TRY(talon__check_common(op, ctx, a));
     {
         const talon__prefill_common c = TALON__PREFILL_COMMON(a, a->v_head_dim);
@@ -255,7 +272,11 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         const int es = talon__prefill_esize(a->dtype);
         const int bn = es == 1 ? TALON__PREFILL_FP8_BN(a->head_dim)
                                : TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_CONTIGUOUS);
-        const int bm = TALON__PREFILL_BM(a->head_dim, TALON__PREFILL_KV_CONTIGUOUS);
+        /* a request's keys: max_seqlen_q, or the mean of total_kv where that is more */
+        const int64_t mean_kv = a->batch > 0 ? a->total_kv / a->batch : 0;
+        kv_keys = mean_kv > a->max_seqlen_q ? mean_kv : a->max_seqlen_q;
+        bm = talon__prefill_tile_rows(a->dtype, a->head_dim, TALON__PREFILL_KV_CONTIGUOUS,
+                                      a->causal, kv_keys);
         TALON__TRY(talon__prefill_common_params(op, &c, 1, bm, &p, &qs, &o_bytes));
         if (a->dtype == TALON_DTYPE_FP8_E4M3) {
             TALON__TRY(talon__check_float(op, "q_scale", a->q_scale, 1, 0));
@@ -276,9 +297,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__prefill_map(ctx, op, "v", &p.v_map, a->v, a->total_kv, a->num_kv_heads,
                                       TALON__PREFILL_DV(a->head_dim), vs, bn, a->dtype));
         p.cu_seqlens_k = a->cu_seqlens_k;
-        /* a request's keys: max_seqlen_q, or the mean of total_kv where that is more */
-        kv_keys = a->total_kv / a->batch > a->max_seqlen_q ? a->total_kv / a->batch : a->max_seqlen_q;
-        return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS,
+        return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS, bm,
                                      kv_keys * (a->head_dim + TALON__PREFILL_DV(a->head_dim)) * es, &p);
     }
 }
@@ -325,7 +344,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
     static const char op[] = "talon_prefill_attention_paged";
     talon__prefill_params p;
     int64_t strides[3], qs, pt_stride, o_bytes, cache_bytes;
-    int kv, fp8, cache_es;
+    int kv, fp8, cache_es, bm;
     TALON__TRY(talon__check_common(op, ctx, a));
     fp8 = a->kv_dtype == TALON_DTYPE_FP8_E4M3;
     cache_es = fp8 ? 1 : 2; /* bytes of a cache element */
@@ -338,8 +357,9 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__check_ptr_align(op, "v_cache", a->v_cache, 0, 16));
         TALON__TRY(talon__check_ptr_align(op, "page_table", a->page_table, 0, 4));
         TALON__TRY(talon__check_ptr_align(op, "kv_lens", a->kv_lens, 0, 4));
-        /* the paged sources tile the same rows (prefill.def) */
-        const int bm = TALON__PREFILL_BM(a->head_dim, TALON__PREFILL_KV_PAGES);
+        /* every paged source tiles the same rows */
+        bm = talon__prefill_tile_rows(a->dtype, a->head_dim, TALON__PREFILL_KV_PAGES, a->causal,
+                                      a->max_kv_len);
         TALON__TRY(talon__prefill_common_params(op, &c, 0, bm, &p, &qs, &o_bytes));
         if (a->kv_dtype != 0 && a->kv_dtype != a->dtype && !fp8)
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->kv_dtype = %d must be 0 "
@@ -383,7 +403,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
             TALON__TRY(talon__prefill_cache_map(ctx, op, "v_cache", &p.v_map, a->v_cache, a,
                                                 p.page_rows));
         }
-        return talon__prefill_launch(ctx, stream, op, &c, qs, kv,
+        return talon__prefill_launch(ctx, stream, op, &c, qs, kv, bm,
                                      a->max_kv_len * 2 * a->head_dim * cache_es, &p);
     }
 }
