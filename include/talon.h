@@ -898,7 +898,8 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    smaller pages (where that would be up to 128 copies a block): the rows are gathered by the
    producer warps' 16-byte copies. Either way a request's keys past kv_lens[b] are never used
    (the cache's unwritten slots may hold anything, NaN included). Workspace and scheduling as
-   talon_prefill_attention's.
+   talon_prefill_attention's; tiles of 128 query rows, 192 at head_dim 128 with a copy per
+   page where max_kv_len is at least 1536, or 3072 with causal.
    fp8 caches (kv_dtype TALON_DTYPE_FP8_E4M3, as talon_kv_append and talon_decode_attention
    use them: real value = e4m3 value x k_scale / v_scale): the producer warps load each block's
    rows and widen them to dtype (exact) in shared memory, so q and P v keep dtype's precision;

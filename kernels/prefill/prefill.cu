@@ -549,18 +549,20 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         wgmma_commit();
     };
     // KV_PAGES: v rows past the request's keys in the tile's first v stage (its last block)
-    // are zeroed by warpgroup 1 before its first P v; warpgroup 2 issues its first P v after
-    // that (ping-pong). Whole 128-byte rows: the swizzle permutes only within a row.
+    // are zeroed before the first P v: by warpgroup 1, warpgroup 2 issuing its first P v after
+    // that (ping-pong); three consumers (no turns) zero them together, each before its first
+    // P v. Whole 128-byte rows: the swizzle permutes only within a row.
+    constexpr int ZEROING = SERIAL ? CONSUMERS * 128 : 128; // threads that zero the tail
     bool first_pv = false;
     auto zero_v_tail = [&] {
         const int valid = tl.kv_len - (tl.nb_hi - 1) * BN; // in (0, BN]
         if (valid >= BN) return;
         T *base = sv + vst.stage * BN * DV;
         const int per_chunk = (BN - valid) * 8; // 16-byte pieces
-        for (int e = int(threadIdx.x) - 128; e < CHV * per_chunk; e += 128)
+        for (int e = int(threadIdx.x) - 128; e < CHV * per_chunk; e += ZEROING)
             reinterpret_cast<uint4 *>(base + e / per_chunk * KV_CHUNK + valid * 64)[e % per_chunk] = make_uint4(0, 0, 0, 0);
         fence_proxy_async(); // ordinary stores, read next by the tensor cores
-        named_bar_sync(3, 128);
+        named_bar_sync(3, ZEROING);
     };
     // O += P v of the next v stage, issued (P from registers, v MN-major)
     // (P fragments: k16 steps of 16-bit P, k32 steps of fp8 P)
@@ -568,7 +570,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     auto issue_pv = [&](const uint32_t (&pf)[PK][4]) {
         vpipe->consumer_wait(vst);
         if constexpr (PAGED && !GATHER) {
-            if (first_pv && band == 0) zero_v_tail();
+            if (first_pv && (SERIAL || band == 0)) zero_v_tail();
         }
         first_pv = false;
         if (GATHER) fence_proxy_async(); // written by cp.async, read by the tensor cores

@@ -904,6 +904,7 @@ static void test_paged_options(void **state) {
 static void test_many_tiles(void **state) {
     static const int longs[] = {8192, 8192}, shorts[] = {1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024};
     static const int qlongs[] = {1024, 1024}, qshorts[] = {256, 256, 256}, wide[] = {1600, 77};
+    static const int wide_q[] = {300, 9}, wide_kv[] = {3500, 3100};
     static const int64_t heads[] = {32, 16, 8}; /* d64, d128, d256: 16 k tokens x 32 / 16 / 8 heads */
     static const page_geometry pages[] = {{128, 16, TALON_KV_NHD}, {128, 4, TALON_KV_HND}, {128, 16, TALON_KV_NHD}};
     const int *sl = g_quick ? qshorts : shorts, ns = g_quick ? COUNT(qshorts) : COUNT(shorts);
@@ -927,6 +928,17 @@ static void test_many_tiles(void **state) {
        a causal mask; the full run's 8192-token requests above take them too), GQA 16/8, f16 */
     c = base(TALON_DTYPE_F16, 128, 16, 8, 0, wide, NULL, COUNT(wide), 66);
     c.sample = 5;
+    run_case(&t, &c, 0, 1);
+    /* the same from pages of 16 (the cache's tail rows zeroed by all three consumers), and a
+       causal prefill of 300 and 9 tokens over 3500 and 3100 cached keys */
+    c = base(TALON_DTYPE_BF16, 128, 16, 8, 0, wide, NULL, COUNT(wide), 71);
+    c.page_size = 16;
+    c.sample = 5;
+    run_case(&t, &c, 0, 1);
+    c = base(TALON_DTYPE_BF16, 128, 8, 8, 1, wide_q, wide_kv, COUNT(wide_q), 72);
+    c.page_size = 16;
+    c.layout = TALON_KV_HND;
+    c.sample = 3;
     run_case(&t, &c, 0, 1);
     for (pi = 0; pi < COUNT(pages); pi++) {
         c = base(TALON_DTYPE_BF16, pages[pi].d, 16, 4, 1, sl, NULL, ns, 68 + pi);

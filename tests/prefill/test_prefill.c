@@ -199,18 +199,21 @@ static const launch_row launch_rows[] = {
     {.name = "prefill fp8 d256 soft-cap, strides of 16 -> _e4m3_d256", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(head_dim, I64, 256), P(q_scale, F32, 0.125f), P(k_scale, F32, 2.0f), P(v_scale, F32, 0.75f), P(logits_soft_cap, F32, 50.0f), P(q_stride, I64, 8192 + 16), P(k_stride, I64, 2048 + 16), P(o_stride, I64, 8192 + 8)), .symbol = "talon_prefill_attention_e4m3_d256"},
     {.name = "prefill fp8 o right after k (1-byte elements: no overlap) -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(o, PTR, P_K + 1500 * 1024)), .symbol = "talon_prefill_attention_e4m3_d128"},
     {.name = "prefill 12 tiles: 12 CTAs -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(num_qo_heads, I64, 4), P(num_kv_heads, I64, 4), P(max_seqlen_q, I64, 300)), .symbol = "talon_prefill_attention_bf16_d128"},
-    {.name = "paged NHD page 16 bf16 d128 -> _pages_bf16_d128", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged NHD page 16 bf16 d128 -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
+    {.name = "paged page 16 d128 causal, max_kv_len 3071 -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 3071)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged page 16 d128 full, max_kv_len 1536 -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 1536), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
+    {.name = "paged page 16 d128 full, max_kv_len 1535 -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 1535), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged HND page 256 f16 d256, table stride 300 -> _pages_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16), G(page_table_stride, I64, 300)), .symbol = "talon_prefill_attention_pages_f16_d256"},
-    {.name = "paged HND page 64 d128 MQA, q/o strides -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 64), G(num_pages, I64, 1024), G(num_kv_heads, I64, 1), G(q_stride, I64, 4096 + 8), G(o_stride, I64, 8192)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged HND page 64 d128 MQA, q/o strides -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 64), G(num_pages, I64, 1024), G(num_kv_heads, I64, 1), G(q_stride, I64, 4096 + 8), G(o_stride, I64, 8192)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
     {.name = "paged NHD page 1 d64, window, no lse -> _gather_bf16_d64", .op = OP_PAGED, .set = ONE(G(page_size, I64, 1), G(num_pages, I64, 65536), G(head_dim, I64, 64), G(window, I64, 4096), G(lse, PTR, 0), G(causal, INT, 0)), .symbol = "talon_prefill_attention_gather_bf16_d64"},
-    {.name = "paged window = max_kv_len (passed as none) -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(window, I64, 32768), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
-    {.name = "paged window max_kv_len - 1 (kept) -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(window, I64, 32767)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged window = max_kv_len (passed as none) -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(window, I64, 32768), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
+    {.name = "paged window max_kv_len - 1 (kept) -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(window, I64, 32767)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
     {.name = "paged HND page 8 f16 d256 -> _gather_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 8), G(num_pages, I64, 8192), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_gather_f16_d256"},
     {.name = "paged fp8 caches NHD page 16 bf16 d128, scales -> _widen_bf16_d128", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 0.5f), G(v_scale, F32, 3.0f)), .symbol = "talon_prefill_attention_widen_bf16_d128"},
     {.name = "paged fp8 caches HND page 1 f16 d64 -> _widen_f16_d64", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 2.0f), G(v_scale, F32, 0.25f), G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 1), G(num_pages, I64, 65536), G(head_dim, I64, 64), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_widen_f16_d64"},
     {.name = "paged fp8 caches page 256 d256, o right after k_cache (1-byte elements) -> _widen_bf16_d256", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 1), G(v_scale, F32, 1), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(o, PTR, P_K + 256LL * 256 * 8 * 256)), .symbol = "talon_prefill_attention_widen_bf16_d256"},
-    {.name = "paged kv_dtype 0 with dtype f16 (0: dtype) -> _pages_f16_d128", .op = OP_PAGED, .set = ONE(G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_pages_f16_d128"},
-    {.name = "paged kv_dtype = dtype (f16) -> _pages_f16_d128", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_F16), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_pages_f16_d128"},
+    {.name = "paged kv_dtype 0 with dtype f16 (0: dtype) -> _pages_f16_d128_rows192", .op = OP_PAGED, .set = ONE(G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_pages_f16_d128_rows192"},
+    {.name = "paged kv_dtype = dtype (f16) -> _pages_f16_d128_rows192", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_F16), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_pages_f16_d128_rows192"},
     {.name = "paged NHD page 16, MQA, 2^31 page rows -> _gather_bf16_d128", .op = OP_PAGED, .set = ONE(G(num_pages, I64, 1 << 27), G(num_kv_heads, I64, 1), G(k_cache, PTR, 0x100000000000LL), G(v_cache, PTR, 0x200000000000LL)), .symbol = "talon_prefill_attention_gather_bf16_d128"},
 };
 
@@ -292,7 +295,7 @@ static void want_common(talon__prefill_params *want, const talon__prefill_params
 static void test_launch_paged(const launch_row *row) {
     talon_prefill_attention_paged_args a = valid_paged();
     talon__prefill_params got, want;
-    int64_t qs, tiles, bn, rows;
+    int64_t qs, tiles, bn, rows, tile_rows;
     int pages;
     apply_sets(&a, row->set, MAX_SETS);
     if (talon_prefill_attention_paged(g_ctx, STREAM, &a) != TALON_SUCCESS) fail_msg("%s", talon_last_error());
@@ -306,11 +309,14 @@ static void test_launch_paged(const launch_row *row) {
         check_cache_map(&fake.enc_log[0], a.k_cache, &a, rows);
         check_cache_map(&fake.enc_log[1], a.v_cache, &a, rows);
     }
-    /* tiles of 128 query rows, 2 consumer warpgroups */
-    check_map(&fake.enc_log[pages ? 2 : 0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, 128, a.dtype);
+    /* query rows a tile: 192 (three consumer warpgroups) with a box per page at d128 for 1536
+       keys and more (3072 causal); else 128 */
+    tile_rows = pages && a.head_dim == 128 && a.max_kv_len >= (a.causal ? 3072 : 1536) ? 192 : 128;
+    check_map(&fake.enc_log[pages ? 2 : 0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs,
+              (uint32_t)tile_rows, a.dtype);
     memcpy(&got, fake.last.params, sizeof got);
     want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride, a.total_q, a.batch,
-                a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, 128, a.causal,
+                a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, tile_rows, a.causal,
                 a.window >= a.max_kv_len ? 0 : a.window, a.sm_scale, a.logits_soft_cap);
     want.page_table = a.page_table;
     want.kv_lens = a.kv_lens;
@@ -332,7 +338,7 @@ static void test_launch_paged(const launch_row *row) {
     tiles = want.m_blocks * a.batch * a.num_qo_heads;
     assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
     assert_counter_zeroed();
-    assert_int_equal(fake.last.block[0], 384);
+    assert_int_equal(fake.last.block[0], 128 + 2 * tile_rows);
 }
 
 /* The tile order's sections (talon__prefill_sections): causal, enough pairs a section for its
@@ -366,8 +372,9 @@ static void test_sections(void **state) {
 }
 
 /* Query rows a tile (talon__prefill_tile_rows): 192 for 16-bit contiguous k/v at head_dim 64
-   whatever the length, and at head_dim 128 from 1536 keys a request (3072 causal); 128 for
-   every other head_dim, fp8 and the paged sources. */
+   whatever the length, and at head_dim 128 with contiguous k/v or a box per page from 1536
+   keys a request (3072 causal); 128 for every other head_dim, fp8, the gathering and widening
+   sources. */
 static void test_tile_rows(void **state) {
     static const struct {
         talon_dtype dt;
@@ -386,6 +393,9 @@ static void test_tile_rows(void **state) {
         {TALON_DTYPE_BF16, 192, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
         {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
         {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_PAGES, 0, 8192, 128},
+        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_PAGES, 1, 3071, 128},
+        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_PAGES, 1, 3072, 192},
+        {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_PAGES, 0, 8192, 128},
         {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_GATHER, 0, 8192, 128},
         {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_WIDEN, 1, 30000, 128},
     };

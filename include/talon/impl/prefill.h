@@ -50,16 +50,19 @@ static int talon__prefill_sections(int64_t pairs, int64_t m_blocks, int64_t grou
 }
 
 /* Query rows a tile (the kernel's BM, prefill.def), a host rule: 192 (three consumer
-   warpgroups) for 16-bit q, k, v with contiguous k/v at head_dim 64, and at head_dim 128 where
-   a request's keys (about) are at least 1536, or 3072 under a causal mask; else 128. Measured
-   on the H100 against 128 rows (docs/notes/prefill.md): d64 1.00-1.21x at 512 to 8192 tokens
-   a request; d128 1.07-1.12x from those lengths up and 0.87-0.99x below them (the rows past a
-   request's last query weigh more there, and a tile's o, 192 x 128, fits no k stage to be
-   staged in). */
+   warpgroups) for 16-bit q, k, v with contiguous k/v at head_dim 64, and at head_dim 128 with
+   contiguous k/v or a TMA box per page where a request's keys (about) are at least 1536, or
+   3072 under a causal mask; else 128. Measured on the H100 against 128 rows (docs/notes/
+   prefill.md): d64 1.00-1.21x at 512 to 8192 tokens a request; d128 1.07-1.12x from those
+   lengths up and 0.87-0.99x below them (the rows past a request's last query weigh more
+   there, and a tile's o, 192 x 128, fits no k stage to be staged in); paged, 2048 new tokens
+   over 30000 cached 1.04-1.05x. */
 static int talon__prefill_tile_rows(talon_dtype dt, int64_t head_dim, int kv, int causal,
                                     int64_t keys) {
-    if (dt == TALON_DTYPE_FP8_E4M3 || kv != TALON__PREFILL_KV_CONTIGUOUS) return TALON__PREFILL_BM;
-    if (head_dim == 64 || (head_dim == 128 && keys >= (causal ? 3072 : 1536)))
+    if (dt == TALON_DTYPE_FP8_E4M3) return TALON__PREFILL_BM;
+    if (kv == TALON__PREFILL_KV_CONTIGUOUS && head_dim == 64) return TALON__PREFILL_BM_WIDE;
+    if ((kv == TALON__PREFILL_KV_CONTIGUOUS || kv == TALON__PREFILL_KV_PAGES) && head_dim == 128 &&
+        keys >= (causal ? 3072 : 1536))
         return TALON__PREFILL_BM_WIDE;
     return TALON__PREFILL_BM;
 }
@@ -357,9 +360,9 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__check_ptr_align(op, "v_cache", a->v_cache, 0, 16));
         TALON__TRY(talon__check_ptr_align(op, "page_table", a->page_table, 0, 4));
         TALON__TRY(talon__check_ptr_align(op, "kv_lens", a->kv_lens, 0, 4));
-        /* every paged source tiles the same rows */
-        bm = talon__prefill_tile_rows(a->dtype, a->head_dim, TALON__PREFILL_KV_PAGES, a->causal,
-                                      a->max_kv_len);
+        kv = fp8 ? TALON__PREFILL_KV_WIDEN
+                 : talon__prefill_paged_source(a->page_size, a->num_pages, a->num_kv_heads, a->layout);
+        bm = talon__prefill_tile_rows(a->dtype, a->head_dim, kv, a->causal, a->max_kv_len);
         TALON__TRY(talon__prefill_common_params(op, &c, 0, bm, &p, &qs, &o_bytes));
         if (a->kv_dtype != 0 && a->kv_dtype != a->dtype && !fp8)
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->kv_dtype = %d must be 0 "
@@ -393,8 +396,6 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         p.page_shift = (int)talon__ceil_log2((uint64_t)a->page_size);
         p.layout = (int)a->layout;
         p.max_kv_len = (int)a->max_kv_len;
-        kv = fp8 ? TALON__PREFILL_KV_WIDEN
-                 : talon__prefill_paged_source(a->page_size, a->num_pages, a->num_kv_heads, a->layout);
         if (kv == TALON__PREFILL_KV_PAGES) {
             const int bn = TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_PAGES);
             p.page_rows = (int)(a->page_size < bn ? a->page_size : bn);
