@@ -103,10 +103,10 @@ typedef struct talon__prefill_common {
 /* Validates the shared fields and fills their params but q's map (no driver call: the caller
    encodes the maps after its own checks); *qs is q's token stride, *o_bytes o's span. fp8:
    whether dtype may be TALON_DTYPE_FP8_E4M3 (head_dim 128 or 256 then; the caller folds its
-   scales in). bm: the kernel's query rows per tile (talon__prefill_tile_rows). */
+   scales in). m_blocks is the launch's (it depends on the kernel's rows). */
 static talon_status talon__prefill_common_params(const char *op, const talon__prefill_common *a,
-                                                 int fp8, int bm, talon__prefill_params *p,
-                                                 int64_t *qs, int64_t *o_bytes) {
+                                                 int fp8, talon__prefill_params *p, int64_t *qs,
+                                                 int64_t *o_bytes) {
     int64_t os, q_row, o_row, m_blocks;
     const int64_t dv = a->v_head_dim ? a->v_head_dim : a->head_dim;
     float sm_scale;
@@ -141,7 +141,8 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     TALON__TRY(talon__check_range(op, "causal", a->causal, 0, 1));
     TALON__TRY(talon__check_float(op, "sm_scale", a->sm_scale, 1, 1));
     TALON__TRY(talon__check_float(op, "logits_soft_cap", a->logits_soft_cap, 1, 1));
-    m_blocks = (a->max_seqlen_q + bm - 1) / bm;
+    /* at 128 rows a tile: the most tiles any kernel takes */
+    m_blocks = (a->max_seqlen_q + TALON__PREFILL_BM - 1) / TALON__PREFILL_BM;
     if (m_blocks * a->batch * a->num_qo_heads > TALON__GRID_MAX)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->max_seqlen_q = %lld with "
                            "batch %lld and %lld heads needs more than 2^31-1 CTAs", op,
@@ -166,7 +167,6 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     p->batch = (int)a->batch;
     p->num_qo_heads = (int)a->num_qo_heads;
     p->group = (int)(a->num_qo_heads / a->num_kv_heads);
-    p->m_blocks = (int)m_blocks;
     p->causal = a->causal;
     p->window = (int)a->window;
     p->scale = a->logits_soft_cap > 0.0f ? sm_scale / a->logits_soft_cap
@@ -217,8 +217,10 @@ static talon_status talon__prefill_positions(const char *op, const char *keys_na
 static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const char *op,
                                           const talon__prefill_common *a, int64_t qs, int kv,
                                           int bm, int64_t kv_bytes, talon__prefill_params *p) {
-    const int64_t tiles = (int64_t)p->m_blocks * a->batch * a->num_qo_heads;
+    int64_t tiles;
     int k;
+    p->m_blocks = (int)((a->max_seqlen_q + bm - 1) / bm);
+    tiles = (int64_t)p->m_blocks * a->batch * a->num_qo_heads;
     p->section = talon__prefill_sections(a->batch * a->num_kv_heads, p->m_blocks,
                                          p->group, kv_bytes, p->causal, ctx->sms,
                                          &p->section_first);
@@ -275,12 +277,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         const int es = talon__prefill_esize(a->dtype);
         const int bn = es == 1 ? TALON__PREFILL_FP8_BN(a->head_dim)
                                : TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_CONTIGUOUS);
-        /* a request's keys: max_seqlen_q, or the mean of total_kv where that is more */
-        const int64_t mean_kv = a->batch > 0 ? a->total_kv / a->batch : 0;
-        kv_keys = mean_kv > a->max_seqlen_q ? mean_kv : a->max_seqlen_q;
-        bm = talon__prefill_tile_rows(a->dtype, a->head_dim, TALON__PREFILL_KV_CONTIGUOUS,
-                                      a->causal, kv_keys);
-        TALON__TRY(talon__prefill_common_params(op, &c, 1, bm, &p, &qs, &o_bytes));
+        TALON__TRY(talon__prefill_common_params(op, &c, 1, &p, &qs, &o_bytes));
         if (a->dtype == TALON_DTYPE_FP8_E4M3) {
             TALON__TRY(talon__check_float(op, "q_scale", a->q_scale, 1, 0));
             TALON__TRY(talon__prefill_fold_scales(op, &p, a->q_scale, a->k_scale, a->v_scale));
@@ -300,6 +297,10 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__prefill_map(ctx, op, "v", &p.v_map, a->v, a->total_kv, a->num_kv_heads,
                                       TALON__PREFILL_DV(a->head_dim), vs, bn, a->dtype));
         p.cu_seqlens_k = a->cu_seqlens_k;
+        /* a request's keys: max_seqlen_q, or the mean of total_kv where that is more */
+        kv_keys = a->total_kv / a->batch > a->max_seqlen_q ? a->total_kv / a->batch : a->max_seqlen_q;
+        bm = talon__prefill_tile_rows(a->dtype, a->head_dim, TALON__PREFILL_KV_CONTIGUOUS,
+                                      a->causal, kv_keys);
         return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS, bm,
                                      kv_keys * (a->head_dim + TALON__PREFILL_DV(a->head_dim)) * es, &p);
     }
@@ -360,10 +361,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__check_ptr_align(op, "v_cache", a->v_cache, 0, 16));
         TALON__TRY(talon__check_ptr_align(op, "page_table", a->page_table, 0, 4));
         TALON__TRY(talon__check_ptr_align(op, "kv_lens", a->kv_lens, 0, 4));
-        kv = fp8 ? TALON__PREFILL_KV_WIDEN
-                 : talon__prefill_paged_source(a->page_size, a->num_pages, a->num_kv_heads, a->layout);
-        bm = talon__prefill_tile_rows(a->dtype, a->head_dim, kv, a->causal, a->max_kv_len);
-        TALON__TRY(talon__prefill_common_params(op, &c, 0, bm, &p, &qs, &o_bytes));
+        TALON__TRY(talon__prefill_common_params(op, &c, 0, &p, &qs, &o_bytes));
         if (a->kv_dtype != 0 && a->kv_dtype != a->dtype && !fp8)
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->kv_dtype = %d must be 0 "
                                "or args->dtype (%d): the caches hold dtype, or %d: fp8 e4m3",
@@ -396,6 +394,9 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         p.page_shift = (int)talon__ceil_log2((uint64_t)a->page_size);
         p.layout = (int)a->layout;
         p.max_kv_len = (int)a->max_kv_len;
+        kv = fp8 ? TALON__PREFILL_KV_WIDEN
+                 : talon__prefill_paged_source(a->page_size, a->num_pages, a->num_kv_heads, a->layout);
+        bm = talon__prefill_tile_rows(a->dtype, a->head_dim, kv, a->causal, a->max_kv_len);
         if (kv == TALON__PREFILL_KV_PAGES) {
             const int bn = TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_PAGES);
             p.page_rows = (int)(a->page_size < bn ? a->page_size : bn);
