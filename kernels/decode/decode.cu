@@ -555,6 +555,8 @@ __device__ __forceinline__ void decode_mma(const talon__decode_params &p) {
             ta[0][e] = t < 2 ? alpha[e] : a;
             if constexpr (NPV == 2) ta[1][e] = t < 2 ? a : alpha[e];
         }
+        // (the same as testing alpha alone over the warp, which made ptxas spill 8 bytes in the
+        // 16-bit d128 g8 kernels)
         if (__any_sync(~0u, ta[0][0] != 1.f || ta[0][1] != 1.f || ta[NPV - 1][0] != 1.f ||
                                 ta[NPV - 1][1] != 1.f)) {
 #pragma unroll

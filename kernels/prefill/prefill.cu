@@ -680,6 +680,14 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         if (lane == 0) vpipe->consumer_release(vst);
         vst.advance();
     };
+    // O times the factor of its rows' moved maxima, skipped by a warp whose rows all kept theirs
+    // (alpha 1: most blocks of a long row). O must not be in a wgmma's hands.
+    auto rescale_o = [&](const float (&alpha)[2]) {
+        if (__any_sync(~0u, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+            for (int i = 0; i < DV / 2; i++) o[i] *= alpha[(i / 2) % 2];
+        }
+    };
     // Releases q (and the tile's slot) once the warp's last q k^T of the tile is done.
     auto release_q = [&] { mbar_arrive(q_empty); };
     // The epilogue stages o in the k stage of the tile's last block (where BM rows of DV
@@ -744,10 +752,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 release_k(n == tl.nb_lo);
                 if (n == tl.nb_lo) release_q();
                 softmax(s, n, alpha);
-                if (__any_sync(~0u, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-                    for (int i = 0; i < DV / 2; i++) o[i] *= alpha[(i / 2) % 2];
-                }
+                rescale_o(alpha);
                 pack(s, pf);
                 issue_pv(pf);
                 wgmma_wait<0>();
@@ -783,16 +788,11 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 // ptxas hoisted the wait (and the v stage's release) above the softmax, which
                 // then no longer overlapped P v (SASS, docs/notes/prefill.md). The branch is
                 // taken by the whole warpgroup or none of it (named barriers 4, 5), as the
-                // .aligned waits need. Rows whose max did not move keep O as it is (alpha 1):
-                // most blocks of a long row; a warp skips the multiplies when all its rows are such.
-                const bool moved = alpha[0] != 1.f || alpha[1] != 1.f;
-                if (named_bar_any(4 + band, 128, moved)) {
+                // .aligned waits need: a warpgroup none of whose rows' maxima moved skips them.
+                if (named_bar_any(4 + band, 128, alpha[0] != 1.f || alpha[1] != 1.f)) {
                     wgmma_wait<0>();
                     fence_operand(o);
-                    if (__any_sync(~0u, moved)) {
-#pragma unroll
-                        for (int i = 0; i < DV / 2; i++) o[i] *= alpha[(i / 2) % 2];
-                    }
+                    rescale_o(alpha);
                 }
                 wgmma_wait<0>();
                 fence_operand(o);
