@@ -75,11 +75,13 @@ dist-stage: $(foreach p,$(DIST_FILES),$(firstword $(subst :, ,$(p)))) tools/talo
 	    --cc "$(CC)" --cflags="$(CFLAGS)" --cuda-include $(CUDA_INC) && chmod 0644 $(DIST_STAGE)/share/talon/MANIFEST.json
 
 # dist/ holds exactly one tarball and its SHA256SUMS. GNU tar: sorted names, fixed owner and
-# mtime; modes were fixed when staging; gzip -n leaves out the name and time.
+# mtime; modes were fixed when staging; gzip -n leaves out the name and time. Level 6: 7%
+# larger than -9 (20.7 against 19.3 MB at 0.2.0) in an eighth of the time (6 against 48 s),
+# and make test builds four tarballs.
 dist: dist-stage
 	$(call say,TAR,$(DIST_TGZ))mkdir -p $(DIST_DIR) && rm -f $(DIST_DIR)/talon-*.tar.gz $(DIST_DIR)/SHA256SUMS
 	$(Q)tar --format=gnu --sort=name --mtime=@$(SOURCE_DATE_EPOCH) --owner=0 --group=0 --numeric-owner \
-	    -C build/dist -cf $(DIST_TGZ:.gz=) $(DIST_STEM) && gzip -9n $(DIST_TGZ:.gz=)
+	    -C build/dist -cf $(DIST_TGZ:.gz=) $(DIST_STEM) && gzip -6n $(DIST_TGZ:.gz=)
 	$(Q)cd $(DIST_DIR) && sha256sum $(DIST_STEM).tar.gz > SHA256SUMS
 	@echo "make dist: $(DIST_TGZ)"
 
