@@ -32,8 +32,8 @@
 // from the ring it lands in into a v^T ring (ldmatrix/stmatrix, transpose_v_block), with the
 // keys in the order the P fragments come out of the score accumulator.
 // Paged k/v: the same kernel with another producer. KV_PAGES (pages of 16 keys and more): the
-// producer warp's lanes each load one page's rows of a block as TMA boxes (page id from the
-// page table; ids outside the cache and pages past the request's keys read zeros). The last
+// producer threads each load one page's rows of a block as TMA boxes (page id from the page
+// table; ids outside the cache and pages past the request's keys read zeros). The last
 // page's slots past the request's keys hold whatever the cache holds (NaN included), which a
 // zero softmax weight does not cancel in P v, so consumer warpgroup 1 zeroes those v rows in
 // the tile's first stage before its first P v (warpgroup 2's comes after it in the ping-pong
@@ -240,16 +240,20 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     int *tile_slot = FP8 ? reinterpret_cast<int *>(lpipe + 1) : reinterpret_cast<int *>(vpipe + 1);
     uint64_t *tile_ready = reinterpret_cast<uint64_t *>(tile_slot + 2);
     const int tiles = p.m_blocks * p.batch * p.num_qo_heads;
+    // KV_PAGES: a block's page runs (a box each for k and v per 64 columns) and the producer
+    // warps that issue their copies (talon__prefill_page_warps: 4 or 1)
+    const int page_runs = KV == TALON__PREFILL_KV_PAGES ? BN / p.page_rows : 0;
+    const int page_warps = KV == TALON__PREFILL_KV_PAGES ? p.page_warps : 1;
 
     if (threadIdx.x == 0) {
         mbar_init(tile_ready, 1);
         mbar_init(q_full, 1);
         // one arrival per consumer thread (its warp's last q k^T of the tile done) and per
-        // thread of fp8's transposing warps or the gathering producers (it read the tile's
+        // thread of fp8's transposing warps or the paged producers (it read the tile's
         // slot): the lead publishes the next tile only then. Every reader of the slot arrives
         // itself: with one arrival a warp (after __syncwarp), racecheck reported the slot's
         // next write as racing the other lanes' reads.
-        mbar_init(q_empty, CONSUMERS * 128 + (FP8 ? 96 : GATHER ? 128 : 0));
+        mbar_init(q_empty, CONSUMERS * 128 + (FP8 ? 96 : GATHER || page_warps == 4 ? 128 : 0));
         // k/v stages: filled by TMA (one arrive_expect_tx), or by the 128 producer threads'
         // cp.async (fp8's v^T: the 3 transposing warps); released by each consumer warp
         kpipe->init(CONSUMERS * 4, GATHER ? 128 : 1);
@@ -270,8 +274,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // 128 x 216 + 128 x 72 (the widening threads spill at 56). Three consumers: 512 x 128,
         // 3 x 128 x 160 + 128 x 32.
         setmaxnreg_dec<PRODUCER_REGS>();
-        // contiguous: thread 0 alone (fp8: and warps 1-3 transpose v); pages: warp 0 (lane 0
-        // leads); gather: 4 warps
+        // contiguous: thread 0 alone (fp8: and warps 1-3 transpose v); pages: page_warps warps
+        // (lane 0 of warp 0 leads); gather: 4 warps
         if constexpr (FP8) {
             if (warp_in_warpgroup() != 0) {
                 // each block of v of each tile, as it lands, into the next v^T stage
@@ -305,7 +309,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         if constexpr (!PAGED) {
             if (threadIdx.x != 0) return;
         } else if constexpr (!GATHER) {
-            if (warp_in_warpgroup() != 0) return;
+            if (warp_in_warpgroup() >= page_warps) return;
         }
         const bool lead = !PAGED || threadIdx.x == 0; // takes the tiles, loads q, fills the TMA barriers
         const int hk_count = p.num_qo_heads / p.group;
@@ -330,7 +334,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 t = next < unsigned(tiles) ? int(next) : -1;
                 mbar_wait(q_empty, q_phase ^ 1);
                 tile_slot[k % 2] = t;
-                if (GATHER || FP8) mbar_arrive(tile_ready);
+                if (GATHER || FP8 || page_warps == 4) mbar_arrive(tile_ready);
                 if (t < 0) {
                     mbar_arrive(q_full); // no bytes: the consumers read -1 and stop
                 } else {
@@ -342,7 +346,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 }
             }
             q_phase ^= 1;
-            if constexpr (GATHER) {
+            if (GATHER || page_warps == 4) {
                 if (!lead) {
                     mbar_wait(tile_ready, k % 2);
                     t = tile_slot[k % 2];
@@ -380,18 +384,23 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                             tma_load_3d(sv + st.stage * BN * DV + c * KV_CHUNK, &p.v_map, vf, c * CW, hk, tl.k0 + n * BN);
                     }
                 } else if constexpr (!GATHER) {
-                    // lane i loads box i: page_rows keys of one page, 64 columns a box; a
-                    // coordinate below 0 puts the whole box outside the map (zeros)
-                    const int lane = lane_index(), rows = p.page_rows;
+                    // lane i / page_warps of warp i % page_warps loads page run i: page_rows
+                    // keys, 64 columns a box; a coordinate below 0 puts the whole box outside
+                    // the map (zeros)
+                    const int w = warp_in_warpgroup(), rows = p.page_rows;
                     if (lead) {
                         kpipe->producer_acquire(st);
                         kpipe->producer_commit(st, K_BYTES);
                         vpipe->producer_acquire(st);
                         vpipe->producer_commit(st, V_BYTES);
                     }
-                    __syncwarp(); // the stage's bytes are expected before any box lands
+                    // the stage's bytes are expected before any box lands (4 warps: each
+                    // syncs, as an arriving warp 0 could run a block ahead and arrive twice on
+                    // one phase of the barrier)
+                    if (page_warps == 4) named_bar_sync(10, 128);
+                    else __syncwarp();
                     const int *pt = reinterpret_cast<const int *>(p.page_table) + tl.b * p.page_table_stride;
-                    for (int i = lane; i * rows < BN; i += 32) {
+                    for (int i = lane_index() * page_warps + w; i < page_runs; i += 32 * page_warps) {
                         const int j = n * BN + i * rows; // the box's first key
                         const int page = j < tl.kv_len ? __ldg(pt + (j >> p.page_shift)) : -1;
                         const int slot = j & ((1 << p.page_shift) - 1);

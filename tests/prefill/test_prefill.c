@@ -328,6 +328,7 @@ static void test_launch_paged(const launch_row *row) {
     want.layout = (int)a.layout;
     want.max_kv_len = (int)a.max_kv_len;
     want.page_rows = pages ? (int)rows : 0;
+    want.page_warps = !pages ? 0 : bn / rows * 2 * (a.head_dim / 64) >= 32 ? 4 : 1;
     if (a.kv_dtype == TALON_DTYPE_FP8_E4M3) { /* k_scale in the score scale, v_scale on o */
         want.scale *= a.k_scale;
         want.o_scale = a.v_scale;
@@ -405,6 +406,18 @@ static void test_tile_rows(void **state) {
         assert_int_equal(talon__prefill_tile_rows(rows[i].dt, rows[i].head_dim, rows[i].kv,
                                                   rows[i].causal, rows[i].keys),
                          rows[i].want);
+}
+
+/* Producer warps of the box-per-page loader (talon__prefill_page_warps): 4 from 32 TMA copies
+   a block (page runs x k and v x 64-column chunks), else 1. */
+static void test_page_warps(void **state) {
+    (void)state;
+    assert_int_equal(talon__prefill_page_warps(16, 128, 128), 4);  /* 8 runs x 2 x 2 = 32 */
+    assert_int_equal(talon__prefill_page_warps(32, 128, 128), 1);  /* 16 */
+    assert_int_equal(talon__prefill_page_warps(256, 128, 128), 1); /* one run: 4 */
+    assert_int_equal(talon__prefill_page_warps(16, 64, 128), 1);   /* 16 */
+    assert_int_equal(talon__prefill_page_warps(16, 256, 64), 4);   /* 4 runs x 2 x 4 = 32 */
+    assert_int_equal(talon__prefill_page_warps(32, 256, 64), 1);   /* 16 */
 }
 
 /* The paged loader choice: a TMA box per page from 16 keys a page, else the gather; the gather
@@ -515,6 +528,7 @@ int main(void) {
     ADD_ROWS(launch_rows, test_launch);
     ADD(test_sections);
     ADD(test_tile_rows);
+    ADD(test_page_warps);
     ADD(test_paged_source);
     ADD(test_workspace_size);
     ADD(test_capture_needs_preload);

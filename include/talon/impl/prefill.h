@@ -67,6 +67,16 @@ static int talon__prefill_tile_rows(talon_dtype dt, int64_t head_dim, int kv, in
     return TALON__PREFILL_BM;
 }
 
+/* Producer warps that issue a paged block's TMA copies (KV_PAGES: a box per page run of
+   min(page_size, bn) keys, for k and v, per 64 columns). A copy costs ~40-60 ns of issue
+   whatever its size, so from 32 copies a block (pages of 16 keys at head_dim 128) the 4 warps
+   of the producer warpgroup issue them side by side; with fewer, warp 0 alone, which was as
+   fast or faster there (docs/notes/prefill.md step 13). */
+static int talon__prefill_page_warps(int64_t page_size, int64_t head_dim, int bn) {
+    const int64_t runs = page_size < bn ? bn / page_size : 1;
+    return runs * 2 * (head_dim / 64) >= 32 ? 4 : 1;
+}
+
 /* Token-major [rows, heads, head_dim] of 16-bit or fp8 elements as the 3-D map {head_dim,
    heads, rows}, boxes of 128 bytes of columns (64 or 128 elements, swizzled) x 1 head x
    box_rows tokens: one box is a K-major wgmma tile. */
@@ -400,6 +410,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         if (kv == TALON__PREFILL_KV_PAGES) {
             const int bn = TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_PAGES);
             p.page_rows = (int)(a->page_size < bn ? a->page_size : bn);
+            p.page_warps = talon__prefill_page_warps(a->page_size, a->head_dim, bn);
             TALON__TRY(talon__prefill_cache_map(ctx, op, "k_cache", &p.k_map, a->k_cache, a,
                                                 p.page_rows));
             TALON__TRY(talon__prefill_cache_map(ctx, op, "v_cache", &p.v_map, a->v_cache, a,
