@@ -277,7 +277,10 @@ def main(argv=None):
     ap.add_argument("--lib", default="build/lib/libtalon_bench.so")
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--filter", default=None,
-                    help="only cases whose 'op label' (as printed) contains this")
+                    help="only cases whose 'op label' (as printed) contains this, or with "
+                    "--filter-regex, matches this regular expression (re.search)")
+    ap.add_argument("--filter-regex", action="store_true",
+                    help="--filter is a regular expression")
     ap.add_argument("--table", metavar="JSON", help="print a results JSON as Markdown; no GPU")
     ap.add_argument("--summary", metavar="JSON", nargs="+", help="print one row per op of "
                     "results JSONs as Markdown (the README's table; an op in several: the last "
@@ -319,7 +322,9 @@ def main(argv=None):
         mod = importlib.import_module(fam)
         base = {(c.op, c.label): c for c in mod.cases(hb)} if hb else {}
         for c in mod.cases(h):
-            if args.filter and args.filter not in f"{c.op} {c.label}":
+            name = f"{c.op} {c.label}"
+            if args.filter and not (re.search(args.filter, name) if args.filter_regex
+                                    else args.filter in name):
                 continue
             try:
                 e = run_case(h, c, copy_gbs, base.get((c.op, c.label)), not args.no_peers)

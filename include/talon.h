@@ -1173,7 +1173,11 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    64 output columns), chosen on the host from (tokens, topk, n, gated, SM count); a gathered a (TOKEN,
    PAIR) is copied by the loader's 128 threads, a SORTED a and b by TMA. At <= 128 tokens a
    warpgroup whose 64 slots are all padding skips its products (unless a and d are both
-   SORTED). No workspace.
+   SORTED). At <= 64 tokens (unless a and d are both SORTED) a transposed kernel instead: one
+   CTA per SM, tiles of 128 output columns (256 rows of b when gated) x the block's slots in
+   chunks of 16, 32 or 64 (the smallest that holds the tokens); a chunk without a pair is not
+   computed (SORTED d: zeros). A routing that names an expert more than once per token is
+   still exact; that expert's weights are then read once per chunk with work. No workspace.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes, strides or
    capacities out of range, block_size not 128, an unsupported dtype, act or row layout
    (d_rows TOKEN), gated not 0/1, d overlapping an input; DRIVER if the driver rejects a

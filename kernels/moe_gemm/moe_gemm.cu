@@ -93,12 +93,17 @@ __device__ __forceinline__ int rows_in_use(const talon__moe_gemm_params &p) {
 
 // The pair of sorted slot s, or -1 for a padding slot (the sentinel, or any id >= pairs;
 // checked mode records one above the sentinel).
-__device__ __forceinline__ int slot_pair(const talon__moe_gemm_params &p, int s) {
-    const unsigned f = __ldg(reinterpret_cast<const unsigned *>(p.sorted_token_ids) + s);
+__device__ __forceinline__ int pair_of(const talon__moe_gemm_params &p, int s, unsigned f) {
     if (f < unsigned(p.pairs)) return int(f);
     if (f > unsigned(p.pairs) && checking(p.check))
         check_fail(p.check, TALON__CHECK_MOE_GEMM_SORTED_ID, s, int(f), p.pairs);
     return -1;
+}
+__device__ __forceinline__ unsigned sorted_id(const talon__moe_gemm_params &p, int s) {
+    return __ldg(reinterpret_cast<const unsigned *>(p.sorted_token_ids) + s);
+}
+__device__ __forceinline__ int slot_pair(const talon__moe_gemm_params &p, int s) {
+    return pair_of(p, s, sorted_id(p, s));
 }
 
 // Whether a block's half (64 rows from slot s0, `live` of them below a masked group's count)
@@ -334,6 +339,276 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         finish_half<DT, BN, G>(d, p, blk, band, work, tc.n * (G ? BN / 2 : BN), out);
     }
     if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes
+}
+
+// ---------------------------------------------------------------- decode (few rows per expert)
+// At up to 64 tokens an expert gets at most that many rows (the router picks it once per
+// token), so a block's 128 slots are mostly padding and the GEMM streams weights. moe_gemm_swap
+// computes the product transposed, d^T = b a^T: 128 rows of expert e's weights (gated: 128
+// gate and 128 up rows) fill wgmma's M side, 64 per consumer warpgroup, and the block's slots
+// its N side in chunks of MN rows (16, 32 or 64; the plan's, from the tokens). A chunk whose MN
+// slots are all padding is not computed: its sorted d rows get zeros by a TMA store of a zero
+// chunk, its pair rows nothing. moe_align puts an expert's rows first in its block, so one
+// chunk has work unless the routing names an expert twice for a token; then the weights are
+// streamed once per chunk with work. a's rows are gathered by the loader's 128 threads
+// (cp.async, any row layout), b's by TMA, as in moe_gemm_tile.
+
+// A tile's block as read from memory: its expert id (-1: none, or past num_post) and, in lane l
+// of every warp, the sorted ids of slots l + 32 i. Read a tile ahead, so that their latency
+// passes under the current tile's loads instead of stalling the stream at each tile's start.
+struct SwapIds {
+    int e;
+    unsigned f[BM / 32];
+};
+
+__device__ __forceinline__ SwapIds swap_ids(const talon__moe_gemm_params &p, int u, int tiles,
+                                            int num_post) {
+    SwapIds x{-1, {}};
+    const int block = u / p.tiles_n;
+    if (u >= tiles) return x;
+    if (block * BM < num_post) x.e = __ldg(reinterpret_cast<const int *>(p.expert_ids) + block);
+#pragma unroll
+    for (int i = 0; i < BM / 32; i++) x.f[i] = sorted_id(p, block * BM + 32 * i + lane_index());
+    return x;
+}
+
+// Bit j: chunk j of MN slots of the block from s0 has a slot with a pair (warp-collective).
+template <int MN>
+__device__ __forceinline__ uint32_t live_chunks(const talon__moe_gemm_params &p, int s0,
+                                                const SwapIds &ids) {
+    uint32_t live = 0;
+#pragma unroll
+    for (int i = 0; i < BM / 32; i++) {
+        const int s = s0 + 32 * i + lane_index();
+        const uint32_t b = __ballot_sync(~0u, pair_of(p, s, ids.f[i]) >= 0);
+#pragma unroll
+        for (int c = 0; c < (MN < 32 ? 32 / MN : 1); c++) {
+            const uint32_t part = MN < 32 ? (b >> (c * MN)) & ((1u << MN) - 1) : b;
+            if (part) live |= 1u << ((32 * i) / MN + c);
+        }
+    }
+    return live;
+}
+
+// The sorted id of slot r (0..127) of the block, from the lane that holds it (warp-collective).
+// Every register is shuffled and one kept: picking the register first made ptxas index the
+// ids in local memory.
+__device__ __forceinline__ unsigned id_of(const SwapIds &ids, int r) {
+    unsigned v = 0;
+#pragma unroll
+    for (int i = 0; i < BM / 32; i++) {
+        const unsigned x = __shfl_sync(~0u, ids.f[i], r % 32);
+        v = r / 32 == i ? x : v;
+    }
+    return v;
+}
+
+// The row of a that slot s (sorted id f) reads (~0: a padding slot, zero-filled): its own
+// (SORTED, as is), its token's or its pair's.
+__device__ __forceinline__ unsigned a_row_of(const talon__moe_gemm_params &p, int s, unsigned f) {
+    if (p.a_rows == TALON__MOE_ROWS_SORTED) return unsigned(s);
+    const int pr = pair_of(p, s, f);
+    if (pr < 0) return ~0u;
+    return p.a_rows == TALON__MOE_ROWS_TOKEN ? unsigned(pr) / unsigned(p.topk) : unsigned(pr);
+}
+
+// One warpgroup's 64 output columns from n0 x the MN slots from s0 through the epilogue:
+// act (gated: act(gate) * up), times the router weight of the slot's pair, staged as MN rows of
+// 128 bytes, then written by a TMA store (d SORTED) or by 16-byte stores to the pairs' rows.
+// Register 4q + 2h + e of g (and u) holds column 16 w + l / 4 + 8 h, slot 8 q + 2 (l % 4) + e.
+// Threads t < MN bring slot t's weight and d row (w, row: read before the chunk's products);
+// w_s, row_s: the warpgroup's MN of them in shared memory.
+template <int DT, int MN, int G, typename Act>
+__device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const float (&u)[MN / 2],
+                                              const talon__moe_gemm_params &p, int s0, int n0,
+                                              float w, int row, Staging &st, float *w_s,
+                                              int *row_s) {
+    using T = out_elem<DT>;
+    const int lane = lane_index(), t = thread_in_warpgroup();
+    const int c0 = 16 * warp_in_warpgroup() + lane / 4;
+    const bool pairs = p.d_rows == TALON__MOE_ROWS_PAIR, leader = t == 0;
+    const int barrier = 1 + int(warpgroup_index()); // named barriers 2, 3
+    const uint32_t buf = st.begin(barrier, leader); // also: every thread done with the last rows
+    if (t < MN) {
+        w_s[t] = w;
+        row_s[t] = row;
+    }
+    named_bar_sync(barrier, kWarpgroupThreads);
+#pragma unroll
+    for (int q = 0; q < MN / 8; q++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int i = 4 * q + 2 * h + e, r = 8 * q + 2 * (lane % 4) + e, c = c0 + 8 * h;
+                float y = Act::f(g[i]);
+                if constexpr (G) y *= u[i];
+                const T v = from_f32<T>(y * w_s[r]);
+                const uint32_t at = buf + r * 128 + (((c / 8) ^ (r & 7)) << 4) + (c % 8) * 2;
+                asm volatile("st.shared.b16 [%0], %1;" ::"r"(at), "h"(*reinterpret_cast<const unsigned short *>(&v)));
+            }
+    if (!pairs) {
+        st.store_tma(&p.d_map, buf, n0, s0, barrier, leader);
+        return;
+    }
+    named_bar_sync(barrier, kWarpgroupThreads);
+    const int col = n0 + (t % 8) * 8;
+#pragma unroll
+    for (int i = 0; i < MN / 16; i++) {
+        const int r = t / 8 + 16 * i, f = row_s[r];
+        uint4 v;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(buf + r * 128 + (((t % 8) ^ (r & 7)) << 4)));
+        if (f >= 0 && col < p.n)
+            *reinterpret_cast<uint4 *>(reinterpret_cast<T *>(p.d) + int64_t(f) * p.ldd + col) = v;
+    }
+    st.next();
+}
+
+template <int DT, int MN, int G>
+__device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
+    using T = elem<DT>;
+    constexpr int BK = kblock<DT>;
+    constexpr int STAGES = TALON__MOE_GEMM_SWAP_STAGES(MN, G);
+    constexpr int B_ELEMS = TALON__MOE_GEMM_SWAP_B_ROWS(G) * BK, A_ELEMS = MN * BK;
+    constexpr uint32_t B_BYTES = B_ELEMS * sizeof(T);
+    constexpr int CONSUMER_WARPS = 8, CHUNKS = BM / MN;
+    extern __shared__ uint8_t smem_raw[];
+    T *sb = reinterpret_cast<T *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    T *sa = sb + STAGES * B_ELEMS; // MN rows of 128 bytes: stays 1024-aligned
+    uint8_t *staging = reinterpret_cast<uint8_t *>(sa + STAGES * A_ELEMS); // 2 x 16 KB
+    uint8_t *zeros = staging + 32768;                                     // MN rows x 128 bytes
+    float *w_s = reinterpret_cast<float *>(zeros + 8192);                 // [2][64]
+    int *row_s = reinterpret_cast<int *>(w_s + 128);                      // [2][64]
+    auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(row_s + 128);
+
+    const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
+    const int num_post = rows_in_use(p);
+    const int wg = warpgroup_index();
+    if (threadIdx.x == 0) {
+        // a stage fills with b's TMA bytes (one arrive_expect_tx) and the 128 loader threads'
+        // cp.async arrivals
+        pipe->init(CONSUMER_WARPS, 1 + kWarpgroupThreads);
+        tma_prefetch_desc(&p.b_lo);
+        tma_prefetch_desc(&p.b_hi);
+        if (p.d_rows == TALON__MOE_ROWS_SORTED) tma_prefetch_desc(&p.d_map);
+    }
+    if (wg > 0) { // the zero chunk, before any TMA store reads it
+        const int i = int(threadIdx.x) - kWarpgroupThreads;
+        reinterpret_cast<uint4 *>(zeros)[i] = make_uint4(0, 0, 0, 0);
+        reinterpret_cast<uint4 *>(zeros)[i + 256] = make_uint4(0, 0, 0, 0);
+        fence_proxy_async();
+    }
+    __syncthreads();
+    SwapIds next = swap_ids(p, blockIdx.x, tiles, num_post);
+
+    if (wg == 0) {
+        setmaxnreg_dec<56>(); // the ids of two tiles and the gathered rows
+        // thread t copies 16-byte piece t % 8 of a's rows t / 8 + 16 i of each chunk
+        const int t = int(threadIdx.x), piece = t % 8;
+        const T *a_ptr = reinterpret_cast<const T *>(p.a_ptr);
+        PipeState<STAGES> st;
+        for (int u = blockIdx.x; u < tiles; u += gridDim.x) {
+            const SwapIds ids = next;
+            next = swap_ids(p, u + gridDim.x, tiles, num_post);
+            if (unsigned(ids.e) >= unsigned(p.experts)) continue;
+            const int b0 = (u / p.tiles_n) * BM; // the block's first slot
+            const uint32_t live = live_chunks<MN>(p, b0, ids);
+            const int row0 = (u % p.tiles_n) * 128; // the tile's first row of b (gated: of each half)
+            for (int j = 0; j < CHUNKS; j++) {
+                if (!(live >> j & 1)) continue;
+                unsigned src[MN / 16];
+#pragma unroll
+                for (int i = 0; i < MN / 16; i++) {
+                    const int r = j * MN + t / 8 + 16 * i;
+                    src[i] = a_row_of(p, b0 + r, id_of(ids, r));
+                }
+                for (int kb = 0; kb < kblocks; kb++) {
+                    uint64_t *full = pipe->producer_acquire(st);
+                    if (t == 0) {
+                        pipe->producer_commit(st, B_BYTES);
+                        T *b = sb + st.stage * B_ELEMS;
+                        tma_load_3d(b, &p.b_lo, full, kb * BK, row0, ids.e);
+                        if constexpr (G) tma_load_3d(b + B_ELEMS / 2, &p.b_hi, full, kb * BK, row0, ids.e);
+                    }
+                    const int col = kb * BK + piece * 8;
+                    const uint32_t base = smem_addr(sa + st.stage * A_ELEMS);
+#pragma unroll
+                    for (int i = 0; i < MN / 16; i++) {
+                        const int r = t / 8 + 16 * i;
+                        const bool ok = src[i] != ~0u && col < p.k;
+                        cp_async_16_zfill(base + r * 128 + ((piece ^ (r & 7)) << 4),
+                                          a_ptr + (ok ? int64_t(src[i]) * p.lda + col : 0), ok);
+                    }
+                    cp_async_mbar_arrive_noinc(smem_addr(full));
+                    st.advance();
+                }
+            }
+        }
+        return;
+    }
+
+    setmaxnreg_inc<224>(); // 128 x 56 + 256 x 224 = 64 K registers
+    const int band = wg - 1; // this warpgroup's 64 rows of b: output columns
+    const int t = thread_in_warpgroup();
+    const bool arriver = lane_index() == 0, leader = t == 0;
+    Staging out{smem_addr(staging + band * 16384), 0, 0};
+    PipeState<STAGES> st;
+    float g[MN / 2], up[MN / 2];
+    for (int u = blockIdx.x; u < tiles; u += gridDim.x) {
+        const SwapIds ids = next;
+        next = swap_ids(p, u + gridDim.x, tiles, num_post);
+        if (unsigned(ids.e) >= unsigned(p.experts)) continue;
+        const int b0 = (u / p.tiles_n) * BM;
+        const uint32_t live = live_chunks<MN>(p, b0, ids);
+        const int n0 = (u % p.tiles_n) * 128 + band * 64;
+        for (int j = 0; j < CHUNKS; j++) {
+            const int s0 = b0 + j * MN;
+            if (!(live >> j & 1)) {
+                // sorted rows of padding: zeros, as the 128-row kernel writes them
+                if (p.d_rows == TALON__MOE_ROWS_SORTED && n0 < p.n && leader) {
+                    tma_store_2d(&p.d_map, zeros, n0, s0);
+                    bulk_commit_group();
+                }
+                continue;
+            }
+            // slot t's router weight and d row, loaded now and used after the products
+            const unsigned id = id_of(ids, j * MN + t % MN);
+            float w = 1.f;
+            int row = -1;
+            if (t < MN) {
+                const int f = pair_of(p, s0 + t, id);
+                if (p.topk_weights) w = f >= 0 ? __ldg(reinterpret_cast<const float *>(p.topk_weights) + f) : 0.f;
+                row = p.d_rows == TALON__MOE_ROWS_PAIR ? f : s0 + t;
+            }
+            uint32_t prev = 0;
+            for (int kb = 0; kb < kblocks; kb++) {
+                pipe->consumer_wait(st);
+                fence_proxy_async(); // a gathered by cp.async (generic proxy), read by the tensor cores
+                const T *b = sb + st.stage * B_ELEMS + band * 64 * BK;
+                const uint64_t da = make_desc_kmajor<Swizzle::B128>(sa + st.stage * A_ELEMS);
+                wgmma_fence();
+                mma_kblock<DT, MN>(g, make_desc_kmajor<Swizzle::B128>(b), da, kb > 0);
+                if constexpr (G) mma_kblock<DT, MN>(up, make_desc_kmajor<Swizzle::B128>(b + B_ELEMS / 2), da, kb > 0);
+                wgmma_commit();
+                wgmma_wait<1>(); // the previous k-block's wgmmas are done: its stage may be refilled
+                if (kb > 0) release_stage<1>(pipe, prev, arriver);
+                prev = st.stage;
+                st.advance();
+            }
+            wgmma_wait<0>();
+            fence_operand(g);
+            if constexpr (G) fence_operand(up);
+            release_stage<1>(pipe, prev, arriver);
+            if (n0 < p.n)
+                with_act(p.act, [&](auto act) {
+                    epilogue_swap<DT, MN, G, decltype(act)>(g, up, p, s0, n0, w, row, out,
+                                                            w_s + band * 64, row_s + band * 64);
+                });
+        }
+    }
+    if (leader) bulk_wait_group<0>(); // every store done before the CTA's smem goes
 }
 
 } // namespace talon::moe_gemm

@@ -4,7 +4,8 @@
    (experts < moe_align's). Every row layout pair (TOKEN / PAIR / SORTED a, SORTED / PAIR d),
    gated and plain epilogues with each activation, router weights, strided rows, bf16 and
    f16, both tile widths, T = 1 and odd n and k, decode sizes (<= 128 tokens, where halves
-   of padding slots skip their products). Each written row is checked element by
+   of padding slots skip their products; <= 64, the transposed kernel, also with a routing
+   that names an expert several times per token). Each written row is checked element by
    element against the fp64 reference (ref_moe_gemm.h; large cases: every row of a sample of
    slots), tolerance r |ref| + 2^-14 mag (r the output's rounding, mag the sum of |terms|);
    d is poisoned (0xFF bytes) first, and every row the op must not write (slots of skipped
@@ -44,7 +45,9 @@ static CUstream g_stream;
 static int g_quick;
 static long long g_cases, g_elements;
 
-enum { ROUTE_UNIFORM, ROUTE_ZIPF, ROUTE_ONE, ROUTE_MASKED };
+/* ROUTE_REPEAT: pick j of every token is expert j % 2, so experts 0 and 1 get several rows per
+   token (a router never does this; the op must still be right) */
+enum { ROUTE_UNIFORM, ROUTE_ZIPF, ROUTE_ONE, ROUTE_MASKED, ROUTE_REPEAT };
 
 typedef struct mcase {
     talon_dtype dt;
@@ -108,6 +111,9 @@ static int routing_make(routing *r, int64_t tokens, int64_t topk, int64_t expert
                     for (e = 0; e < experts - 1 && u >= cdf[e]; e++) {}
                 } else if (route == ROUTE_ONE && j == 0) {
                     e = (int)(experts > 1 ? 1 : 0);
+                } else if (route == ROUTE_REPEAT) {
+                    e = (int)(j % 2 % experts);
+                    break;
                 } else {
                     e = (int)(ref_unit01(&s) * (float)experts) % (int)experts;
                 }
@@ -359,6 +365,16 @@ static void test_layouts(void **state) {
         /* <= 128 tokens: halves of padding slots skip their products (zeros in sorted rows) */
         {HF, 100, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8},
         {BF, 96, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0},
+        /* <= 64 tokens: the transposed kernel, chunks of 16, 32 or 64 slots (sorted rows of
+           the chunks without work: zeros), n below a tile's second 64 columns, several
+           chunks with work where the routing repeats an expert */
+        {BF, 16, 8, 64, 200, 264, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0},
+        {HF, 33, 4, 16, 136, 72, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 8},
+        {BF, 64, 2, 8, 1000, 520, 1, A_GELU, PR, PR, 1, ROUTE_MASKED, 5, 0},
+        {HF, 20, 6, 32, 24, 136, 1, A_TANH, TOK, PR, 0, ROUTE_UNIFORM, 0, 0},
+        {BF, 16, 8, 4, 136, 200, 0, A_RELU, TOK, SRT, 1, ROUTE_REPEAT, 0, 0},
+        {BF, 5, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 8},
+        {HF, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0},
         /* large enough for bn 256, gated and not, several tiles per CTA (sampled slots) */
         {BF, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
         {BF, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0},
@@ -368,6 +384,8 @@ static void test_layouts(void **state) {
         {HF, 130, 4, 8, 264, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8},
         {BF, 1, 8, 64, 64, 128, 1, A_GELU, PR, PR, 1, ROUTE_UNIFORM, 0, 0},
         {BF, 100, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_ZIPF, 0, 0},
+        {BF, 16, 8, 16, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_REPEAT, 0, 0},
+        {HF, 40, 4, 8, 200, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8},
         {BF, 300, 8, 8, 768, 256, 1, A_SILU, TOK, PR, 1, ROUTE_ZIPF, 0, 0},
         {HF, 300, 8, 8, 512, 128, 0, A_TANH, SRT, SRT, 0, ROUTE_ONE, 0, 0},
         {BF, 600, 8, 8, 1024, 64, 0, A_RELU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},

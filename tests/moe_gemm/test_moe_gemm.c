@@ -149,46 +149,74 @@ static void test_encode_failure(void **state) {
     assert_int_equal(fake.launches, 0);
 }
 
+/* DeepSeek-V3's down projection at T 1 (8 blocks, n 7168: 56 tiles of 128 columns) on 132
+   SMs: the kernel choice and the padding rule. */
+static void expect_decode_plan(const talon__moe_gemm_plan *pl, int swap_rows, int skip_padding) {
+    assert_int_equal(pl->swap_rows, swap_rows);
+    assert_int_equal(pl->skip_padding, skip_padding);
+    assert_int_equal(pl->blocks, 8);
+    assert_int_equal(pl->tiles_n, 56);
+    assert_int_equal(pl->grid, 132);
+}
+
 /* The plan from host values alone. */
 static void test_plan(void **state) {
     talon__moe_gemm_plan pl;
     (void)state;
     /* Qwen3-30B-A3B gate/up, T 4096: 256 busy blocks x 6 column tiles of 128 (bn 256) */
-    talon__moe_gemm_plan_make(4096, 8, 768, 1, 49024, 383, 132, &pl);
+    talon__moe_gemm_plan_make(4096, 8, 768, 1, 49024, 383, 0, 132, &pl);
     assert_int_equal(pl.bn, 256);
     assert_int_equal(pl.blocks, 383);
     assert_int_equal(pl.tiles_n, 6);
     assert_int_equal(pl.group, 16);
     assert_int_equal(pl.grid, 132);
     assert_int_equal(pl.skip_padding, 0); /* experts fill several blocks: pairs share weights */
-    /* DeepSeek-V3 down (n 7168), T 1: one busy block; 56 tiles of 128 fill more SMs than
-       28 of 256 */
-    talon__moe_gemm_plan_make(1, 8, 7168, 0, 8 + 8 * 127, 8, 132, &pl);
+    assert_int_equal(pl.swap_rows, 0);
+    /* DeepSeek-V3 down (n 7168), T 1, a and d both sorted: one busy block; 56 tiles of 128
+       fill more SMs than 28 of 256 */
+    talon__moe_gemm_plan_make(1, 8, 7168, 0, 8 + 8 * 127, 8, 1, 132, &pl);
     assert_int_equal(pl.bn, 128);
-    assert_int_equal(pl.skip_padding, 1);
-    assert_int_equal(pl.blocks, 8);
-    assert_int_equal(pl.tiles_n, 56);
-    assert_int_equal(pl.grid, 132);
+    expect_decode_plan(&pl, 0, 1);
+    /* the same with a gathered a or pair rows of d: the transposed kernel, 128 columns a tile,
+       chunks of 16 slots */
+    talon__moe_gemm_plan_make(1, 8, 7168, 0, 8 + 8 * 127, 8, 0, 132, &pl);
+    expect_decode_plan(&pl, 16, 0);
+    /* chunk rows: the smallest of 16, 32, 64 that holds the tokens; none past 64 */
+    talon__moe_gemm_plan_make(16, 8, 2048, 1, 128 + 128 * 127, 128, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 16);
+    talon__moe_gemm_plan_make(17, 8, 2048, 1, 136 + 128 * 127, 129, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 32);
+    talon__moe_gemm_plan_make(33, 8, 2048, 1, 264 + 128 * 127, 130, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 64);
+    talon__moe_gemm_plan_make(64, 8, 2048, 1, 512 + 128 * 127, 131, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 64);
+    assert_int_equal(pl.tiles_n, 16); /* gated: 128 output columns from 256 rows of b */
+    talon__moe_gemm_plan_make(65, 8, 2048, 1, 520 + 128 * 127, 131, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 0);
     /* padding halves skip their products up to 128 tokens (an expert fills one block) */
-    talon__moe_gemm_plan_make(128, 8, 2048, 0, 1024 + 128 * 127, 128 * 2, 132, &pl);
+    talon__moe_gemm_plan_make(128, 8, 2048, 0, 1024 + 128 * 127, 128 * 2, 0, 132, &pl);
     assert_int_equal(pl.skip_padding, 1);
-    talon__moe_gemm_plan_make(129, 8, 2048, 0, 1032 + 128 * 127, 128 * 2, 132, &pl);
+    talon__moe_gemm_plan_make(129, 8, 2048, 0, 1032 + 128 * 127, 128 * 2, 0, 132, &pl);
     assert_int_equal(pl.skip_padding, 0);
     /* a narrow gated n: 64 output columns fill bn 128's tiles exactly, 256's half */
-    talon__moe_gemm_plan_make(64, 2, 64, 1, 64 * 2 + 8 * 127, 9, 132, &pl);
+    talon__moe_gemm_plan_make(100, 2, 64, 1, 100 * 2 + 8 * 127, 10, 0, 132, &pl);
     assert_int_equal(pl.bn, 128);
     assert_int_equal(pl.tiles_n, 1);
-    assert_int_equal(pl.blocks, 8); /* 1144 slots: 8 whole blocks */
-    assert_int_equal(pl.grid, 8);
+    assert_int_equal(pl.blocks, 9); /* 1216 slots: 9 whole blocks */
+    assert_int_equal(pl.grid, 8);   /* whole clusters of 2 */
     /* blocks: no more than end inside sorted_capacity */
-    talon__moe_gemm_plan_make(4, 2, 256, 0, 200, 100, 132, &pl);
+    talon__moe_gemm_plan_make(4, 2, 256, 0, 200, 100, 1, 132, &pl);
     assert_int_equal(pl.blocks, 1);
     assert_int_equal(pl.bn, 128);
     assert_int_equal(pl.grid, 2);
-    talon__moe_gemm_plan_make(4, 2, 256, 0, 1024, 100, 132, &pl);
+    talon__moe_gemm_plan_make(4, 2, 256, 0, 1024, 100, 1, 132, &pl);
     assert_int_equal(pl.blocks, 8);
+    talon__moe_gemm_plan_make(4, 2, 256, 0, 200, 100, 0, 132, &pl); /* transposed: no clusters */
+    assert_int_equal(pl.blocks, 1);
+    assert_int_equal(pl.tiles_n, 2);
+    assert_int_equal(pl.grid, 2);
     /* the SM count bounds the grid */
-    talon__moe_gemm_plan_make(4096, 8, 768, 1, 49024, 383, 78, &pl);
+    talon__moe_gemm_plan_make(4096, 8, 768, 1, 49024, 383, 0, 78, &pl);
     assert_int_equal(pl.grid, 78);
 }
 
@@ -213,9 +241,30 @@ static const moe_launch_row launch_rows[] = {
            ONE(M(dtype, ENUM, TALON_DTYPE_F16), M(gated, INT, 0), M(n, I64, 72),
                M(a_rows, ENUM, TALON_MOE_ROWS_PAIR), M(d_rows, ENUM, TALON_MOE_ROWS_PAIR)),
            "talon_moe_gemm_f16_128", 132, 1),
-    LAUNCH("bf16 gated n 64 (one tile of 128)", ONE(M(n, I64, 64), M(tokens, I64, 16),
+    /* up to 64 tokens: the transposed kernel, tiles of 128 output columns, a chunk of the
+       smallest of 16, 32, 64 slots that holds the tokens */
+    LAUNCH("bf16 gated n 64, 16 tokens (one tile)", ONE(M(n, I64, 64), M(tokens, I64, 16),
            M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
-           "talon_moe_gemm_bf16_gated_128", 128, 1),
+           "talon_moe_gemm_bf16_gated_swap16", 128, 1),
+    LAUNCH("bf16 gate/up, 33 tokens", ONE(M(tokens, I64, 33),
+           M(sorted_capacity, I64, 130 * 128), M(expert_ids_capacity, I64, 130)),
+           "talon_moe_gemm_bf16_gated_swap64", 132, 6),
+    LAUNCH("bf16 down, 64 tokens, sorted -> pair rows",
+           ONE(M(gated, INT, 0), M(act, ENUM, TALON_GEMM_ACT_NONE), M(n, I64, 2048), M(k, I64, 768),
+               M(a_rows, ENUM, TALON_MOE_ROWS_SORTED), M(d_rows, ENUM, TALON_MOE_ROWS_PAIR),
+               M(tokens, I64, 64), M(sorted_capacity, I64, 512 + 128 * 127),
+               M(expert_ids_capacity, I64, 131)),
+           "talon_moe_gemm_bf16_swap64", 132, 16),
+    LAUNCH("f16 T 1, pair rows -> pair rows, n 72",
+           ONE(M(dtype, ENUM, TALON_DTYPE_F16), M(gated, INT, 0), M(n, I64, 72),
+               M(a_rows, ENUM, TALON_MOE_ROWS_PAIR), M(d_rows, ENUM, TALON_MOE_ROWS_PAIR),
+               M(tokens, I64, 1), M(sorted_capacity, I64, 8 + 8 * 127), M(expert_ids_capacity, I64, 8)),
+           "talon_moe_gemm_f16_swap16", 8, 1),
+    LAUNCH("bf16 16 tokens, sorted -> sorted: the 128-row kernel",
+           ONE(M(gated, INT, 0), M(n, I64, 2048), M(a_rows, ENUM, TALON_MOE_ROWS_SORTED),
+               M(tokens, I64, 16), M(sorted_capacity, I64, 128 + 128 * 127),
+               M(expert_ids_capacity, I64, 128)),
+           "talon_moe_gemm_bf16_128", 132, 16),
 };
 
 static void test_launch(void **state) {
@@ -224,6 +273,8 @@ static void test_launch(void **state) {
     talon_moe_gemm_args a;
     CUdeviceptr map_base;
     const int bn = strstr(row->symbol, "_256") ? 256 : 128;
+    const int swap = strstr(row->symbol, "swap64") ? 64 : strstr(row->symbol, "swap32") ? 32
+                     : strstr(row->symbol, "swap16") ? 16 : 0;
     int i, maps;
     valid_args(&a);
     apply_sets(&a, row->set, MAX_SETS);
@@ -255,12 +306,14 @@ static void test_launch(void **state) {
     assert_int_equal(p->a_rows, (int)a.a_rows);
     assert_int_equal(p->d_rows, (int)a.d_rows);
     assert_int_equal(p->act, (int)a.act);
-    assert_int_equal(p->skip_padding, a.tokens <= 128);
-    /* maps in order: a (SORTED), d (SORTED), b's gate (or only) view, b's up view (gated) */
-    maps = (a.a_rows == TALON_MOE_ROWS_SORTED) + (a.d_rows == TALON_MOE_ROWS_SORTED) + 1 + a.gated;
+    assert_int_equal(p->skip_padding, a.tokens <= 128 && !swap);
+    /* maps in order: a (SORTED, 128-row kernel), d (SORTED), b's gate (or only) view, b's up
+       view (gated) */
+    maps = (a.a_rows == TALON_MOE_ROWS_SORTED && !swap) + (a.d_rows == TALON_MOE_ROWS_SORTED) + 1 +
+           a.gated;
     assert_int_equal(fake.encodes, maps);
     i = 0;
-    if (a.a_rows == TALON_MOE_ROWS_SORTED) {
+    if (a.a_rows == TALON_MOE_ROWS_SORTED && !swap) {
         assert_ptr_equal(fake.enc_log[i].addr, (void *)(uintptr_t)a.a);
         assert_int_equal(fake.enc_log[i].dims[1], a.sorted_capacity);
         assert_int_equal(fake.enc_log[i].box[1], 128);
@@ -271,7 +324,7 @@ static void test_launch(void **state) {
         assert_int_equal(fake.enc_log[i].dims[0], a.n);
         assert_int_equal(fake.enc_log[i].dims[1], a.sorted_capacity);
         assert_int_equal(fake.enc_log[i].box[0], 64);
-        assert_int_equal(fake.enc_log[i].box[1], 64);
+        assert_int_equal(fake.enc_log[i].box[1], swap ? swap : 64);
         i++;
     }
     for (; i < maps; i++) {
@@ -284,7 +337,7 @@ static void test_launch(void **state) {
         assert_int_equal(fake.enc_log[i].strides[0], a.k * 2);
         assert_int_equal(fake.enc_log[i].strides[1], (a.gated ? 2 : 1) * a.n * a.k * 2);
         assert_int_equal(fake.enc_log[i].box[0], 64);
-        assert_int_equal(fake.enc_log[i].box[1], bn / 2);
+        assert_int_equal(fake.enc_log[i].box[1], swap ? 128 : bn / 2);
         assert_int_equal(fake.enc_log[i].box[2], 1);
         assert_int_equal(fake.enc_log[i].swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
         assert_int_equal(fake.enc_log[i].type, a.dtype == TALON_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16

@@ -68,20 +68,24 @@ static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, cons
                                            int64_t n, int64_t k, int64_t ldb, int gated,
                                            talon_dtype dtype) {
     const int64_t b_rows = (gated ? 2 : 1) * n;
+    const int box = pl->swap_rows ? 128 : pl->bn / 2; /* rows of one half-tile (swap: of b) */
     int kernel;
-    TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p->b_lo, b, n, k, ldb, pl->bn / 2, dtype,
+    TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p->b_lo, b, n, k, ldb, box, dtype,
                                        p->experts, b_rows * ldb));
     if (gated)
         TALON__TRY(talon__gemm_map_batched(ctx, op, "b", &p->b_hi,
                                            b + (CUdeviceptr)(n * ldb * talon__gemm_esize(dtype)),
-                                           n, k, ldb, pl->bn / 2, dtype, p->experts,
-                                           b_rows * ldb));
+                                           n, k, ldb, box, dtype, p->experts, b_rows * ldb));
     else
         p->b_hi = p->b_lo;
     p->n = (int)n; p->k = (int)k;
     p->blocks = pl->blocks; p->tiles_n = pl->tiles_n; p->group = pl->group;
     p->skip_padding = pl->skip_padding;
-    TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_tile, 3, (int)dtype, pl->bn, gated));
+    if (pl->swap_rows)
+        TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_swap, 3, (int)dtype, pl->swap_rows,
+                               gated));
+    else
+        TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_tile, 3, (int)dtype, pl->bn, gated));
     talon__check_set(ctx, &p->check, kernel);
     return talon__launch(ctx, stream, op, kernel, pl->grid, p);
 }
@@ -129,20 +133,23 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "topk_weights", a->topk_weights, s));
 
     talon__moe_gemm_plan_make(a->tokens, a->topk, a->n, a->gated, a->sorted_capacity,
-                              a->expert_ids_capacity, ctx->sms, &pl);
+                              a->expert_ids_capacity,
+                              a->a_rows == TALON_MOE_ROWS_SORTED && a->d_rows == TALON_MOE_ROWS_SORTED,
+                              ctx->sms, &pl);
     if ((int64_t)pl.blocks * pl.tiles_n > (1LL << 30)) /* the kernel's int tile indices */
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld with "
                            "args->sorted_capacity = %lld makes %lld tiles, more than 2^30", op,
                            (long long)a->n, (long long)a->sorted_capacity,
                            (long long)pl.blocks * pl.tiles_n);
     memset(&p, 0, sizeof p);
-    /* a SORTED: 128-row boxes (a gathered a is read by pointer); d SORTED: 64-row boxes */
-    if (a->a_rows == TALON_MOE_ROWS_SORTED)
+    /* a SORTED: 128-row boxes (a gathered a, and every a of the transposed kernel, is read
+       by pointer); d SORTED: 64-row boxes (transposed: a chunk's rows) */
+    if (a->a_rows == TALON_MOE_ROWS_SORTED && !pl.swap_rows)
         TALON__TRY(talon__gemm_map(ctx, op, "a", &p.a, a->a, a_rows, a->k, lda, TALON__GEMM_BM,
                                    a->dtype));
     if (a->d_rows == TALON_MOE_ROWS_SORTED)
-        TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, d_rows, a->n, ldd, 64,
-                                   a->dtype));
+        TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, d_rows, a->n, ldd,
+                                   pl.swap_rows ? pl.swap_rows : 64, a->dtype));
     p.a_ptr = a->a; p.d = a->d;
     p.sorted_token_ids = a->sorted_token_ids; p.expert_ids = a->expert_ids;
     p.num_post = a->num_tokens_post_padded; p.topk_weights = a->topk_weights;

@@ -12,6 +12,7 @@ typedef struct talon__moe_gemm_plan {
     int group;   /* tile-rows per raster group */
     int grid;    /* persistent CTAs */
     int skip_padding; /* 1: halves of a block that are all padding issue no wgmmas */
+    int swap_rows; /* 16, 32 or 64: the transposed decode kernel, a rows per chunk; 0: none */
 } talon__moe_gemm_plan;
 
 /* The plan over `blocks` blocks of 128 rows of which `busy_rows` rows are expected to have
@@ -37,6 +38,7 @@ static void talon__moe_gemm_plan_blocks(int64_t busy_rows, int64_t blocks, int64
     pl->grid = (int)(tiles < sms ? tiles : sms) / TALON__MOE_GEMM_CLUSTER * TALON__MOE_GEMM_CLUSTER;
     if (pl->grid < TALON__MOE_GEMM_CLUSTER) pl->grid = TALON__MOE_GEMM_CLUSTER;
     pl->skip_padding = 0;
+    pl->swap_rows = 0;
 }
 
 /* talon_moe_gemm: the blocks expert_ids holds that end inside sorted_capacity (a valid
@@ -47,15 +49,27 @@ static void talon__moe_gemm_plan_blocks(int64_t busy_rows, int64_t blocks, int64
    cluster often streams one expert's weights for two of its blocks in step, sharing them
    through L2; a skipping half lets one CTA run ahead and the sharing fails (H100: DeepSeek-V3
    T=16384 0.87-0.90x, as slow as with no pairing at all; T <= 64: 1.01-1.02x;
-   docs/notes/moe_gemm.md). */
+   docs/notes/moe_gemm.md).
+   At up to 64 tokens (an expert then has at most that many rows) the transposed kernel instead
+   (moe_gemm_swap): tiles of 128 output columns x the block's slots in chunks of the smallest of
+   16, 32, 64 rows that holds the tokens, one CTA per SM, no clusters. Not where a and d are
+   both SORTED: every slot of such a block is computed from a[s] as is, padding included. */
 static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t n, int gated,
                                       int64_t sorted_capacity, int64_t expert_ids_capacity,
-                                      int sms, talon__moe_gemm_plan *pl) {
+                                      int both_sorted, int sms, talon__moe_gemm_plan *pl) {
     const int64_t sorted_blocks = sorted_capacity / 128;
-    talon__moe_gemm_plan_blocks(tokens * topk,
-                                expert_ids_capacity < sorted_blocks ? expert_ids_capacity : sorted_blocks,
-                                n, gated, 1, sms, pl);
+    const int64_t blocks = expert_ids_capacity < sorted_blocks ? expert_ids_capacity : sorted_blocks;
+    talon__moe_gemm_plan_blocks(tokens * topk, blocks, n, gated, 1, sms, pl);
     pl->skip_padding = tokens <= 128;
+    if (tokens <= 64 && !both_sorted) {
+        const int64_t tiles = blocks * ((n + 127) / 128);
+        pl->swap_rows = tokens <= 16 ? 16 : tokens <= 32 ? 32 : 64;
+        pl->bn = 128;
+        pl->tiles_n = (int)((n + 127) / 128);
+        pl->grid = (int)(tiles < sms ? tiles : sms);
+        if (pl->grid < 1) pl->grid = 1;
+        pl->skip_padding = 0;
+    }
 }
 
 /* talon_grouped_gemm: CONTIGUOUS walks rows / 128 blocks, MASKED ceil(rows / 128) per group;
