@@ -18,7 +18,8 @@
 // producer and consumers alike (they read the same ids). CTAs run in clusters of 2 on adjacent
 // tiles whose producers start each round of tiles together (L2 sharing of the weights).
 // At decode (params.skip_padding), a consumer warpgroup whose 64 slots are all padding issues
-// no wgmmas for the tile.
+// no wgmmas for the tile. talon_moe_gemm at up to 64 tokens runs moe_gemm_swap instead (the
+// product transposed: the weights as wgmma's M, a few slots as its N; at the end of the file).
 // fp8 (the grouped GEMM's SORTED a only): DeepSeek-V3 block scales applied per k-block
 // (tile_parts.cuh's consume_kblocks_block_scaled), bf16 out.
 // Checked mode (kernels/dev/check.cuh) records a sorted id above the sentinel (negative ones
