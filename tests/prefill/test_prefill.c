@@ -328,7 +328,7 @@ static void test_launch_paged(const launch_row *row) {
     want.layout = (int)a.layout;
     want.max_kv_len = (int)a.max_kv_len;
     want.page_rows = pages ? (int)rows : 0;
-    want.page_warps = !pages ? 0 : bn / rows * 2 * (a.head_dim / 64) >= 32 ? 4 : 1;
+    want.page_warps = pages ? talon__prefill_page_warps(a.page_size, a.head_dim, bn) : 0;
     if (a.kv_dtype == TALON_DTYPE_FP8_E4M3) { /* k_scale in the score scale, v_scale on o */
         want.scale *= a.k_scale;
         want.o_scale = a.v_scale;

@@ -6,7 +6,8 @@
 #define TALON_IMPL_MOE_GEMM_PLAN_H
 
 typedef struct talon__moe_gemm_plan {
-    int bn;      /* rows of b per tile: 256 or 128 */
+    int bn;      /* rows of b per tile of the 128-row kernel: 256 or 128 (unused by the
+                    transposed one) */
     int blocks;  /* blocks of 128 rows the grid walks */
     int tiles_n; /* tiles of (gated ? bn / 2 : bn) output columns */
     int group;   /* tile-rows per raster group */
@@ -64,7 +65,6 @@ static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t n, i
     if (tokens <= 64 && !both_sorted) {
         const int64_t tiles = blocks * ((n + 127) / 128);
         pl->swap_rows = tokens <= 16 ? 16 : tokens <= 32 ? 32 : 64;
-        pl->bn = 128;
         pl->tiles_n = (int)((n + 127) / 128);
         pl->grid = (int)(tiles < sms ? tiles : sms);
         if (pl->grid < 1) pl->grid = 1;
