@@ -1178,6 +1178,13 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    chunks of 16, 32 or 64 (the smallest that holds the tokens); a chunk without a pair is not
    computed (SORTED d: zeros). A routing that names an expert more than once per token is
    still exact; that expert's weights are then read once per chunk with work. No workspace.
+   The launch is a programmatic dependent of the stream's previous kernel (cuLaunchKernelEx;
+   captured graphs keep the edge), so the down projection starts while the gate/up one drains:
+   before it waits for that kernel's grid (griddepcontrol.wait) a CTA only warms L2 with its
+   first weights (the transposed kernel; which ones it reads from expert_ids, where a stale id
+   only warms other weights). Both kernels allow dependents to launch as they start
+   (griddepcontrol.launch_dependents), so a kernel of yours launched right after with
+   programmatic stream serialization must wait (griddepcontrol.wait) before it reads d.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes, strides or
    capacities out of range, block_size not 128, an unsupported dtype, act or row layout
    (d_rows TOKEN), gated not 0/1, d overlapping an input; DRIVER if the driver rejects a
@@ -1248,7 +1255,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
    other layout must be 0 (CONTIGUOUS: group_rows; MASKED: tile_groups and rows_used), the
    scales 0 with bf16/f16. d must not overlap any input.
    Kernel: talon_moe_gemm's (one persistent launch; tile width 256 or 128 rows of b from
-   (rows, n, gated, SM count); fp8 gated with n not a multiple of 128: 128). No workspace.
+   (rows, n, gated, SM count); fp8 gated with n not a multiple of 128: 128), a programmatic
+   dependent of the stream's previous kernel as there. No workspace.
    Errors (INVALID_ARGUMENT, nothing launched): NULL, misaligned or stray pointers, sizes or
    strides out of range, an unsupported dtype, scale, act or layout, gated not 0/1, d
    overlapping an input; DRIVER if the driver rejects a tensor map. Thread-safe; legal inside

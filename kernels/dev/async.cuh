@@ -37,5 +37,12 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 }
 // Waits until the grids this one depends on have completed and their writes are visible.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Before pdl_wait, a value the earlier grid may still be writing: read at GPU scope (L2, never
+// a non-coherent or L1 copy that a later read could be served from), old or new. A hint only.
+__device__ __forceinline__ int load_relaxed(const int *p) {
+    int v;
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
 
 } // namespace talon::dev

@@ -124,10 +124,12 @@ __device__ __forceinline__ void tma_load_3d_multicast(void *dst, const CUtensorM
                  : "memory");
 }
 
-// Warm L2 with a box (no shared memory, no barrier).
-__device__ __forceinline__ void tma_prefetch_2d(const CUtensorMap *map, int32_t c0, int32_t c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global [%0, {%1, %2}];" ::"l"(tmap_ptr(map)),
-                 "r"(c0), "r"(c1)
+// Warm L2 with a box of a 3D map (no shared memory, no barrier). L2 is where the SMs' global
+// accesses meet, so a prefetch never leaves a copy that a later write could make stale.
+__device__ __forceinline__ void tma_prefetch_3d(const CUtensorMap *map, int32_t c0, int32_t c1,
+                                                int32_t c2) {
+    asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global [%0, {%1, %2, %3}];" ::"l"(tmap_ptr(map)),
+                 "r"(c0), "r"(c1), "r"(c2)
                  : "memory");
 }
 

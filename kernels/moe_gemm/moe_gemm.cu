@@ -230,8 +230,8 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
     // fp8 a is always SORTED (the host's rule): the gathering code is not built for it
     const bool gather = !is_fp8<DT> && p.a_rows != TALON__MOE_ROWS_SORTED;
     const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
-    const int num_post = rows_in_use(p);
     const int wg = warpgroup_index();
+    pdl_launch_dependents(); // the next kernel's CTAs take the SMs this grid leaves
     if (threadIdx.x == 0) {
         // a stage fills with b's TMA bytes (one arrive_expect_tx) and, gathering, the 128
         // producer threads' cp.async arrivals
@@ -245,6 +245,8 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         mbar_fence_init();
     }
     cluster_sync(); // the peers' round barriers exist before anyone arrives on them
+    pdl_wait();     // a programmatic dependent (talon.h): the previous kernel's writes visible
+    const int num_post = rows_in_use(p);
 
     if (wg == 0) {
         setmaxnreg_dec<40>();
@@ -467,6 +469,30 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
     st.next();
 }
 
+// Launched as a programmatic dependent (talon.h), a CTA may start while the previous kernel
+// drains, typically the gate/up projection's last tiles before the down projection: it warms L2
+// with up to kSwapPrefetch bytes of its first tile's weights, then waits. The
+// ids it reads may still be being written (load_relaxed: a stale one only warms other weights),
+// and L2 holds no copy a later write could leave stale, so nothing read here is wrong after
+// the wait.
+constexpr uint32_t kSwapPrefetch = 192 * 1024; // a CTA's: 132 SMs fill half of the H100's L2
+
+template <int G>
+__device__ __forceinline__ void prefetch_first_tile(const talon__moe_gemm_params &p, int tiles,
+                                                    int kblocks, int bk, uint32_t kblock_bytes) {
+    const int u = int(blockIdx.x), block = u / p.tiles_n;
+    if (u >= tiles) return;
+    const int num_post = p.num_post ? load_relaxed(reinterpret_cast<const int *>(p.num_post)) : p.blocks * BM;
+    if (block * BM >= num_post) return;
+    const int e = load_relaxed(reinterpret_cast<const int *>(p.expert_ids) + block);
+    if (unsigned(e) >= unsigned(p.experts)) return;
+    const int row0 = (u % p.tiles_n) * 128, n = min(kblocks, int(kSwapPrefetch / kblock_bytes));
+    for (int kb = 0; kb < n; kb++) {
+        tma_prefetch_3d(&p.b_lo, kb * bk, row0, e);
+        if constexpr (G) tma_prefetch_3d(&p.b_hi, kb * bk, row0, e);
+    }
+}
+
 template <int DT, int MN, int G>
 __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
     using T = elem<DT>;
@@ -485,8 +511,8 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(row_s + 128);
 
     const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
-    const int num_post = rows_in_use(p);
     const int wg = warpgroup_index();
+    pdl_launch_dependents(); // the next kernel's CTAs take the SMs this grid leaves
     if (threadIdx.x == 0) {
         // a stage fills with b's TMA bytes (one arrive_expect_tx) and the 128 loader threads'
         // cp.async arrivals
@@ -494,6 +520,7 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
         tma_prefetch_desc(&p.b_lo);
         tma_prefetch_desc(&p.b_hi);
         if (p.d_rows == TALON__MOE_ROWS_SORTED) tma_prefetch_desc(&p.d_map);
+        prefetch_first_tile<G>(p, tiles, kblocks, BK, B_BYTES);
     }
     if (wg > 0) { // the zero chunk, before any TMA store reads it
         const int i = int(threadIdx.x) - kWarpgroupThreads;
@@ -502,6 +529,8 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
         fence_proxy_async();
     }
     __syncthreads();
+    pdl_wait(); // the previous kernel's writes (a, the ids) are visible from here
+    const int num_post = rows_in_use(p);
     SwapIds next = swap_ids(p, blockIdx.x, tiles, num_post);
 
     if (wg == 0) {

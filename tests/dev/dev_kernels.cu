@@ -40,8 +40,10 @@ dev_tma_load_box(const __grid_constant__ CUtensorMap map, uint16_t *out, int box
     __syncthreads();
     if (threadIdx.x == 0) {
         mbar_arrive_expect_tx(&bar, uint32_t(box_rows * box_cols * 2));
-        if (gridDim.z > 1)
+        if (gridDim.z > 1) {
+            tma_prefetch_3d(&map, c0, r0, blockIdx.z); // no effect to check but that it is legal
             tma_load_3d(tile, &map, &bar, c0, r0, blockIdx.z);
+        }
         else if (hint == 1)
             tma_load_2d_hint(tile, &map, &bar, c0, r0, l2_policy_evict_first());
         else if (hint == 2)
@@ -435,10 +437,11 @@ dev_gemm_ws(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUte
 // ------------------------------------------------------------------ named_bar_any
 // Two warpgroups, three rounds: in round r, thread `picks[2 r + wg]` of warpgroup wg (-1: none)
 // holds the predicate; every thread writes what named_bar_any (barrier 1 + wg) answered.
+// (picks are read with load_relaxed, which this checks too.)
 extern "C" __global__ void __launch_bounds__(256) dev_named_bar_any(const int *picks, int *out) {
     const int wg = int(threadIdx.x) / 128, t = int(threadIdx.x) % 128;
     for (int r = 0; r < 3; r++)
-        out[r * 256 + threadIdx.x] = named_bar_any(1 + wg, 128, t == picks[2 * r + wg]);
+        out[r * 256 + threadIdx.x] = named_bar_any(1 + wg, 128, t == load_relaxed(picks + 2 * r + wg));
 }
 
 // ------------------------------------------------------------------ pipeline state skip

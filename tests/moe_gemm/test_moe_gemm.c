@@ -284,6 +284,7 @@ static void test_launch(void **state) {
     assert_int_equal(fake.last.fn, fake_handle_for(row->symbol));
     assert_int_equal(fake.last.grid[0], row->grid);
     assert_int_equal(fake.last.block[0], 384);
+    assert_int_equal(fake.last.dependent, 1); /* a programmatic dependent (talon.h) */
     assert_int_equal(fake.last.smem, talon__kernels[kernel_index(row->symbol)].smem);
     assert_int_equal(fake.last.param_size, sizeof(talon__moe_gemm_params));
     p = (const talon__moe_gemm_params *)fake.last.params;
@@ -588,6 +589,7 @@ static void test_grouped_launch(void **state) {
     assert_int_equal(fake.last.fn, fake_handle_for(row->symbol));
     assert_int_equal(fake.last.grid[0], row->grid);
     assert_int_equal(fake.last.block[0], 384);
+    assert_int_equal(fake.last.dependent, 1);
     assert_int_equal(fake.last.param_size, sizeof(talon__moe_gemm_params));
     p = (const talon__moe_gemm_params *)fake.last.params;
     assert_int_equal(p->layout, masked ? TALON__MOE_LAYOUT_MASKED : TALON__MOE_LAYOUT_CONTIGUOUS);

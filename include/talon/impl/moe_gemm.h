@@ -87,7 +87,8 @@ static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, cons
     else
         TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_tile, 3, (int)dtype, pl->bn, gated));
     talon__check_set(ctx, &p->check, kernel);
-    return talon__launch(ctx, stream, op, kernel, pl->grid, p);
+    /* a programmatic dependent of the stream's previous kernel (talon.h) */
+    return talon__launch_ex(ctx, stream, op, kernel, pl->grid, 1, p, 1);
 }
 
 talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *a) {
