@@ -999,8 +999,8 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
    columns, whichever fills the SMs' waves best (gated: 128 or 64 columns from 256 or 128 rows
    of b; block scales: 256 or 128, gated 256 where n is a multiple of 128); 128 x 256 tiles in
    clusters of 2 CTAs that share b's tile; where the epilogue weighs (fp8 with tensor or row
-   scales, or a bias, activation, residual or gating; at most 64 k-blocks of 128 bytes, m x
-   b's rows <= 2^27, 2+ tiles per SM) 128 x 128 "ping-pong" tiles in pairs, each warpgroup on
+   scales, or a bias, activation or gating, at most 64 k-blocks of 128 bytes; a residual
+   alone at most 32; m x b's rows <= 2^27, 2+ tiles per SM) 128 x 128 "ping-pong" tiles in pairs, each warpgroup on
    tiles of its own so that one's epilogue runs under the other's products; split-K in 2
    ways, reduced inside a cluster of 2, where tiles are fewer than SMs; for m <= 64 with a
    16-bit output and no gating, the product is computed transposed (b's rows on the wide

@@ -56,13 +56,56 @@ __device__ __forceinline__ float2 b_scale_pair(const talon__gemm_params &p, int 
     return __ldg(reinterpret_cast<const float2 *>(bs + (col < limit ? col : 0)));
 }
 
+// Chunks of 128 bytes of output columns that a warpgroup's part of a tile writes.
+template <int OT, int BN, int G>
+__device__ __forceinline__ int out_chunks(const talon__gemm_params &p, int n0) {
+    constexpr int OUT_COLS = G ? BN / 2 : BN, CHUNK = 128 / sizeof(elem<OT>);
+    return min(OUT_COLS / CHUNK, (p.n - n0 + CHUNK - 1) / CHUNK);
+}
+
+// The residual rows (64 from m0) of the chunk from column col0, 16 bytes per copy, into the
+// staging layout at buf: one cp.async group per thread, committed even when this thread
+// copies nothing (the epilogue counts groups).
+template <int OT>
+__device__ __forceinline__ void copy_residual(const talon__gemm_params &p, uint32_t buf, int m0,
+                                              int col0) {
+    using TO = elem<OT>;
+    const int t = thread_in_warpgroup();
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int u = t + kWarpgroupThreads * i, row = u / 8, unit = u % 8;
+        const int col = col0 + unit * (16 / int(sizeof(TO)));
+        if (m0 + row < p.m && col < p.n)
+            cp_async_16(buf + row * 128 + ((unit ^ (row & 7)) << 4),
+                        reinterpret_cast<const TO *>(p.c) + (int64_t)(m0 + row) * p.ldc + col);
+    }
+    cp_async_commit();
+}
+
+// The residual of a warpgroup's first two chunks, into the two staging buffers in the order
+// the epilogue takes them (every store of theirs read first): called before a tile's main
+// loop, so they land under it, or at the epilogue's start.
+template <int OT, int BN, int G>
+__device__ __forceinline__ void residual_first(const talon__gemm_params &p, int m0, int n0,
+                                               const Staging &st) {
+    constexpr int CHUNK = 128 / sizeof(elem<OT>);
+    const int barrier = 1 + int(warpgroup_index());
+    if (thread_in_warpgroup() == 0) bulk_wait_group_read<0>();
+    named_bar_sync(barrier, kWarpgroupThreads);
+    const int chunks = out_chunks<OT, BN, G>(p, n0);
+    for (int ch = 0; ch < 2 && ch < chunks; ch++)
+        copy_residual<OT>(p, st.buf + ((st.count + ch) & 1) * 8192, m0, n0 + ch * CHUNK);
+}
+
 // The accumulators of one warpgroup (64 rows x bn columns of the tile at m0, n0) through the
 // epilogue, staged in shared memory 128 bytes of columns at a time and written by TMA stores
 // (which clip rows >= m and columns >= n). Thread layout (kernels/dev/wgmma.cuh): register
 // 4q + 2h + e holds row 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e.
 // The inputs come through shared memory, read with few, coalesced, concurrent loads: the
 // tile's bias into `bias_s` once, each chunk's residual rows by cp.async into the staging
-// chunk itself, where each thread then reads its pairs and overwrites them with the results.
+// chunk itself, where each thread then reads its pairs and overwrites them with the results
+// (two chunks' rows in flight at a time; c_started: the first two were issued before the
+// tile's main loop, by residual_first).
 // (Loaded per pair from global memory, next to the 128 accumulators there were registers
 // for one pair's loads at a time, and their latencies added up: +12-16% over the plain GEMM.)
 // SCALED: fp8 with per-tensor or per-row scales, applied here (block scales were applied in
@@ -70,7 +113,7 @@ __device__ __forceinline__ float2 b_scale_pair(const talon__gemm_params &p, int 
 // INPUTS false: the launch has no bias and no residual (compiled out, not branched over).
 template <int DT, int OT, int BN, int G, bool SCALED, typename Act, bool INPUTS = true>
 __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__gemm_params &p,
-                                         int m0, int n0, Staging &st) {
+                                         int m0, int n0, Staging &st, bool c_started = false) {
     using TI = bias_elem<DT, OT>;
     using TO = elem<OT>;
     constexpr int OUT_COLS = G ? BN / 2 : BN, CHUNK = 128 / sizeof(TO), QC = CHUNK / 8;
@@ -93,22 +136,18 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
         asm volatile("st.shared.b32 [%0], %1;" ::"r"(st.bias_s + j * 2),
                      "r"(in_n ? *reinterpret_cast<const uint32_t *>(bias + col) : 0u));
     }
+    // the residual: chunks 0 and 1 in flight from the start (c_started: since the main loop),
+    // chunk ch + 2 issued once chunk ch's store has read its buffer
+    const int chunks = out_chunks<OT, BN, G>(p, n0);
+    if (c && !c_started) residual_first<OT, BN, G>(p, m0, n0, st);
 #pragma unroll
     for (int ch = 0; ch < OUT_COLS / CHUNK; ch++) {
         const int col0 = n0 + ch * CHUNK;
-        if (col0 >= p.n) break; // the same in the whole warpgroup
+        if (ch >= chunks) break; // the same in the whole warpgroup
         const uint32_t buf = st.begin(barrier, leader);
-        if (c) { // the chunk's residual rows, 16 bytes per copy, into the staging layout
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int u = t + kWarpgroupThreads * i, row = u / 8, unit = u % 8;
-                const int col = col0 + unit * (16 / int(sizeof(TO)));
-                if (m0 + row < p.m && col < p.n)
-                    cp_async_16(buf + row * 128 + ((unit ^ (row & 7)) << 4),
-                                c + (int64_t)(m0 + row) * p.ldc + col);
-            }
-            cp_async_commit();
-            cp_async_wait<0>();
+        if (c) { // the chunk's residual rows have landed (the next chunk's may be in flight)
+            if (ch + 1 < chunks) cp_async_wait<1>();
+            else cp_async_wait<0>();
             named_bar_sync(barrier, kWarpgroupThreads);
         }
 #pragma unroll
@@ -141,6 +180,11 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
             }
         }
         st.store_tma(&p.d_map, buf, col0, m0, barrier, leader);
+        if (c && ch + 2 < chunks) {
+            if (leader) bulk_wait_group_read<0>();
+            named_bar_sync(barrier, kWarpgroupThreads);
+            copy_residual<OT>(p, buf, m0, col0 + 2 * CHUNK);
+        }
     }
 }
 
@@ -150,12 +194,12 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
 // kernels (ncu: ~10% of their time at 64 k-blocks a tile with the generic one).
 template <int DT, int OT, int BN, int G, bool SCALED>
 __device__ __forceinline__ void run_epilogue(const float (&d)[BN / 2], const talon__gemm_params &p,
-                                             int m0, int n0, Staging &st) {
+                                             int m0, int n0, Staging &st, bool c_started = false) {
     if (!p.bias && !p.c && p.act == 0)
         epilogue<DT, OT, BN, G, SCALED, Identity, false>(d, p, m0, n0, st);
     else
         with_act(p.act, [&](auto act) {
-            epilogue<DT, OT, BN, G, SCALED, decltype(act)>(d, p, m0, n0, st);
+            epilogue<DT, OT, BN, G, SCALED, decltype(act)>(d, p, m0, n0, st, c_started);
         });
 }
 
@@ -378,14 +422,18 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
         zero(d); // stays the sum when a split has no k-block
         for (int u = first; u < units; u += stride, iter++) {
             const TileCoord tc = tile_of(u, units_m, p.tiles_n, group);
-            const int m0 = (tc.m * CM + (CM > 1 ? rank : 0)) * BM;
+            const int m0 = (tc.m * CM + (CM > 1 ? rank : 0)) * BM, n0 = tc.n * (G ? BN / 2 : BN);
+            // the residual's first chunks land under the main loop (split-K: rank 0 only
+            // writes, after the reduction)
+            const bool c_started = SPLIT == 1 && p.c && m0 < p.m;
+            if (c_started) residual_first<OT, BN, G>(p, m0 + band * 64, n0, out);
             mainloop(m0, tc);
             if constexpr (SPLIT > 1)
                 if (!split->reduce(d, partial, rank, consumer, iter)) continue;
             // the second tile of a pair may lie below the last row of tiles: nothing to write
             if (m0 < p.m)
-                run_epilogue<DT, OT, BN, G, is_fp8<DT> && !BLOCK_SCALED>(
-                    d, p, m0 + band * 64, tc.n * (G ? BN / 2 : BN), out);
+                run_epilogue<DT, OT, BN, G, is_fp8<DT> && !BLOCK_SCALED>(d, p, m0 + band * 64, n0,
+                                                                         out, c_started);
             if constexpr (SPLIT > 1) zero(d); // stays the sum if the next tile's share is empty
         }
         if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes

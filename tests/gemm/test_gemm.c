@@ -166,7 +166,7 @@ typedef struct plan_row {
     int64_t m, n, k;
     int in_size, gated, out_f32, block, sms, bn, tiles_m, tiles_n, split, swap_mn, grid;
     int swap_rows; /* the transposed kernel's; 0 (omitted) for the others */
-    int epilogue;  /* input: a bias, activation or residual (0 when omitted) */
+    int epilogue;  /* input: TALON__GEMM_EPI_* (1: a bias or activation, 2: a residual alone) */
     int pingpong;  /* expected: gemm_pingpong */
 } plan_row;
 
@@ -263,10 +263,14 @@ static void test_plan(void **state) {
     {64, 14336, 4096, 1, 0, 0, 1, 132, 128, 1, 112, 1, 64, 112, 128, 0, 0},
     {64, 14336, 4096, 1, 1, 0, 1, 132, 256, 1, 112, 1, 0, 132, 0, 0, 0},
     {64, 14400, 4096, 1, 1, 0, 1, 132, 128, 1, 225, 1, 0, 132, 0, 0, 0},
-    /* ping-pong 128 x 128 tiles in pairs: fp8 or an epilogue (gated above), <= 64 k-blocks,
+    /* ping-pong 128 x 128 tiles in pairs: fp8 or a bias or activation (gated above), <= 64 k-blocks,
        m x b's rows <= 2^27, >= 2 tile-rows and >= 2 tiles per SM */
     {4096, 4096, 4096, 2, 0, 0, 0, 132, 128, 32, 32, 1, 0, 132, 0, 1, 1},
     {4096, 4096, 4096, 2, 0, 0, 0, 114, 128, 32, 32, 1, 0, 114, 0, 1, 1},
+    /* a residual alone: ping-pong up to 32 k-blocks only */
+    {4096, 4096, 4096, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132, 0, 2, 0},
+    {4096, 4096, 2048, 2, 0, 0, 0, 132, 128, 32, 32, 1, 0, 132, 0, 2, 1},
+    {4096, 4096, 2056, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132, 0, 2, 0},
     {4096, 4096, 4096, 2, 0, 1, 0, 132, 128, 32, 32, 1, 0, 132, 0, 1, 1},
     {4096, 4096, 4160, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132, 0, 1, 0},
     {4096, 4096, 14336, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132, 0, 1, 0},
@@ -348,6 +352,10 @@ static const gemm_launch_row launch_rows[] = {
            "talon_gemm_bf16_gated_128", 64, 1, 64),
     LAUNCH("bias, residual in place, alpha, beta -> ping-pong", ONE(G(bias, PTR, P_BIAS),
            G(c, PTR, P_D), G(alpha, F32, 0.25), G(beta, F32, -2)),
+           "talon_gemm_bf16_pingpong", 132, 32, 32),
+    LAUNCH("residual alone in place, k 4096 -> 256 (cooperative)", ONE(G(c, PTR, P_D)),
+           "talon_gemm_bf16_256", 132, 32, 16),
+    LAUNCH("residual alone, k 2048 -> ping-pong", ONE(G(c, PTR, P_D), G(k, I64, 2048)),
            "talon_gemm_bf16_pingpong", 132, 32, 32),
     LAUNCH("fp8 4096^3, tensor scales -> ping-pong", FP8(G(bias, PTR, P_BIAS)),
            "talon_gemm_e4m3_pingpong", 132, 32, 32),

@@ -133,6 +133,12 @@ static talon_status talon__gemm_map(const talon_ctx *ctx, const char *op, const 
     return talon__gemm_map_batched(ctx, op, name, map, base, rows, cols, ld, box_rows, dt, 0, 0);
 }
 
+/* The plan's view of the epilogue (gemm_plan.h). */
+static int talon__gemm_epilogue_kind(const talon_gemm_args *a) {
+    if (a->bias || a->act != TALON_GEMM_ACT_NONE) return TALON__GEMM_EPI_ACT;
+    return a->c ? TALON__GEMM_EPI_RESIDUAL : TALON__GEMM_EPI_NONE;
+}
+
 talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *a) {
     static const char op[] = "talon_gemm";
     talon__gemm_params p;
@@ -191,7 +197,7 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
     TALON__TRY(talon__check_float(op, "beta", a->beta, 0, 1));
 
     talon__gemm_plan_make(a->m, a->n, a->k, isize, a->gated, a->out_dtype == TALON_DTYPE_F32,
-                          block_scales, a->bias || a->act != TALON_GEMM_ACT_NONE || a->c,
+                          block_scales, talon__gemm_epilogue_kind(a),
                           ctx->sms, &pl);
     memset(&p, 0, sizeof p);
     /* boxes: a 128 rows (the transposed kernel: MN), b bn / 2 rows (transposed: swap_rows), d

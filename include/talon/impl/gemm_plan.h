@@ -120,6 +120,10 @@ static int talon__gemm_swap128_pays(int64_t m, int64_t n, int64_t k, int in_size
            talon__gemm_kblocks(k, in_size) >= 128;
 }
 
+/* The epilogue as the plan sees it: none, a bias or an activation (with or without a
+   residual), or a residual alone. */
+enum { TALON__GEMM_EPI_NONE = 0, TALON__GEMM_EPI_ACT = 1, TALON__GEMM_EPI_RESIDUAL = 2 };
+
 /* Ping-pong tiles (gemm_pingpong: each consumer warpgroup on whole 128 x 128 tiles of its
    own, one's epilogue under the other's wgmmas) where the epilogue is a large share of a
    tile's time and the problem is not one where they lose. The cooperative kernels' tensor
@@ -127,19 +131,22 @@ static int talon__gemm_swap128_pays(int64_t m, int64_t n, int64_t k, int in_size
    epilogue at all (ncu), more with GELU, residual, gating or fp8 scales; but 128-wide tiles
    move 1.5x the bytes per flop of 128 x 256 pairs from L2, and on H100 they ran 0.69-0.87x at
    16384 x 28672 x 4096 and at k 14336 (docs/notes/gemm.md, step 11). So: fp8 (row or tensor
-   scales) or an epilogue (bias, activation, residual, gated), at most 64 k-blocks (k 4096 of
-   16-bit, 8192 of fp8), m x (b's rows) <= 2^27, at least 2 tile-rows (pairs share b) and 2
-   tiles of 128 x 128 per SM. Plain 16-bit GEMMs keep the cooperative tiles (0.82-1.05x). */
+   scales), gating, a bias or an activation at most 64 k-blocks (k 4096 of 16-bit, 8192 of
+   fp8), a residual alone at most 32 (its epilogue costs a tile about the same whatever k, and
+   at 64 k-blocks the cooperative tiles were 1.00-1.11x faster: step 14), m x (b's rows) <=
+   2^27, at least 2 tile-rows (pairs share b) and 2 tiles of 128 x 128 per SM. Plain 16-bit
+   GEMMs keep the cooperative tiles (0.82-1.05x). */
 static int talon__gemm_pingpong_pays(int64_t m, int64_t n, int64_t k, int in_size, int gated,
                                      int epilogue, int sms) {
     const int64_t rows_b = gated ? 2 * n : n, tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
-    return (in_size == 1 || epilogue || gated) &&
-           talon__gemm_kblocks(k, in_size) <= 64 &&
-           m * rows_b <= ((int64_t)1 << 27) && tiles_m >= 2 &&
+    const int64_t kblocks = talon__gemm_kblocks(k, in_size);
+    return (in_size == 1 || gated || epilogue == TALON__GEMM_EPI_ACT ||
+            (epilogue == TALON__GEMM_EPI_RESIDUAL && kblocks <= 32)) &&
+           kblocks <= 64 && m * rows_b <= ((int64_t)1 << 27) && tiles_m >= 2 &&
            tiles_m * ((rows_b + 127) / 128) >= 2 * (int64_t)sms;
 }
 
-/* epilogue: nonzero with a bias, an activation or a residual. */
+/* epilogue: TALON__GEMM_EPI_*. */
 static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, int gated,
                                   int out_f32, int block, int epilogue, int sms,
                                   talon__gemm_plan *pl) {
