@@ -349,7 +349,9 @@ talon_status talon_layernorm(talon_ctx *ctx, CUstream stream, const talon_layern
 /* Gated activations: in [rows, 2*cols], out [rows, cols]
      out[r, j] = act(in[r, j]) * in[r, cols + j]
    silu(x) = x / (1 + exp(-x)); gelu erf: 0.5 x (1 + erf(x / sqrt 2));
-   gelu tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+   gelu tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). In fp32, rounded once to the
+   output type; erf is approximated within 1.5e-7 (Abramowitz-Stegun 7.1.26), as in
+   talon_gemm's GELU epilogue.
    rows * ceil(cols / 2048) (vector path) or rows * ceil(cols / 256) must be < 2^31. */
 typedef struct talon_silu_and_mul_args {
     CUdeviceptr out, in;

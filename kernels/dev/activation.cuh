@@ -8,7 +8,19 @@ namespace talon::dev {
 struct Identity { __device__ static float f(float x) { return x; } };
 struct Relu { __device__ static float f(float x) { return fmaxf(x, 0.f); } };
 struct Silu { __device__ static float f(float x) { return __fdividef(x, 1.f + __expf(-x)); } };
-struct GeluErf { __device__ static float f(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); } };
+// 0.5 x (1 + erf(x / sqrt 2)), erf branch-free by Abramowitz & Stegun 7.1.26 (|error| below
+// 1.5e-7): erf(z) = 1 - q, q = t (a1 + t (a2 + .. + t a5)) e^(-z^2), t = 1 / (1 + p z), z >= 0.
+// For x < 0 the result is 0.5 x q, with no cancellation in the tail.
+struct GeluErf {
+    __device__ static float f(float x) {
+        const float z = fabsf(x) * 0.70710678118654752f;
+        const float t = __fdividef(1.f, fmaf(0.3275911f, z, 1.f));
+        const float poly = fmaf(fmaf(fmaf(fmaf(1.061405429f, t, -1.453152027f), t, 1.421413741f), t,
+                                     -0.284496736f), t, 0.254829592f);
+        const float q = t * poly * __expf(-z * z);
+        return 0.5f * x * (x >= 0.f ? 2.f - q : q);
+    }
+};
 struct GeluTanh {
     __device__ static float f(float x) {
         return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
