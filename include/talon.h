@@ -1002,12 +1002,13 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
    of b; block scales: 256 or 128, gated 256 where n is a multiple of 128); 128 x 256 tiles in
    clusters of 2 CTAs that share b's tile; where the epilogue weighs (fp8 with tensor or row
    scales, or a bias, activation or gating, at most 64 k-blocks of 128 bytes; a residual
-   alone at most 32; m x b's rows <= 2^27, 2+ tiles per SM) 128 x 128 "ping-pong" tiles in pairs, each warpgroup on
-   tiles of its own so that one's epilogue runs under the other's products; split-K in 2
-   ways, reduced inside a cluster of 2, where tiles are fewer than SMs; for m <= 64 with a
-   16-bit output and no gating, the product is computed transposed (b's rows on the wide
-   side of the tensor-core tile), the weight-bandwidth-bound decode regime (also m 65..128
-   of 16-bit inputs with a long k and a narrow n, where it fills more SMs). No workspace.
+   alone at most 32; m x b's rows <= 2^27, 2+ tiles per SM) 128 x 128 "ping-pong" tiles in
+   pairs, each warpgroup on tiles of its own so that one's epilogue runs under the other's
+   products; split-K in 2 ways, reduced inside a cluster of 2, where tiles are fewer than
+   SMs; for m <= 64 with a 16-bit output and no gating, the product is computed transposed
+   (b's rows on the wide side of the tensor-core tile), the weight-bandwidth-bound decode
+   regime (also m 65..128 of 16-bit inputs with a long k and a narrow n, where it fills more
+   SMs). No workspace.
    docs/notes/gemm.md has the plan's rules and measurements.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
    out of range or not multiples of 8 (16), unsupported dtype / out_dtype / act / scale (a

@@ -471,10 +471,9 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
 
 // Launched as a programmatic dependent (talon.h), a CTA may start while the previous kernel
 // drains, typically the gate/up projection's last tiles before the down projection: it warms L2
-// with up to kSwapPrefetch bytes of its first tile's weights, then waits. The
-// ids it reads may still be being written (load_relaxed: a stale one only warms other weights),
-// and L2 holds no copy a later write could leave stale, so nothing read here is wrong after
-// the wait.
+// with up to kSwapPrefetch bytes of its first tile's weights, then waits. The ids it reads
+// may still be being written (load_relaxed: a stale one only warms other weights), and L2
+// holds no copy a later write could leave stale, so nothing read here is wrong after the wait.
 constexpr uint32_t kSwapPrefetch = 192 * 1024; // a CTA's: 132 SMs fill half of the H100's L2
 
 template <int G>

@@ -43,8 +43,7 @@ dev_tma_load_box(const __grid_constant__ CUtensorMap map, uint16_t *out, int box
         if (gridDim.z > 1) {
             tma_prefetch_3d(&map, c0, r0, blockIdx.z); // no effect to check but that it is legal
             tma_load_3d(tile, &map, &bar, c0, r0, blockIdx.z);
-        }
-        else if (hint == 1)
+        } else if (hint == 1)
             tma_load_2d_hint(tile, &map, &bar, c0, r0, l2_policy_evict_first());
         else if (hint == 2)
             tma_load_2d_hint(tile, &map, &bar, c0, r0, l2_policy_evict_last());
