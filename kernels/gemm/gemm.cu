@@ -89,9 +89,7 @@ template <int OT, int BN, int G>
 __device__ __forceinline__ void residual_first(const talon__gemm_params &p, int m0, int n0,
                                                const Staging &st) {
     constexpr int CHUNK = 128 / sizeof(elem<OT>);
-    const int barrier = 1 + int(warpgroup_index());
-    if (thread_in_warpgroup() == 0) bulk_wait_group_read<0>();
-    named_bar_sync(barrier, kWarpgroupThreads);
+    st.wait_reads(1 + int(warpgroup_index()), thread_in_warpgroup() == 0);
     const int chunks = out_chunks<OT, BN, G>(p, n0);
     for (int ch = 0; ch < 2 && ch < chunks; ch++)
         copy_residual<OT>(p, st.buf + ((st.count + ch) & 1) * 8192, m0, n0 + ch * CHUNK);
@@ -181,8 +179,7 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
         }
         st.store_tma(&p.d_map, buf, col0, m0, barrier, leader);
         if (c && ch + 2 < chunks) {
-            if (leader) bulk_wait_group_read<0>();
-            named_bar_sync(barrier, kWarpgroupThreads);
+            st.wait_reads(barrier, leader);
             copy_residual<OT>(p, buf, m0, col0 + 2 * CHUNK);
         }
     }

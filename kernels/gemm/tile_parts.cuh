@@ -72,6 +72,11 @@ struct Staging {
         next();
     }
     __device__ __forceinline__ void next() { count++; }
+    // Both buffers free: every TMA store issued so far has read its chunk.
+    __device__ __forceinline__ void wait_reads(int barrier, bool leader) const {
+        if (leader) bulk_wait_group_read<0>();
+        named_bar_sync(barrier, kWarpgroupThreads);
+    }
 };
 
 // A pair of values of type T from shared memory as floats.
