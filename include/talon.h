@@ -351,7 +351,8 @@ talon_status talon_layernorm(talon_ctx *ctx, CUstream stream, const talon_layern
    silu(x) = x / (1 + exp(-x)); gelu erf: 0.5 x (1 + erf(x / sqrt 2));
    gelu tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). In fp32, rounded once to the
    output type; erf is approximated within 1.5e-7 (Abramowitz-Stegun 7.1.26), as in
-   talon_gemm's GELU epilogue.
+   talon_gemm's GELU epilogue. silu and gelu erf flush values below 2^-126 in magnitude (in
+   their exp and reciprocal) to zero, here and in talon_gemm's epilogues.
    rows * ceil(cols / 2048) (vector path) or rows * ceil(cols / 256) must be < 2^31. */
 typedef struct talon_silu_and_mul_args {
     CUdeviceptr out, in;
@@ -1001,10 +1002,11 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
    columns, whichever fills the SMs' waves best (gated: 128 or 64 columns from 256 or 128 rows
    of b; block scales: 256 or 128, gated 256 where n is a multiple of 128); 128 x 256 tiles in
    clusters of 2 CTAs that share b's tile; where the epilogue weighs (fp8 with tensor or row
-   scales, or a bias, activation or gating, at most 64 k-blocks of 128 bytes; a residual
-   alone at most 32; m x b's rows <= 2^27, 2+ tiles per SM) 128 x 128 "ping-pong" tiles in
-   pairs, each warpgroup on tiles of its own so that one's epilogue runs under the other's
-   products; split-K in 2 ways, reduced inside a cluster of 2, where tiles are fewer than
+   scales, or gating, at most 64 k-blocks of 128 bytes; a bias or activation likewise, past
+   32 k-blocks only where the other tiles would be narrower than 256 or number 5+ per SM; a
+   residual alone at most 32; m x b's rows <= 2^27, 2+ tiles per SM) 128 x 128 "ping-pong"
+   tiles in pairs, each warpgroup on tiles of its own so that one's epilogue runs under the
+   other's products; split-K in 2 ways, reduced inside a cluster of 2, where tiles are fewer than
    SMs; for m <= 64 with a 16-bit output and no gating, the product is computed transposed
    (b's rows on the wide side of the tensor-core tile), the weight-bandwidth-bound decode
    regime (also m 65..128 of 16-bit inputs with a long k and a narrow n, where it fills more

@@ -1,4 +1,4 @@
-// Fast math the attention kernels' inner loops use (PTX ISA: ex2).
+// Fast math for inner loops and epilogues (PTX ISA: ex2, rcp).
 #pragma once
 
 namespace talon::dev {
@@ -9,6 +9,15 @@ namespace talon::dev {
 __device__ __forceinline__ float exp2_ftz(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// 1 / x by the SFU's approximation (max relative error about 2^-23), flushing subnormal inputs
+// and results to zero: without ftz a compare, a select and two multiplies rescale them.
+// rcp(+-inf) = +-0, rcp(+-0) = +-inf.
+__device__ __forceinline__ float rcp_ftz(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
 

@@ -110,7 +110,7 @@ __device__ __forceinline__ void residual_first(const talon__gemm_params &p, int 
 // the main loop).
 // INPUTS false: the launch has no bias and no residual (compiled out, not branched over).
 template <int DT, int OT, int BN, int G, bool SCALED, typename Act, bool INPUTS = true>
-__device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__gemm_params &p,
+__device__ __forceinline__ void epilogue(float (&d)[BN / 2], const talon__gemm_params &p,
                                          int m0, int n0, Staging &st, bool c_started = false) {
     using TI = bias_elem<DT, OT>;
     using TO = elem<OT>;
@@ -138,10 +138,13 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
     // chunk ch + 2 issued once chunk ch's store has read its buffer
     const int chunks = out_chunks<OT, BN, G>(p, n0);
     if (c && !c_started) residual_first<OT, BN, G>(p, m0, n0, st);
-#pragma unroll
-    for (int ch = 0; ch < OUT_COLS / CHUNK; ch++) {
+    // Chunk ch's values are d[off + i] (gated: the gate's; the up half's from HALF + off), i < CV.
+    // Looped (below), each chunk's are at off 0: each chunk moves the rest of d down by CV
+    // values (d is dead after the epilogue).
+    constexpr int CV = 4 * QC, HALF = G ? BN / 4 : BN / 2;
+    auto chunk = [&](int ch, int off, bool move) {
+        float *v = d + off;
         const int col0 = n0 + ch * CHUNK;
-        if (ch >= chunks) break; // the same in the whole warpgroup
         const uint32_t buf = st.begin(barrier, leader);
         if (c) { // the chunk's residual rows have landed (the next chunk's may be in flight)
             if (ch + 1 < chunks) cp_async_wait<1>();
@@ -150,7 +153,7 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
         }
 #pragma unroll
         for (int qq = 0; qq < QC; qq++) {
-            const int q = ch * QC + qq, j = col0 - n0 + 8 * qq + 2 * (lane % 4);
+            const int j = col0 - n0 + 8 * qq + 2 * (lane % 4);
             const float2 bg = bias ? load_shared_pair<TI>(st.bias_s + j * 2) : make_float2(0.f, 0.f);
             const float2 bu = bias && G ? load_shared_pair<TI>(st.bias_s + (OUT_COLS + j) * 2)
                                         : make_float2(0.f, 0.f);
@@ -162,12 +165,12 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
             }
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int r = r0 + 8 * h, i = 4 * q + 2 * h;
-                float y0 = Act::f(fmaf(ra[h] * sg.x, d[i], bg.x));
-                float y1 = Act::f(fmaf(ra[h] * sg.y, d[i + 1], bg.y));
+                const int r = r0 + 8 * h, i = 4 * qq + 2 * h;
+                float y0 = Act::f(fmaf(ra[h] * sg.x, v[i], bg.x));
+                float y1 = Act::f(fmaf(ra[h] * sg.y, v[i + 1], bg.y));
                 if constexpr (G) {
-                    y0 *= fmaf(ra[h] * su.x, d[i + BN / 4], bu.x);
-                    y1 *= fmaf(ra[h] * su.y, d[i + BN / 4 + 1], bu.y);
+                    y0 *= fmaf(ra[h] * su.x, v[HALF + i], bu.x);
+                    y1 *= fmaf(ra[h] * su.y, v[HALF + i + 1], bu.y);
                 }
                 if (c) {
                     const float2 cv = load_shared_pair<TO>(stage_addr<TO>(buf, r, qq, lane));
@@ -182,6 +185,26 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
             st.wait_reads(barrier, leader);
             copy_residual<OT>(p, buf, m0, col0 + 2 * CHUNK);
         }
+        if (move)
+#pragma unroll
+            for (int i = 0; i + CV < HALF; i++) {
+                d[i] = d[i + CV];
+                if constexpr (G) d[HALF + i] = d[HALF + i + CV];
+            }
+    };
+    // With an activation or inputs the chunk's code is long: one copy of it, looped, keeps the
+    // kernel's instructions in cache (unrolled, the GELU epilogue's warps in the ping-pong
+    // kernel stalled on instruction fetch a third of the time), for at most 96 moves a chunk.
+    // The lean epilogue stays unrolled and reads each chunk's values in place.
+    if constexpr (INPUTS || !is_identity<Act>) {
+#pragma unroll 1
+        for (int ch = 0; ch < chunks; ch++) chunk(ch, 0, true);
+    } else {
+#pragma unroll
+        for (int ch = 0; ch < OUT_COLS / CHUNK; ch++) {
+            if (ch >= chunks) break; // the same in the whole warpgroup
+            chunk(ch, ch * CV, false);
+        }
     }
 }
 
@@ -190,7 +213,7 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
 // residual, no activation), whose epilogue the tensor cores wait for in the cooperative
 // kernels (ncu: ~10% of their time at 64 k-blocks a tile with the generic one).
 template <int DT, int OT, int BN, int G, bool SCALED>
-__device__ __forceinline__ void run_epilogue(const float (&d)[BN / 2], const talon__gemm_params &p,
+__device__ __forceinline__ void run_epilogue(float (&d)[BN / 2], const talon__gemm_params &p,
                                              int m0, int n0, Staging &st, bool c_started = false) {
     if (!p.bias && !p.c && p.act == 0)
         epilogue<DT, OT, BN, G, SCALED, Identity, false>(d, p, m0, n0, st);
@@ -295,10 +318,16 @@ __device__ __forceinline__ void consume_pingpong(const talon__gemm_params &p, T 
         fence_operand(d[1]);
         release(prev);
         st.skip(kblocks);
-#pragma unroll
-        for (int h = 0; h < 2; h++)
+        // one copy of the epilogue's code for both halves (instruction cache): the second
+        // half's accumulators move into the first's registers
+#pragma unroll 1
+        for (int h = 0; h < 2; h++) {
             if (m0 + 64 * h < p.m)
-                run_epilogue<DT, OT, BN, G, is_fp8<DT>>(d[h], p, m0 + 64 * h, n0, out);
+                run_epilogue<DT, OT, BN, G, is_fp8<DT>>(d[0], p, m0 + 64 * h, n0, out);
+            if (h == 0)
+#pragma unroll
+                for (int i = 0; i < BN / 2; i++) d[0][i] = d[1][i];
+        }
     }
     // every store done before the CTA's shared memory goes
     if (thread_in_warpgroup() == 0) bulk_wait_group<0>();

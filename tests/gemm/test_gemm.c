@@ -264,14 +264,18 @@ static void test_plan(void **state) {
     {64, 14336, 4096, 1, 1, 0, 1, 132, 256, 1, 112, 1, 0, 132, 0, 0, 0},
     {64, 14400, 4096, 1, 1, 0, 1, 132, 128, 1, 225, 1, 0, 132, 0, 0, 0},
     /* ping-pong 128 x 128 tiles in pairs: fp8 or a bias or activation (gated above), <= 64 k-blocks,
-       m x b's rows <= 2^27, >= 2 tile-rows and >= 2 tiles per SM */
-    {4096, 4096, 4096, 2, 0, 0, 0, 132, 128, 32, 32, 1, 0, 132, 0, 1, 1},
-    {4096, 4096, 4096, 2, 0, 0, 0, 114, 128, 32, 32, 1, 0, 114, 0, 1, 1},
+       m x b's rows <= 2^27, >= 2 tile-rows and >= 2 tiles per SM; a bias or activation past
+       32 k-blocks only against cooperative tiles narrower than 256 or >= 5 of them per SM */
+    {4096, 4096, 4096, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132, 0, 1, 0}, /* 512 < 5 x 132 */
+    {4096, 4096, 4096, 2, 0, 0, 0, 100, 128, 32, 32, 1, 0, 100, 0, 1, 1}, /* 512 >= 5 x 100 */
+    {4096, 6144, 4096, 2, 0, 0, 0, 132, 128, 32, 48, 1, 0, 132, 0, 1, 1}, /* 768 >= 5 x 132 */
+    {4096, 4096, 2048, 2, 0, 0, 0, 132, 128, 32, 32, 1, 0, 132, 0, 1, 1}, /* 32 k-blocks */
     /* a residual alone: ping-pong up to 32 k-blocks only */
     {4096, 4096, 4096, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132, 0, 2, 0},
     {4096, 4096, 2048, 2, 0, 0, 0, 132, 128, 32, 32, 1, 0, 132, 0, 2, 1},
     {4096, 4096, 2056, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132, 0, 2, 0},
-    {4096, 4096, 4096, 2, 0, 1, 0, 132, 128, 32, 32, 1, 0, 132, 0, 1, 1},
+    {4096, 4096, 4096, 2, 0, 1, 0, 132, 256, 32, 16, 1, 0, 132, 0, 1, 0},
+    {4096, 6144, 4096, 2, 0, 1, 0, 132, 128, 32, 48, 1, 0, 132, 0, 1, 1},
     {4096, 4096, 4160, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132, 0, 1, 0},
     {4096, 4096, 14336, 2, 0, 0, 0, 132, 256, 32, 16, 1, 0, 132, 0, 1, 0},
     {4096, 4096, 8192, 1, 0, 0, 0, 132, 128, 32, 32, 1, 0, 132, 0, 0, 1},
@@ -350,9 +354,12 @@ static const gemm_launch_row launch_rows[] = {
            G(act, ENUM, TALON_GEMM_ACT_SILU)), "talon_gemm_bf16_gated_256", 132, 128, 112),
     LAUNCH("gated m 1 n 4096 -> 128", ONE(G(gated, INT, 1), G(m, I64, 1)),
            "talon_gemm_bf16_gated_128", 64, 1, 64),
-    LAUNCH("bias, residual in place, alpha, beta -> ping-pong", ONE(G(bias, PTR, P_BIAS),
-           G(c, PTR, P_D), G(alpha, F32, 0.25), G(beta, F32, -2)),
-           "talon_gemm_bf16_pingpong", 132, 32, 32),
+    LAUNCH("bias, residual in place, alpha, beta, n 6144 -> ping-pong",
+           ONE(G(bias, PTR, P_BIAS), G(n, I64, 6144), G(c, PTR, P_D), G(alpha, F32, 0.25),
+           G(beta, F32, -2)), "talon_gemm_bf16_pingpong", 132, 32, 48),
+    LAUNCH("bias + GELU 4096^3 -> 256 (cooperative: 3.9 tiles an SM)",
+           ONE(G(bias, PTR, P_BIAS), G(act, ENUM, TALON_GEMM_ACT_GELU_ERF)), "talon_gemm_bf16_256",
+           132, 32, 16),
     LAUNCH("residual alone in place, k 4096 -> 256 (cooperative)", ONE(G(c, PTR, P_D)),
            "talon_gemm_bf16_256", 132, 32, 16),
     LAUNCH("residual alone, k 2048 -> ping-pong", ONE(G(c, PTR, P_D), G(k, I64, 2048)),

@@ -130,17 +130,25 @@ enum { TALON__GEMM_EPI_NONE = 0, TALON__GEMM_EPI_ACT = 1, TALON__GEMM_EPI_RESIDU
    cores idle through every epilogue, ~10% of the time at 64 k-blocks a tile with no
    epilogue at all (ncu), more with GELU, residual, gating or fp8 scales; but 128-wide tiles
    move 1.5x the bytes per flop of 128 x 256 pairs from L2, and on H100 they ran 0.69-0.87x at
-   16384 x 28672 x 4096 and at k 14336 (docs/notes/gemm.md, step 11). So: fp8 (row or tensor
-   scales), gating, a bias or an activation at most 64 k-blocks (k 4096 of 16-bit, 8192 of
-   fp8), a residual alone at most 32 (its epilogue costs a tile about the same whatever k, and
-   at 64 k-blocks the cooperative tiles were 1.00-1.11x faster: step 14), m x (b's rows) <=
-   2^27, at least 2 tile-rows (pairs share b) and 2 tiles of 128 x 128 per SM. Plain 16-bit
-   GEMMs keep the cooperative tiles (0.82-1.05x). */
+   16384 x 28672 x 4096 and at k 14336 (docs/notes/gemm.md, step 11). So, at most 64 k-blocks
+   (k 4096 of 16-bit, 8192 of fp8), m x (b's rows) <= 2^27, at least 2 tile-rows (pairs share
+   b) and 2 tiles of 128 x 128 per SM, for:
+   - fp8 (row or tensor scales) and gating;
+   - a bias or an activation, past 32 k-blocks only where the cooperative tiles would be
+     narrower than 256 (bn, chosen before) or number at least 5 per SM: with fewer, the
+     epilogues they expose cost less than ping-pong's slower main loop (4096^3 bias + GELU
+     1.05x faster cooperative, 4096 x 6144 x 4096 1.02x faster ping-pong: step 16);
+   - a residual alone up to 32 k-blocks (its epilogue costs a tile about the same whatever k,
+     and at 64 the cooperative tiles were 1.00-1.11x faster: step 14).
+   Plain 16-bit GEMMs keep the cooperative tiles (0.82-1.05x). */
 static int talon__gemm_pingpong_pays(int64_t m, int64_t n, int64_t k, int in_size, int gated,
-                                     int epilogue, int sms) {
+                                     int epilogue, int bn, int sms) {
     const int64_t rows_b = gated ? 2 * n : n, tiles_m = (m + TALON__GEMM_BM - 1) / TALON__GEMM_BM;
     const int64_t kblocks = talon__gemm_kblocks(k, in_size);
-    return (in_size == 1 || gated || epilogue == TALON__GEMM_EPI_ACT ||
+    const int64_t tiles_256 = tiles_m * ((rows_b + 255) / 256);
+    return (in_size == 1 || gated ||
+            (epilogue == TALON__GEMM_EPI_ACT &&
+             (kblocks <= 32 || bn != 256 || tiles_256 >= 5 * (int64_t)sms)) ||
             (epilogue == TALON__GEMM_EPI_RESIDUAL && kblocks <= 32)) &&
            kblocks <= 64 && m * rows_b <= ((int64_t)1 << 27) && tiles_m >= 2 &&
            tiles_m * ((rows_b + 127) / 128) >= 2 * (int64_t)sms;
@@ -184,7 +192,7 @@ static void talon__gemm_plan_make(int64_t m, int64_t n, int64_t k, int in_size, 
         pl->grid = (int)(pl->split * (units < sms / pl->split ? units : sms / pl->split));
         return;
     }
-    if (!block && talon__gemm_pingpong_pays(m, n, k, in_size, gated, epilogue, sms)) {
+    if (!block && talon__gemm_pingpong_pays(m, n, k, in_size, gated, epilogue, pl->bn, sms)) {
         pl->pingpong = 1;
         pl->bn = 128;
         cols = talon__gemm_tile_cols(128, gated);
