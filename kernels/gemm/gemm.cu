@@ -212,15 +212,24 @@ __device__ __forceinline__ void epilogue(float (&d)[BN / 2], const talon__gemm_p
 // instantiation per activation, and a lean one for the commonest linear layer (no bias, no
 // residual, no activation), whose epilogue the tensor cores wait for in the cooperative
 // kernels (ncu: ~10% of their time at 64 k-blocks a tile with the generic one).
+__device__ __forceinline__ bool lean_epilogue(const talon__gemm_params &p) {
+    return !p.bias && !p.c && p.act == 0;
+}
+template <int DT, int OT, int BN, int G, bool SCALED>
+__device__ __forceinline__ void run_generic_epilogue(float (&d)[BN / 2],
+                                                     const talon__gemm_params &p, int m0, int n0,
+                                                     Staging &st, bool c_started = false) {
+    with_act(p.act, [&](auto act) {
+        epilogue<DT, OT, BN, G, SCALED, decltype(act)>(d, p, m0, n0, st, c_started);
+    });
+}
 template <int DT, int OT, int BN, int G, bool SCALED>
 __device__ __forceinline__ void run_epilogue(float (&d)[BN / 2], const talon__gemm_params &p,
                                              int m0, int n0, Staging &st, bool c_started = false) {
-    if (!p.bias && !p.c && p.act == 0)
+    if (lean_epilogue(p))
         epilogue<DT, OT, BN, G, SCALED, Identity, false>(d, p, m0, n0, st);
     else
-        with_act(p.act, [&](auto act) {
-            epilogue<DT, OT, BN, G, SCALED, decltype(act)>(d, p, m0, n0, st, c_started);
-        });
+        run_generic_epilogue<DT, OT, BN, G, SCALED>(d, p, m0, n0, st, c_started);
 }
 
 // Split-K across the SPLIT CTAs of a cluster, for both bodies: the barriers (in each CTA's
@@ -318,15 +327,24 @@ __device__ __forceinline__ void consume_pingpong(const talon__gemm_params &p, T 
         fence_operand(d[1]);
         release(prev);
         st.skip(kblocks);
-        // one copy of the epilogue's code for both halves (instruction cache): the second
-        // half's accumulators move into the first's registers
-#pragma unroll 1
-        for (int h = 0; h < 2; h++) {
-            if (m0 + 64 * h < p.m)
-                run_epilogue<DT, OT, BN, G, is_fp8<DT>>(d[0], p, m0 + 64 * h, n0, out);
-            if (h == 0)
+        // The generic epilogue: one copy of its code for both halves (instruction cache), the
+        // second half's accumulators moved into the first's registers. The lean one unrolled
+        // (the halves share their columns' loads, e.g. fp8 row scales).
+        if (lean_epilogue(p)) {
 #pragma unroll
-                for (int i = 0; i < BN / 2; i++) d[0][i] = d[1][i];
+            for (int h = 0; h < 2; h++)
+                if (m0 + 64 * h < p.m)
+                    epilogue<DT, OT, BN, G, is_fp8<DT>, Identity, false>(d[h], p, m0 + 64 * h, n0,
+                                                                         out);
+        } else {
+#pragma unroll 1
+            for (int h = 0; h < 2; h++) {
+                if (m0 + 64 * h < p.m)
+                    run_generic_epilogue<DT, OT, BN, G, is_fp8<DT>>(d[0], p, m0 + 64 * h, n0, out);
+                if (h == 0)
+#pragma unroll
+                    for (int i = 0; i < BN / 2; i++) d[0][i] = d[1][i];
+            }
         }
     }
     // every store done before the CTA's shared memory goes
