@@ -210,8 +210,8 @@ __device__ __forceinline__ void epilogue(float (&d)[BN / 2], const talon__gemm_p
 
 // The epilogue with the launch's activation and inputs as template arguments: one
 // instantiation per activation, and a lean one for the commonest linear layer (no bias, no
-// residual, no activation), whose epilogue the tensor cores wait for in the cooperative
-// kernels (ncu: ~10% of their time at 64 k-blocks a tile with the generic one).
+// residual, no activation: lean_epilogue), whose epilogue the tensor cores wait for in the
+// cooperative kernels (ncu: ~10% of their time at 64 k-blocks a tile with the generic one).
 __device__ __forceinline__ bool lean_epilogue(const talon__gemm_params &p) {
     return !p.bias && !p.c && p.act == 0;
 }
