@@ -13,7 +13,6 @@ struct Identity { __device__ static float f(float x) { return x; } };
 template <typename Act> constexpr bool is_identity = false;
 template <> constexpr bool is_identity<Identity> = true;
 struct Relu { __device__ static float f(float x) { return fmaxf(x, 0.f); } };
-constexpr float kLog2e = 1.4426950408889634f;
 struct Silu {
     __device__ static float f(float x) { return x * rcp_ftz(1.f + exp2_ftz(-x * kLog2e)); }
 };

@@ -3,6 +3,8 @@
 
 namespace talon::dev {
 
+constexpr float kLog2e = 1.4426950408889634f; // exp(x) = exp2_ftz(x * kLog2e)
+
 // 2^x by the SFU's approximation (max relative error about 2^-22), results below 2^-126
 // flushed to zero: exp2f adds a range fix-up (a compare and two multiplies) for those, which a
 // softmax weight that small never needs. ex2(-inf) = 0.

@@ -138,12 +138,16 @@ __device__ __forceinline__ void epilogue(float (&d)[BN / 2], const talon__gemm_p
     // chunk ch + 2 issued once chunk ch's store has read its buffer
     const int chunks = out_chunks<OT, BN, G>(p, n0);
     if (c && !c_started) residual_first<OT, BN, G>(p, m0, n0, st);
-    // Chunk ch's values are d[off + i] (gated: the gate's; the up half's from HALF + off), i < CV.
-    // Looped (below), each chunk's are at off 0: each chunk moves the rest of d down by CV
-    // values (d is dead after the epilogue).
+    // With an activation or inputs the chunk's code is long: one copy of it, looped, keeps the
+    // kernel's instructions in cache (unrolled, the GELU epilogue's warps in the ping-pong
+    // kernel stalled on instruction fetch a third of the time), for at most 96 moves a chunk:
+    // looped, each chunk's values are at the start of d and it moves the rest down by its CV
+    // (d is dead after the epilogue). The lean epilogue stays unrolled and reads them in place.
+    // Chunk values: v[i], i < CV (gated: the gate's; the up half's at v[HALF + i]).
+    constexpr bool LOOPED = INPUTS || !is_identity<Act>;
     constexpr int CV = 4 * QC, HALF = G ? BN / 4 : BN / 2;
-    auto chunk = [&](int ch, int off, bool move) {
-        float *v = d + off;
+    auto chunk = [&](int ch) {
+        const float *v = d + (LOOPED ? 0 : ch * CV);
         const int col0 = n0 + ch * CHUNK;
         const uint32_t buf = st.begin(barrier, leader);
         if (c) { // the chunk's residual rows have landed (the next chunk's may be in flight)
@@ -185,25 +189,22 @@ __device__ __forceinline__ void epilogue(float (&d)[BN / 2], const talon__gemm_p
             st.wait_reads(barrier, leader);
             copy_residual<OT>(p, buf, m0, col0 + 2 * CHUNK);
         }
-        if (move)
+        if constexpr (LOOPED) {
 #pragma unroll
             for (int i = 0; i + CV < HALF; i++) {
                 d[i] = d[i + CV];
                 if constexpr (G) d[HALF + i] = d[HALF + i + CV];
             }
+        }
     };
-    // With an activation or inputs the chunk's code is long: one copy of it, looped, keeps the
-    // kernel's instructions in cache (unrolled, the GELU epilogue's warps in the ping-pong
-    // kernel stalled on instruction fetch a third of the time), for at most 96 moves a chunk.
-    // The lean epilogue stays unrolled and reads each chunk's values in place.
-    if constexpr (INPUTS || !is_identity<Act>) {
+    if constexpr (LOOPED) {
 #pragma unroll 1
-        for (int ch = 0; ch < chunks; ch++) chunk(ch, 0, true);
+        for (int ch = 0; ch < chunks; ch++) chunk(ch);
     } else {
 #pragma unroll
         for (int ch = 0; ch < OUT_COLS / CHUNK; ch++) {
             if (ch >= chunks) break; // the same in the whole warpgroup
-            chunk(ch, ch * CV, false);
+            chunk(ch);
         }
     }
 }
