@@ -41,7 +41,9 @@ fp8 cases: e4m3 a and b (N(0, 1) rounded) with DeepSeek-V3 block scales in [0.5,
 1 x 128, b 128 x 128), bf16 d; peers: torch._scaled_grouped_mm with row-wise scales (a per
 row, b per output column: a coarser scaling than talon's, the fp8 grouped GEMM torch has;
 contiguous only) and torch._grouped_mm on bf16 copies ("grouped_mm": what the bf16 path
-costs). The check dequantizes with the block scales.
+costs). The check dequantizes with the block scales. "fp8 row" cases: talon with the same
+row-wise scales as torch._scaled_grouped_mm (scale TALON_GEMM_SCALE_ROW: the same work), its
+output also checked against that peer's.
 """
 import torch
 import torch.nn.functional as F
@@ -49,7 +51,7 @@ import torch.nn.functional as F
 from ops import Case, ptr
 
 BF16, FP8 = 0, 4
-SCALE_BLOCK = 3
+SCALE_ROW, SCALE_BLOCK = 2, 3
 ROWS = {"sorted": 0, "token": 1, "pair": 2}
 SILU, NONE = 2, 0
 MODELS = {  # experts, k, hidden, intermediate
@@ -284,8 +286,10 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
                       "experts_touched": touched})
 
 
-def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False):
-    """talon_grouped_gemm over `groups` groups whose rows in use are counts (a cpu list)."""
+def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False, scale=SCALE_BLOCK):
+    """talon_grouped_gemm over `groups` groups whose rows in use are counts (a cpu list); fp8
+    with block scales or (scale SCALE_ROW) the row-wise ones of torch._scaled_grouped_mm."""
+    row = fp8 and scale == SCALE_ROW
     masked = layout == "masked"
     kb = (k + 127) // 128
     max_m = 256
@@ -339,12 +343,13 @@ def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False):
             s["a"] = s["a"].to(torch.float8_e4m3fn)
             s["sa"] = 0.5 + torch.rand(kb, rows4, device="cuda")
             s["sb"] = w["sb"]
-            fields.update(a=ptr(s["a"]), dtype=FP8, scale=SCALE_BLOCK, a_scale=ptr(s["sa"]),
-                          b_scale=ptr(s["sb"]))
             # the peers' inputs: bf16 copies; row-wise scales for torch._scaled_grouped_mm
             s["a16"] = s["a"].to(torch.bfloat16)
             s["b16"], s["sb_row"] = w["b16"], w["sb_row"]
             s["sa_row"] = 0.5 + torch.rand(rows, device="cuda")
+            fields.update(a=ptr(s["a"]), dtype=FP8, scale=scale,
+                          a_scale=ptr(s["sa_row"] if row else s["sa"]),
+                          b_scale=ptr(s["sb_row"] if row else s["sb"]))
         if masked:
             s["args"] = Args(group_rows=ptr(group_rows), rows=max_m, layout=1, **fields)
         else:
@@ -374,7 +379,10 @@ def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False):
         torch.cuda.synchronize()
         for g, r in sample:
             x, w = s["a"][r].double(), s["b"][g].double()
-            if fp8:  # the block scales spread over the elements they scale
+            if row:
+                x = x * s["sa_row"][r].double()
+                w = w * s["sb_row"][g].double()[:, None]
+            elif fp8:  # the block scales spread over the elements they scale
                 x = x * s["sa"][:, r].double().repeat_interleave(128)[:k]
                 sb = s["sb"][g].double().repeat_interleave(128, 0)[:b_rows]
                 w = w * sb.repeat_interleave(128, 1)[:, :k]
@@ -393,6 +401,15 @@ def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False):
                 raise AssertionError(f"grouped_gemm {label}: group {g} row {r}: "
                                      f"{int(bad.sum())} elements off, first at {i}: "
                                      f"{got[i].item()} vs {ref[i].item()}")
+        if row and not gated and not masked:  # the same work as the peer: the same result
+            want = scaled_grouped_mm(s).float()
+            got = s["d"].float()
+            rows_used = torch.cat([torch.arange(s0, s0 + c, device="cuda") for s0, c in used if c])
+            err = (got[rows_used] - want[rows_used]).abs().max().item()
+            scale_ = want[rows_used].abs().max().item()
+            if not err <= 2.0 ** -6 * scale_:
+                raise AssertionError(f"grouped_gemm {label}: max |talon - torch._scaled_grouped_mm| "
+                                     f"{err} against max |d| {scale_}")
 
     flops = 2 * sum(counts) * b_rows * k
     peers = {"torch": torch_full, "grouped_mm": gemm}
@@ -400,10 +417,16 @@ def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False):
         peers = {"grouped_mm": gemm}
         if not masked:
             peers["scaled_grouped_mm"] = scaled_grouped_mm
+        if row and gated and not masked:  # the whole of talon's work: the GEMM, then silu * up
+            def scaled_torch(s):
+                y = scaled_grouped_mm(s)
+                return F.silu(y[:, :n]) * y[:, n:]
+            peers["scaled_grouped_mm+silu"] = scaled_torch
     return Case("grouped_gemm", label, make, talon, peers, check=check, flops=flops,
                 runs=30 if flops > 1e12 else 100,
                 meta={"layout": layout, "groups": groups, "rows": rows, "rows_in_use": sum(counts),
-                      "n": n, "k": k, "gated": gated, "dtype": "fp8 block" if fp8 else "bf16"})
+                      "n": n, "k": k, "gated": gated,
+                      "dtype": ("fp8 row" if row else "fp8 block") if fp8 else "bf16"})
 
 
 def grouped_cases():
@@ -429,6 +452,14 @@ def grouped_cases():
     fp8 = "fp8 contiguous DeepSeek-V3"
     out.append((f"{fp8} gate/up T=4096", "contiguous", e, dsv3, inter, hid, 1, True))
     out.append((f"{fp8} down T=4096", "contiguous", e, dsv3, hid, inter, 0, True))
+    # per-token x per-channel scales, the same work as torch._scaled_grouped_mm (row-wise)
+    for model in ("Qwen3-30B-A3B", "DeepSeek-V3"):
+        e, k, hid, inter = MODELS[model]
+        ids, _ = routing(4096, e, k, False, 11)
+        cnt = torch.bincount(ids.reshape(-1).long(), minlength=e).tolist()
+        fp8 = f"fp8 row contiguous {model}"
+        out.append((f"{fp8} gate/up T=4096", "contiguous", e, cnt, inter, hid, 1, True, SCALE_ROW))
+        out.append((f"{fp8} down T=4096", "contiguous", e, cnt, hid, inter, 0, True, SCALE_ROW))
     full = [256] * 32
     for name, c in (("", counts), (" full", full)):
         fp8 = f"fp8 masked DeepSeek-V3 32 experts x 256{name}"

@@ -1242,16 +1242,21 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
                                them may be read (never past a's last row) and do not matter.
                                The layout of expert-parallel decode under graph capture:
                                the shapes are fixed, the counts change per step.
-   Types: a, b and d of dtype (bf16 or f16); or a and b fp8 e4m3 with DeepSeek-V3 block scales
-   (scale TALON_GEMM_SCALE_BLOCK) and d bf16: over the [rows of a and d, .] view above
-   (MASKED: groups x rows rows, r = g x rows + i), a_scale [ceil(k / 128), rows4] (rows4 =
-   those rows rounded up to a multiple of 4; a_scale[j * rows4 + r] scales a[r, 128 j ..
-   128 j + 127], as talon_gemm's BLOCK and talon_quant_fp8's group scales lay them out) and
-   b_scale [groups, ceil(rows of b / 128), ceil(k / 128)] row-major (one scale per 128 x 128
-   block of each group's b; gated: of its [2n, k] rows, so n must be a multiple of 64); each
-   k-block's product is scaled in fp32 before it is added. b is [groups, gated ? 2n : n, k]
-   with row stride ldb and the groups back to back (gated: each group's gate rows, then its
-   up rows). Accumulation in fp32 on the tensor cores; deterministic.
+   Types: a, b and d of dtype (bf16 or f16); or a and b fp8 e4m3 with fp32 scales and d bf16,
+   over the [rows of a and d, .] view above (MASKED: groups x rows rows, r = g x rows + i):
+   - scale TALON_GEMM_SCALE_TENSOR: a_scale one float, b_scale [groups] (one per group's b);
+   - TALON_GEMM_SCALE_ROW (per token x per channel): a_scale [rows] (one per row r of a),
+     b_scale [groups, gated ? 2n : n] (one per row of each group's b; 8-byte aligned);
+     TENSOR and ROW scale the fp32 sum of the whole row's products: d = act(sum x a_scale x
+     b_scale), gated act(gate x its scales) x (up x its scales);
+   - TALON_GEMM_SCALE_BLOCK (DeepSeek-V3): a_scale [ceil(k / 128), rows4] (rows4 = those
+     rows rounded up to a multiple of 4; a_scale[j * rows4 + r] scales a[r, 128 j .. 128 j +
+     127], as talon_gemm's BLOCK and talon_quant_fp8's group scales lay them out) and
+     b_scale [groups, ceil(rows of b / 128), ceil(k / 128)] row-major (one scale per 128 x 128
+     block of each group's b; gated: of its [2n, k] rows, so n must be a multiple of 64); each
+     k-block's product is scaled in fp32 before it is added.
+   b is [groups, gated ? 2n : n, k] with row stride ldb and the groups back to back (gated:
+   each group's gate rows, then its up rows). Accumulation in fp32 on the tensor cores; deterministic.
    Limits: groups in [1, 65536]; CONTIGUOUS rows a multiple of 128 in [128, 2^31 - 128];
    MASKED rows in [1, 2^20] and groups x rows < 2^31; n and k in [8, 2^20], multiples of 8
    (tiles: row blocks x ceil(n / 64) <= 2^30); strides as talon_moe_gemm's (0 = contiguous;
@@ -1260,7 +1265,7 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
    other layout must be 0 (CONTIGUOUS: group_rows; MASKED: tile_groups and rows_used), the
    scales 0 with bf16/f16. d must not overlap any input.
    Kernel: talon_moe_gemm's (one persistent launch; tile width 256 or 128 rows of b from
-   (rows, n, gated, SM count); fp8 gated with n not a multiple of 128: 128), a programmatic
+   (rows, n, gated, SM count); fp8 block scales, gated, n not a multiple of 128: 128), a programmatic
    dependent of the stream's previous kernel as there. No workspace.
    Errors (INVALID_ARGUMENT, nothing launched): NULL, misaligned or stray pointers, sizes or
    strides out of range, an unsupported dtype, scale, act or layout, gated not 0/1, d
@@ -1278,14 +1283,14 @@ typedef struct talon_grouped_gemm_args {
     CUdeviceptr tile_groups; /* CONTIGUOUS: int32 [rows / 128], the group of each tile */
     CUdeviceptr rows_used;   /* CONTIGUOUS, optional: int32 [1], rows walked (NULL: all) */
     CUdeviceptr group_rows;  /* MASKED: int32 [groups], rows in use of each group */
-    CUdeviceptr a_scale, b_scale; /* fp8 only: fp32 block scales (above) */
+    CUdeviceptr a_scale, b_scale; /* fp8 only: fp32 scales per tensor, row or block (above) */
     int64_t groups;
     int64_t rows;            /* CONTIGUOUS: all rows (a multiple of 128); MASKED: per group */
     int64_t n, k;            /* n: columns of d (gated: b has 2n rows per group) */
     int64_t lda, ldb, ldd;   /* elements; 0: k, k, n */
     talon_grouped_layout layout;
     talon_gemm_act act;
-    talon_gemm_scale scale;  /* bf16/f16: NONE; fp8: BLOCK */
+    talon_gemm_scale scale;  /* bf16/f16: NONE; fp8: TENSOR, ROW or BLOCK */
     int gated;               /* 0 or 1 */
     talon_dtype dtype;       /* a, b (and d): bf16 or f16; fp8 e4m3 with d bf16 */
 } talon_grouped_gemm_args;

@@ -20,8 +20,9 @@
 // At decode (params.skip_padding), a consumer warpgroup whose 64 slots are all padding issues
 // no wgmmas for the tile. talon_moe_gemm at up to 64 tokens runs moe_gemm_swap instead (the
 // product transposed: the weights as wgmma's M, a few slots as its N; at the end of the file).
-// fp8 (the grouped GEMM's SORTED a only): DeepSeek-V3 block scales applied per k-block
-// (tile_parts.cuh's consume_kblocks_block_scaled), bf16 out.
+// fp8 (the grouped GEMM's SORTED a only), bf16 out: DeepSeek-V3 block scales applied per
+// k-block (tile_parts.cuh's consume_kblocks_block_scaled), or (SC 1) a scale per tensor or
+// per row of a times one per group or per row of the group's b, applied in the epilogue.
 // Checked mode (kernels/dev/check.cuh) records a sorted id above the sentinel (negative ones
 // included; treated as padding, as always) where a thread reads one, and a
 // num_tokens_post_padded (rows_used) outside [0, the rows the grid walks] or a group_rows
@@ -121,22 +122,39 @@ __device__ __forceinline__ bool half_has_work(const talon__moe_gemm_params &p, i
     return __any_sync(~0u, slot_pair(p, s) >= 0 || slot_pair(p, s + 32) >= 0);
 }
 
+// The scales of columns col and col + 1 (step 1: one per column, 8-byte aligned pairs; 0: one).
+__device__ __forceinline__ float2 scale_pair(const float *s, int col, int step) {
+    if (!step) {
+        const float v = __ldg(s);
+        return make_float2(v, v);
+    }
+    return __ldg(reinterpret_cast<const float2 *>(s + col));
+}
+
 // One warpgroup's 64 rows (sorted slots s0..s0 + 63) x bn columns of the tile through the
 // epilogue: act (gated: act(gate) * up), times the router weight of the slot's pair (padding
 // slots: 0), staged 128 bytes of columns at a time (tile_parts.cuh), then written by a TMA
 // store (d SORTED, all 64 rows live) or by 16-byte stores to the pairs' rows (PAIR) or to the
 // first `live` rows (a masked group's last block). Register 4q + 2h + e of
 // d holds row 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e (gated: the up half's at + bn / 4).
-template <int DT, int BN, int G, typename Act>
+// SC 1 (fp8 epilogue scales): each value times a's scale of its row (sorted slot) and b's of
+// its column in group e (gated: the gate's and the up's rows); columns past n read column 0's.
+template <int DT, int BN, int G, int SC, typename Act>
 __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__moe_gemm_params &p,
-                                         int s0, int live, int n0, Staging &st) {
+                                         int e, int s0, int live, int n0, Staging &st) {
     using T = out_elem<DT>;
     constexpr int OUT_COLS = G ? BN / 2 : BN, CHUNK = 64, QC = CHUNK / 8;
     const int lane = lane_index(), t = thread_in_warpgroup();
     const int r0 = 16 * warp_in_warpgroup() + lane / 4;
     const bool pairs = p.d_rows == TALON__MOE_ROWS_PAIR, leader = t == 0, scatter = pairs || live < 64;
     const int barrier = 1 + int(warpgroup_index()); // named barriers 2, 3
-    float w[2] = {1.f, 1.f};
+    // w: the router weight of the row's pair; ra (SC): a's scale of the row
+    float w[2] = {1.f, 1.f}, ra[2] = {1.f, 1.f};
+    const float *bs = reinterpret_cast<const float *>(p.b_scale) + (SC ? e * p.b_scale_expert : 0);
+    if constexpr (SC)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            ra[h] = __ldg(reinterpret_cast<const float *>(p.a_scale) + (s0 + r0 + 8 * h) * p.a_scale_step);
     if (p.topk_weights)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -159,13 +177,20 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
 #pragma unroll
         for (int qq = 0; qq < QC; qq++) {
             const int i0 = 4 * (ch * QC + qq);
+            // SC: b's scales of the pair's columns (gated: of the gate's and the up's rows)
+            float2 sg = make_float2(1.f, 1.f), su = sg;
+            if constexpr (SC) {
+                const int col = col0 + 8 * qq + 2 * (lane % 4), c = col < p.n ? col : 0;
+                sg = scale_pair(bs, c, p.b_scale_step);
+                if constexpr (G) su = scale_pair(bs, p.n + c, p.b_scale_step);
+            }
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int i = i0 + 2 * h;
-                float y0 = Act::f(d[i]), y1 = Act::f(d[i + 1]);
+                float y0 = Act::f(d[i] * (ra[h] * sg.x)), y1 = Act::f(d[i + 1] * (ra[h] * sg.y));
                 if constexpr (G) {
-                    y0 *= d[i + BN / 4];
-                    y1 *= d[i + BN / 4 + 1];
+                    y0 *= d[i + BN / 4] * (ra[h] * su.x);
+                    y1 *= d[i + BN / 4 + 1] * (ra[h] * su.y);
                 }
                 stage_pair<T>(buf, r0 + 8 * h, qq, lane, y0 * w[h], y1 * w[h]);
             }
@@ -194,7 +219,7 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
 // rows past a masked group's count, or a half without products (half_has_work) whose rows go
 // to pairs. Without products, the sorted rows get their zeros from zero accumulators of their
 // own (zeroing d itself would make ptxas serialise the next tile's wgmmas).
-template <int DT, int BN, int G>
+template <int DT, int BN, int G, int SC>
 __device__ __forceinline__ void finish_half(const float (&d)[BN / 2],
                                             const talon__moe_gemm_params &p, const Block &blk,
                                             int h, bool products, int n0, Staging &out) {
@@ -203,15 +228,15 @@ __device__ __forceinline__ void finish_half(const float (&d)[BN / 2],
     if (!products) {
         float z[BN / 2];
         zero(z);
-        epilogue<DT, BN, G, Identity>(z, p, blk.s0 + 64 * h, live, n0, out);
+        epilogue<DT, BN, G, 0, Identity>(z, p, blk.e, blk.s0 + 64 * h, live, n0, out);
         return;
     }
     with_act(p.act, [&](auto act) {
-        epilogue<DT, BN, G, decltype(act)>(d, p, blk.s0 + 64 * h, live, n0, out);
+        epilogue<DT, BN, G, SC, decltype(act)>(d, p, blk.e, blk.s0 + 64 * h, live, n0, out);
     });
 }
 
-template <int DT, int BN, int G>
+template <int DT, int BN, int G, int SC>
 __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
     using T = elem<DT>;
     constexpr int BK = kblock<DT>;
@@ -322,7 +347,7 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         const bool work = half_has_work(p, blk.s0 + band * 64, blk.live - band * 64);
         if (!work) {
             pass_kblocks(pipe, st, kblocks, release);
-        } else if constexpr (is_fp8<DT>) {
+        } else if constexpr (is_fp8<DT> && !SC) {
             // b's scales: expert e's
             const BlockScales sc{reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld, p.scale_rows,
                                  reinterpret_cast<const float *>(p.b_scale) + blk.e * p.b_scale_expert,
@@ -339,7 +364,7 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
                 db = make_desc_kmajor<Swizzle::B128>(sb + s * B_ELEMS);
             }, release);
         }
-        finish_half<DT, BN, G>(d, p, blk, band, work, tc.n * (G ? BN / 2 : BN), out);
+        finish_half<DT, BN, G, SC>(d, p, blk, band, work, tc.n * (G ? BN / 2 : BN), out);
     }
     if (thread_in_warpgroup() == 0) bulk_wait_group<0>(); // every store done before the CTA's smem goes
 }

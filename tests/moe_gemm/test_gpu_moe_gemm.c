@@ -19,7 +19,8 @@
    clamped), every row checked against the fp64 reference or still poisoned, and a graph of
    the masked layout replayed on new counts; fp8 e4m3 with DeepSeek-V3 block scales (values
    and power-of-two scales that make every k-block's product exact, so the tolerance is the
-   bf16 output's rounding and one fp32 rounding per k-block).
+   bf16 output's rounding and one fp32 rounding per k-block), and with scales per tensor and
+   per row (the tensor cores' accumulation over the whole row, as talon_gemm's tests).
    TALON_TEST_QUICK=1 (compute-sanitizer) keeps every kernel variant on smaller problems. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -537,16 +538,20 @@ typedef struct gcase {
     int pad;     /* extra elements per row of a, b and d */
     int extra;   /* CONTIGUOUS: skipped tiles (group -1 and groups past `groups`) and tiles
                     past rows_used; MASKED: counts outside [0, rows] (clamped) */
+    talon_gemm_scale scale; /* bf16/f16: NONE; fp8: TENSOR, ROW or BLOCK */
 } gcase;
 
 typedef struct gjob {
     gcase c;
     int64_t rows, tiles, b_rows, lda, ldb, ldd, d_bytes, used; /* rows: of a and d */
-    int64_t isize, kb, rows4, n_bs;  /* fp8: 1, k-blocks, a_scale's row stride, b_scale's count */
+    int64_t isize, kb, rows4, n_as, n_bs; /* fp8: 1, k-blocks, a_scale's row stride (BLOCK),
+                                       a_scale's and b_scale's counts */
+    talon_gemm_scale scale;          /* fp8: the scales' kind */
     int *tile_group; /* CONTIGUOUS: [tiles] */
     int *count;      /* MASKED: [groups], as uploaded (before clamping) */
     double *a, *b;   /* the values (fp8: times their block scales) */
-    float *sa, *sb;  /* fp8: a_scale [kb, rows4], b_scale [groups, ceil(b_rows / 128), kb] */
+    float *sa, *sb;  /* fp8 BLOCK: a_scale [kb, rows4], b_scale [groups, ceil(b_rows / 128), kb];
+                        ROW: [rows], [groups, b_rows]; TENSOR: [1], [groups] */
     unsigned char *ha, *hb, *hd;
     CUdeviceptr da, db, dd, dgroups, dused, dcount, dsa, dsb;
 } gjob;
@@ -624,7 +629,11 @@ static int gjob_prepare(gjob *j, const gcase *c, uint64_t seed) {
     j->isize = c->dt == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
     j->kb = (c->k + 127) / 128;
     j->rows4 = (j->rows + 3) / 4 * 4;
-    j->n_bs = c->groups * ((j->b_rows + 127) / 128) * j->kb;
+    j->scale = c->scale;
+    j->n_as = j->scale == TALON_GEMM_SCALE_BLOCK ? j->kb * j->rows4
+              : j->scale == TALON_GEMM_SCALE_ROW ? j->rows : 1;
+    j->n_bs = c->groups * (j->scale == TALON_GEMM_SCALE_BLOCK ? (j->b_rows + 127) / 128 * j->kb
+                           : j->scale == TALON_GEMM_SCALE_ROW ? j->b_rows : 1);
     j->lda = c->k + c->pad; j->ldb = c->k + c->pad; j->ldd = c->n + c->pad;
     j->d_bytes = j->rows * j->ldd * 2 + GUARD;
     j->a = malloc((size_t)(j->rows * c->k) * sizeof(double));
@@ -638,9 +647,9 @@ static int gjob_prepare(gjob *j, const gcase *c, uint64_t seed) {
     j->dd = gpu_alloc((size_t)j->d_bytes);
     if (!j->da || !j->db || !j->dd) return -1;
     if (j->isize == 1) {
-        j->sa = malloc((size_t)(j->kb * j->rows4) * sizeof(float));
+        j->sa = malloc((size_t)j->n_as * sizeof(float));
         j->sb = malloc((size_t)j->n_bs * sizeof(float));
-        j->dsa = gpu_alloc((size_t)(j->kb * j->rows4) * 4);
+        j->dsa = gpu_alloc((size_t)j->n_as * 4);
         j->dsb = gpu_alloc((size_t)j->n_bs * 4);
         if (!j->sa || !j->sb || !j->dsa || !j->dsb) return -1;
     }
@@ -680,7 +689,7 @@ static void fill8(int64_t rows, int64_t cols, int64_t ld, uint64_t *s, double *x
         }
 }
 
-/* fp8 block scales: powers of two in [2^-3, 2^3]. */
+/* fp8 scales: powers of two in [2^-3, 2^3] (exact products). */
 static void fill_scales(float *x, int64_t n, uint64_t *s) {
     int64_t i;
     for (i = 0; i < n; i++) x[i] = ldexpf(1.f, (int)(ref_next64(s) % 7) - 3);
@@ -691,14 +700,20 @@ static int gjob_upload(gjob *j, uint64_t seed) {
     uint64_t s = ref_mix64(seed ^ 0x5A5A);
     if (j->isize == 1) {
         const int64_t brows = j->c.groups * j->b_rows, blocks = (j->b_rows + 127) / 128;
+        const int block = j->scale == TALON_GEMM_SCALE_BLOCK;
+        const int row = j->scale == TALON_GEMM_SCALE_ROW;
         int64_t r;
-        fill_scales(j->sa, j->kb * j->rows4, &s);
+        fill_scales(j->sa, j->n_as, &s);
         fill_scales(j->sb, j->n_bs, &s);
-        fill8(j->rows, j->c.k, j->lda, &s, j->a, j->ha, j->sa, 1, j->rows4);
-        for (r = 0; r < brows; r++) /* row r of b: group r / b_rows, its block (r % b_rows) / 128 */
-            fill8(1, j->c.k, j->ldb, &s, j->b + r * j->c.k, j->hb + r * j->ldb,
-                  j->sb + ((r / j->b_rows) * blocks + (r % j->b_rows) / 128) * j->kb, 0, 1);
-        GPU_CK(cu.cuMemcpyHtoD(j->dsa, j->sa, (size_t)(j->kb * j->rows4) * 4));
+        /* a: row r's scale at r (ROW), its k-block's at r + rows4 x (c / 128) (BLOCK), or one */
+        fill8(j->rows, j->c.k, j->lda, &s, j->a, j->ha, j->sa, block || row, block ? j->rows4 : 0);
+        for (r = 0; r < brows; r++) { /* row r of b: group r / b_rows, row r % b_rows of it */
+            const int64_t g = r / j->b_rows;
+            const float *sc = block ? j->sb + (g * blocks + (r % j->b_rows) / 128) * j->kb
+                              : row ? j->sb + r : j->sb + g;
+            fill8(1, j->c.k, j->ldb, &s, j->b + r * j->c.k, j->hb + r * j->ldb, sc, 0, block);
+        }
+        GPU_CK(cu.cuMemcpyHtoD(j->dsa, j->sa, (size_t)j->n_as * 4));
         GPU_CK(cu.cuMemcpyHtoD(j->dsb, j->sb, (size_t)j->n_bs * 4));
     } else {
         fill(j->c.dt, j->rows, j->c.k, j->lda, &s, j->a, (uint16_t *)(void *)j->ha);
@@ -729,14 +744,16 @@ static talon_status gjob_launch(const gjob *j, CUstream stream) {
     if (c->pad) { a.lda = j->lda; a.ldb = j->ldb; a.ldd = j->ldd; }
     a.layout = c->layout; a.act = c->act; a.gated = c->gated; a.dtype = c->dt;
     if (j->isize == 1) {
-        a.scale = TALON_GEMM_SCALE_BLOCK; a.a_scale = j->dsa; a.b_scale = j->dsb;
+        a.scale = j->scale; a.a_scale = j->dsa; a.b_scale = j->dsb;
     }
     return talon_grouped_gemm(g_ctx, stream, &a);
 }
 
 static void gdescribe(const gcase *c, char *s, size_t n) {
     snprintf(s, n, "grouped %s %s G %lld rows %lld n %lld k %lld gated %d act %d pad %d extra %d",
-             c->dt == TALON_DTYPE_BF16 ? "bf16" : c->dt == TALON_DTYPE_F16 ? "f16" : "fp8",
+             c->dt == TALON_DTYPE_BF16 ? "bf16" : c->dt == TALON_DTYPE_F16 ? "f16"
+             : c->scale == TALON_GEMM_SCALE_ROW ? "fp8 row"
+             : c->scale == TALON_GEMM_SCALE_TENSOR ? "fp8 tensor" : "fp8 block",
              c->layout == TALON_GROUPED_MASKED ? "masked" : "contiguous", (long long)c->groups,
              (long long)c->rows, (long long)c->n, (long long)c->k, c->gated, (int)c->act, c->pad,
              c->extra);
@@ -755,9 +772,12 @@ static int grow_group(const gjob *j, int64_t r) {
 
 static int gjob_check(gjob *j, long long *elements) {
     const gcase *c = &j->c;
-    /* d's rounding; the fp32 sums (fp8: one rounding per k-block, as talon_gemm's tests) */
+    /* d's rounding; the fp32 sums (fp8: block scales one rounding per k-block, tensor and row
+       scales the tensor cores' accumulation over the whole row, as talon_gemm's tests) */
     const double rel = c->dt == TALON_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
-    const double e_mag = j->isize == 1 ? 0x1p-24 * (double)(j->kb + 16) : 0x1p-14;
+    const double e_mag = j->isize != 1 ? 0x1p-14
+                         : j->scale == TALON_GEMM_SCALE_BLOCK ? 0x1p-24 * (double)(j->kb + 16)
+                                                              : 0x1p-20;
     const double macs = (double)j->rows * (double)j->b_rows * (double)c->k;
     const int64_t step = macs > SAMPLED_MACS ? (int64_t)ceil(macs / SAMPLED_MACS) : 1;
     double *ref = malloc((size_t)c->n * sizeof(double)), *mag = malloc((size_t)c->n * sizeof(double));
@@ -827,37 +847,48 @@ static void run_gcase(gpu_tally *t, const gcase *c, uint64_t seed) {
 /* Both layouts, epilogues, odd shapes, strides. */
 static void test_grouped(void **state) {
     static const gcase full[] = {
-        {BF, CONT, 8, 300, 200, 264, 1, A_SILU, 0, 1},
-        {HF, CONT, 5, 129, 264, 200, 0, A_NONE, 8, 0},
-        {BF, CONT, 1, 128, 72, 8, 0, A_RELU, 0, 0},
-        {BF, CONT, 16, 1000, 136, 72, 1, A_TANH, 0, 1},
-        {BF, MASK, 8, 300, 200, 264, 1, A_SILU, 0, 1},
-        {HF, MASK, 6, 100, 1000, 136, 0, A_GELU, 16, 0},
-        {BF, MASK, 3, 1, 64, 128, 1, A_SILU, 0, 0},
-        {BF, MASK, 12, 257, 520, 64, 0, A_NONE, 8, 1},
+        {BF, CONT, 8, 300, 200, 264, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE},
+        {HF, CONT, 5, 129, 264, 200, 0, A_NONE, 8, 0, TALON_GEMM_SCALE_NONE},
+        {BF, CONT, 1, 128, 72, 8, 0, A_RELU, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, CONT, 16, 1000, 136, 72, 1, A_TANH, 0, 1, TALON_GEMM_SCALE_NONE},
+        {BF, MASK, 8, 300, 200, 264, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE},
+        {HF, MASK, 6, 100, 1000, 136, 0, A_GELU, 16, 0, TALON_GEMM_SCALE_NONE},
+        {BF, MASK, 3, 1, 64, 128, 1, A_SILU, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, MASK, 12, 257, 520, 64, 0, A_NONE, 8, 1, TALON_GEMM_SCALE_NONE},
         /* bn 256, several tiles per CTA (sampled rows) */
-        {BF, CONT, 32, 512, 768, 1024, 1, A_SILU, 0, 1},
-        {BF, MASK, 32, 256, 1024, 512, 0, A_NONE, 0, 1},
+        {BF, CONT, 32, 512, 768, 1024, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE},
+        {BF, MASK, 32, 256, 1024, 512, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_NONE},
         /* fp8 block scales: k past a 128-block edge, gated 256 / 128, odd rows, strides */
-        {F8, CONT, 8, 300, 256, 272, 1, A_SILU, 0, 1},
-        {F8, CONT, 5, 129, 264, 400, 0, A_NONE, 16, 0},
-        {F8, CONT, 16, 700, 960, 1024, 1, A_SILU, 0, 1},
-        {F8, CONT, 32, 512, 1024, 2048, 0, A_NONE, 0, 0},
-        {F8, MASK, 8, 300, 192, 144, 1, A_GELU, 0, 1},
-        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0},
-        {F8, MASK, 32, 256, 2048, 512, 0, A_NONE, 0, 1},
+        {F8, CONT, 8, 300, 256, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_BLOCK},
+        {F8, CONT, 5, 129, 264, 400, 0, A_NONE, 16, 0, TALON_GEMM_SCALE_BLOCK},
+        {F8, CONT, 16, 700, 960, 1024, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_BLOCK},
+        {F8, CONT, 32, 512, 1024, 2048, 0, A_NONE, 0, 0, TALON_GEMM_SCALE_BLOCK},
+        {F8, MASK, 8, 300, 192, 144, 1, A_GELU, 0, 1, TALON_GEMM_SCALE_BLOCK},
+        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0, TALON_GEMM_SCALE_BLOCK},
+        {F8, MASK, 32, 256, 2048, 512, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_BLOCK},
+        /* fp8 scales per row and per tensor, in the epilogue: gated n 200 (no block rule),
+           both tile widths, strides, both layouts */
+        {F8, CONT, 8, 300, 200, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_ROW},
+        {F8, CONT, 5, 129, 264, 400, 0, A_GELU, 16, 0, TALON_GEMM_SCALE_ROW},
+        {F8, CONT, 16, 700, 960, 1024, 1, A_TANH, 0, 1, TALON_GEMM_SCALE_ROW},
+        {F8, CONT, 32, 512, 1024, 2048, 0, A_NONE, 0, 0, TALON_GEMM_SCALE_TENSOR},
+        {F8, MASK, 8, 300, 192, 144, 1, A_GELU, 0, 1, TALON_GEMM_SCALE_TENSOR},
+        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0, TALON_GEMM_SCALE_ROW},
+        {F8, MASK, 32, 256, 2048, 512, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_ROW},
     };
     static const gcase quick[] = {
-        {BF, CONT, 8, 300, 200, 136, 1, A_SILU, 0, 1},
-        {HF, CONT, 4, 129, 264, 72, 0, A_NONE, 8, 0},
-        {BF, MASK, 6, 200, 72, 136, 1, A_GELU, 0, 1},
-        {HF, MASK, 5, 100, 512, 64, 0, A_RELU, 8, 0},
-        {BF, CONT, 8, 256, 768, 256, 1, A_SILU, 0, 0},
-        {BF, MASK, 8, 256, 1024, 128, 0, A_NONE, 0, 1},
-        {F8, CONT, 8, 300, 256, 272, 1, A_SILU, 0, 1},
-        {F8, CONT, 4, 200, 192, 144, 1, A_GELU, 16, 0},
-        {F8, MASK, 6, 200, 1024, 256, 0, A_NONE, 0, 1},
-        {F8, CONT, 8, 256, 520, 400, 0, A_RELU, 0, 0},
+        {BF, CONT, 8, 300, 200, 136, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE},
+        {HF, CONT, 4, 129, 264, 72, 0, A_NONE, 8, 0, TALON_GEMM_SCALE_NONE},
+        {BF, MASK, 6, 200, 72, 136, 1, A_GELU, 0, 1, TALON_GEMM_SCALE_NONE},
+        {HF, MASK, 5, 100, 512, 64, 0, A_RELU, 8, 0, TALON_GEMM_SCALE_NONE},
+        {BF, CONT, 8, 256, 768, 256, 1, A_SILU, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, MASK, 8, 256, 1024, 128, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_NONE},
+        {F8, CONT, 8, 300, 256, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_BLOCK},
+        {F8, CONT, 4, 200, 192, 144, 1, A_GELU, 16, 0, TALON_GEMM_SCALE_BLOCK},
+        {F8, MASK, 6, 200, 1024, 256, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_BLOCK},
+        {F8, CONT, 8, 256, 520, 400, 0, A_RELU, 0, 0, TALON_GEMM_SCALE_BLOCK},
+        {F8, CONT, 8, 300, 200, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_ROW},
+        {F8, MASK, 6, 200, 1000, 256, 0, A_GELU, 16, 1, TALON_GEMM_SCALE_TENSOR},
     };
     const gcase *cases = g_quick ? quick : full;
     const int n = g_quick ? COUNT(quick) : COUNT(full);
@@ -872,7 +903,7 @@ static void test_grouped(void **state) {
 /* The masked layout captured once and replayed on new counts, a and b (expert-parallel
    decode: shapes fixed, counts per step on the device). */
 static void test_grouped_graph(void **state) {
-    const gcase c = {BF, MASK, 8, 160, 136, 200, 1, A_SILU, 0, 1};
+    const gcase c = {BF, MASK, 8, 160, 136, 200, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE};
     gpu_tally t;
     gjob j;
     CUgraph graph = NULL;

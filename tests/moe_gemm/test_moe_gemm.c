@@ -408,12 +408,12 @@ static const bad_row grouped_bad_rows[] = {
     {.name = "grouped_gemm: ctx NULL", .op = OP_GROUPED_GEMM, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
     {.name = "grouped_gemm: args NULL", .op = OP_GROUPED_GEMM, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
     GBAD("dtype F32", ONE(G(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
-    GBAD("dtype fp8 without block scales", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->scale",
+    GBAD("dtype fp8 with scale NONE", ONE(G(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->scale",
          "0"),
     GBAD("scale BLOCK with bf16", ONE(G(scale, ENUM, TALON_GEMM_SCALE_BLOCK)), "args->scale", "3"),
     GBAD("a_scale with bf16", ONE(G(a_scale, PTR, P_AS)), "args->a_scale", "0x44000000"),
     GBAD("b_scale with bf16", ONE(G(b_scale, PTR, P_BS)), "args->b_scale", "0x45000000"),
-    FBAD("scale ROW", ONE(G(scale, ENUM, TALON_GEMM_SCALE_ROW)), "args->scale", "2"),
+    FBAD("scale 4", ONE(G(scale, ENUM, 4)), "args->scale", "4"),
     FBAD("a_scale NULL", ONE(G(a_scale, PTR, 0)), "args->a_scale", "NULL"),
     FBAD("b_scale 2-byte aligned", ONE(G(b_scale, PTR, P_BS + 2)), "args->b_scale", "0x45000002"),
     FBAD("gated n 96 (not a multiple of 64)", ONE(G(n, I64, 96)), "args->n", "96"),
@@ -426,6 +426,22 @@ static const bad_row grouped_bad_rows[] = {
     /* b_scale: 128 groups x 12 blocks x 16 k-blocks x 4 bytes = 0x18000 */
     FBAD("b_scale's end inside d", ONE(G(b_scale, PTR, P_D - 0x18000 + 4)), "args->b_scale",
          "0x1ffe8004"),
+    /* ROW: a_scale one float per row (49152 x 4 bytes = 0x30000), b_scale one per row of each
+       group's b (128 x 1536 x 4 = 0xc0000), 8-byte aligned; TENSOR: one, one per group */
+    FBAD("ROW a_scale's end inside d",
+         ONE(G(scale, ENUM, TALON_GEMM_SCALE_ROW), G(a_scale, PTR, P_D - 0x30000 + 4)),
+         "args->a_scale", "0x1ffd0004"),
+    FBAD("ROW b_scale's end inside d",
+         ONE(G(scale, ENUM, TALON_GEMM_SCALE_ROW), G(b_scale, PTR, P_D - 0xc0000 + 4)),
+         "args->b_scale", "0x1ff40004"),
+    FBAD("ROW b_scale 4-byte aligned",
+         ONE(G(scale, ENUM, TALON_GEMM_SCALE_ROW), G(b_scale, PTR, P_BS + 4)), "args->b_scale",
+         "0x45000004"),
+    FBAD("TENSOR a_scale inside d", ONE(G(scale, ENUM, TALON_GEMM_SCALE_TENSOR), G(a_scale, PTR, P_D)),
+         "args->a_scale", "0x20000000"),
+    FBAD("TENSOR b_scale's end inside d",
+         ONE(G(scale, ENUM, TALON_GEMM_SCALE_TENSOR), G(b_scale, PTR, P_D - 0x200 + 4)),
+         "args->b_scale", "0x1ffffe04"),
     GBAD("groups 0", ONE(G(groups, I64, 0)), "args->groups", "0"),
     GBAD("groups 65537", ONE(G(groups, I64, 65537)), "args->groups", "65537"),
     GBAD("layout 2", ONE(G(layout, ENUM, 2)), "args->layout", "2"),
@@ -572,6 +588,17 @@ static const grouped_launch_row grouped_launch_rows[] = {
             ONE(G(layout, ENUM, TALON_GROUPED_MASKED), G(tile_groups, PTR, 0), G(rows_used, PTR, 0),
                 G(group_rows, PTR, P_W), G(rows, I64, 100), G(gated, INT, 0)),
             "talon_moe_gemm_e4m3_block_128", 132, 128, 6),
+    GLAUNCH("fp8 row contiguous gated n 768: 256", OP_GROUPED_FP8,
+            ONE(G(scale, ENUM, TALON_GEMM_SCALE_ROW)), "talon_moe_gemm_e4m3_row_gated_256", 132,
+            384, 6),
+    GLAUNCH("fp8 row contiguous gated n 96 (block scales need a multiple of 64)", OP_GROUPED_FP8,
+            ONE(G(scale, ENUM, TALON_GEMM_SCALE_ROW), G(n, I64, 96)),
+            "talon_moe_gemm_e4m3_row_gated_256", 132, 384, 1),
+    GLAUNCH("fp8 tensor masked down, 32 groups x 100 rows", OP_GROUPED_FP8,
+            ONE(G(scale, ENUM, TALON_GEMM_SCALE_TENSOR), G(layout, ENUM, TALON_GROUPED_MASKED),
+                G(tile_groups, PTR, 0), G(rows_used, PTR, 0), G(group_rows, PTR, P_W),
+                G(rows, I64, 100), G(gated, INT, 0)),
+            "talon_moe_gemm_e4m3_row_128", 132, 128, 6),
 };
 
 static void test_grouped_launch(void **state) {
@@ -609,12 +636,16 @@ static void test_grouped_launch(void **state) {
     assert_int_equal(p->k, a.k);
     assert_int_equal(p->act, (int)a.act);
     if (a.dtype == TALON_DTYPE_FP8_E4M3) {
-        const int64_t kb = (a.k + 127) / 128;
+        const int64_t kb = (a.k + 127) / 128, b_rows = (a.gated ? 2 : 1) * a.n;
+        const int row = a.scale == TALON_GEMM_SCALE_ROW;
         assert_int_equal(p->a_scale, a.a_scale);
         assert_int_equal(p->b_scale, a.b_scale);
         assert_int_equal(p->a_scale_ld, (rows + 3) / 4 * 4);
         assert_int_equal(p->b_scale_ld, kb);
-        assert_int_equal(p->b_scale_expert, ((a.gated ? 2 : 1) * a.n + 127) / 128 * kb);
+        assert_int_equal(p->b_scale_expert, a.scale == TALON_GEMM_SCALE_BLOCK ? (b_rows + 127) / 128 * kb
+                                            : row ? b_rows : 1);
+        assert_int_equal(p->a_scale_step, row);
+        assert_int_equal(p->b_scale_step, row);
         assert_int_equal(p->scale_rows, rows);
         assert_int_equal(fake.enc_log[0].type, CU_TENSOR_MAP_DATA_TYPE_UINT8);
         assert_int_equal(fake.enc_log[0].box[0], 128);
@@ -625,6 +656,8 @@ static void test_grouped_launch(void **state) {
     } else {
         assert_int_equal(p->a_scale, 0);
         assert_int_equal(p->b_scale, 0);
+        assert_int_equal(p->a_scale_step, 0);
+        assert_int_equal(p->b_scale_step, 0);
         assert_int_equal(fake.enc_log[2].strides[1], (a.gated ? 2 : 1) * a.n * a.k * 2);
     }
     /* maps: a and d over every row (MASKED: the groups' blocks back to back), then b's views */

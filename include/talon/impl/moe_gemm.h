@@ -61,12 +61,13 @@ static talon_status talon__moe_gemm_check_operands(const char *op, int64_t n, in
 }
 
 /* Both ops' end: b's tensor maps ([groups, n, k] views, gated: of the gate rows and of the
-   up rows; boxes of bn / 2 rows), the plan's fields, the kernel of (dtype, bn, gated). */
+   up rows; boxes of bn / 2 rows), the plan's fields, the kernel of (dtype, bn, gated, sc: fp8
+   scales per tensor or row, applied in the epilogue). */
 static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, const char *op,
                                            talon__moe_gemm_params *p,
                                            const talon__moe_gemm_plan *pl, CUdeviceptr b,
                                            int64_t n, int64_t k, int64_t ldb, int gated,
-                                           talon_dtype dtype) {
+                                           talon_dtype dtype, int sc) {
     const int64_t b_rows = (gated ? 2 : 1) * n;
     const int box = pl->swap_rows ? 128 : pl->bn / 2; /* rows of one half-tile (swap: of b) */
     int kernel;
@@ -85,7 +86,8 @@ static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, cons
         TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_swap, 3, (int)dtype, pl->swap_rows,
                                gated));
     else
-        TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_tile, 3, (int)dtype, pl->bn, gated));
+        TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_tile, 4, (int)dtype, pl->bn, gated,
+                               sc));
     talon__check_set(ctx, &p->check, kernel);
     /* a programmatic dependent of the stream's previous kernel (talon.h) */
     return talon__launch_ex(ctx, stream, op, kernel, pl->grid, 1, p, 1);
@@ -159,15 +161,18 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     p.a_rows = (int)a->a_rows; p.d_rows = (int)a->d_rows; p.act = (int)a->act;
     p.layout = TALON__MOE_LAYOUT_ALIGNED;
     return talon__moe_gemm_launch(ctx, stream, op, &p, &pl, a->b, a->n, a->k, ldb, a->gated,
-                                  a->dtype);
+                                  a->dtype, 0);
 }
 
-/* talon_grouped_gemm's types: fp8 takes BLOCK scales only; then the dense GEMM's rules. */
+/* talon_grouped_gemm's types: fp8 takes TENSOR, ROW or BLOCK scales; then the dense GEMM's
+   rules. */
 static talon_status talon__grouped_gemm_check_types(const char *op,
                                                     const talon_grouped_gemm_args *a) {
-    if (a->dtype == TALON_DTYPE_FP8_E4M3 && a->scale != TALON_GEMM_SCALE_BLOCK)
+    if (a->dtype == TALON_DTYPE_FP8_E4M3 && a->scale != TALON_GEMM_SCALE_TENSOR &&
+        a->scale != TALON_GEMM_SCALE_ROW && a->scale != TALON_GEMM_SCALE_BLOCK)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
-                           "TALON_GEMM_SCALE_BLOCK (3) with fp8 inputs", op, (int)a->scale);
+                           "TALON_GEMM_SCALE_TENSOR (1), ROW (2) or BLOCK (3) with fp8 inputs",
+                           op, (int)a->scale);
     return talon__gemm_check_inputs(op, a->dtype, a->scale, a->a_scale, a->b_scale, a->gated,
                                     a->n);
 }
@@ -207,9 +212,12 @@ static talon_status talon__grouped_gemm_check_layout(const char *op,
     return TALON_SUCCESS;
 }
 
-/* fp8: b_scale's floats per group, [ceil(rows of b / 128), ceil(k / 128)]. */
+/* fp8: b_scale's floats per group: BLOCK [ceil(rows of b / 128), ceil(k / 128)], ROW one per
+   row of b, TENSOR one. */
 static int64_t talon__grouped_gemm_b_scales(const talon_grouped_gemm_args *a) {
-    return ((a->gated ? 2 : 1) * a->n + 127) / 128 * ((a->k + 127) / 128);
+    const int64_t b_rows = (a->gated ? 2 : 1) * a->n;
+    return a->scale == TALON_GEMM_SCALE_BLOCK ? (b_rows + 127) / 128 * ((a->k + 127) / 128)
+           : a->scale == TALON_GEMM_SCALE_ROW ? b_rows : 1;
 }
 
 talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_grouped_gemm_args *a) {
@@ -218,12 +226,13 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     talon__moe_gemm_plan pl;
     int64_t lda, ldb, ldd, rows, kblocks, rows4;
     CUdeviceptr sd[2], s[2];
-    int isize, fp8;
+    int isize, fp8, block;
     talon_dtype out_dtype;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__grouped_gemm_check_types(op, a));
     isize = talon__gemm_esize(a->dtype);
     fp8 = isize == 1;
+    block = fp8 && a->scale == TALON_GEMM_SCALE_BLOCK;
     out_dtype = fp8 ? TALON_DTYPE_BF16 : a->dtype;
     TALON__TRY(talon__check_size(op, "groups", a->groups, 65536));
     TALON__TRY(talon__grouped_gemm_check_layout(op, a));
@@ -238,7 +247,8 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
     talon__gemm_span(a->b, a->groups * (a->gated ? 2 : 1) * a->n, a->k, ldb, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
-    talon__gemm_span(a->a_scale, 1, kblocks * rows4, 1, 4, s);
+    talon__gemm_span(a->a_scale, 1, block ? kblocks * rows4
+                                     : a->scale == TALON_GEMM_SCALE_ROW ? rows : 1, 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a_scale", a->a_scale, s));
     talon__gemm_span(a->b_scale, 1, a->groups * talon__grouped_gemm_b_scales(a), 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b_scale", a->b_scale, s));
@@ -249,8 +259,8 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     talon__gemm_span(a->group_rows, 1, a->groups, 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "group_rows", a->group_rows, s));
 
-    talon__grouped_gemm_plan_make(a->layout, a->groups, a->rows, a->n, a->gated, fp8, ctx->sms,
-                                  &pl);
+    talon__grouped_gemm_plan_make(a->layout, a->groups, a->rows, a->n, a->gated, block,
+                                  ctx->sms, &pl);
     if ((int64_t)pl.blocks * pl.tiles_n > (1LL << 30)) /* the kernel's int tile indices */
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld with args->rows "
                            "= %lld makes %lld tiles, more than 2^30", op, (long long)a->n,
@@ -272,9 +282,10 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
         p.a_scale_ld = rows4; p.b_scale_ld = (int)kblocks;
         p.b_scale_expert = talon__grouped_gemm_b_scales(a);
         p.scale_rows = (int)rows;
+        p.a_scale_step = p.b_scale_step = a->scale == TALON_GEMM_SCALE_ROW;
     }
     return talon__moe_gemm_launch(ctx, stream, op, &p, &pl, a->b, a->n, a->k, ldb, a->gated,
-                                  a->dtype);
+                                  a->dtype, fp8 && !block);
 }
 
 #endif

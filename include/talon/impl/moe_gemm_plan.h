@@ -73,11 +73,11 @@ static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t n, i
 }
 
 /* talon_grouped_gemm: CONTIGUOUS walks rows / 128 blocks, MASKED ceil(rows / 128) per group;
-   every row is taken as busy (the counts are on the device). fp8: block scales. */
+   every row is taken as busy (the counts are on the device). block: fp8 block scales. */
 static void talon__grouped_gemm_plan_make(talon_grouped_layout layout, int64_t groups,
-                                          int64_t rows, int64_t n, int gated, int fp8, int sms,
+                                          int64_t rows, int64_t n, int gated, int block, int sms,
                                           talon__moe_gemm_plan *pl) {
-    const int allow_256 = !(fp8 && gated && n % 128);
+    const int allow_256 = !(block && gated && n % 128);
     if (layout == TALON_GROUPED_MASKED)
         talon__moe_gemm_plan_blocks(groups * rows, groups * ((rows + 127) / 128), n, gated,
                                     allow_256, sms, pl);
