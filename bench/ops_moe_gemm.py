@@ -286,6 +286,156 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
                       "experts_touched": touched})
 
 
+_weights_fp8 = {}  # one model's e4m3 weights and per-channel scales
+
+
+def weights_fp8(model):
+    """The bf16 weights quantised per output channel: w = e4m3(w / s) x s, s = amax / 448."""
+    if model not in _weights_fp8:
+        _weights_fp8.clear()
+        out = []
+        for w in weights(model):
+            q = torch.empty(w.shape, device="cuda", dtype=torch.float8_e4m3fn)
+            sc = torch.empty(w.shape[:2], device="cuda")
+            for i in range(w.shape[0]):  # per expert: no fp32 temporary of the whole tensor
+                sc[i] = w[i].abs().amax(-1).float().clamp_min(2.0 ** -126) / 448
+                q[i] = (w[i].float() / sc[i][:, None]).to(torch.float8_e4m3fn)
+            out += [q, sc]
+        _weights_fp8[model] = tuple(out)
+    return _weights_fp8[model]
+
+
+def moe_fp8_case(h, model, tokens):
+    """The expert computation in fp8 with per-token x per-channel scales, as an fp8 engine
+    runs it: x quantised per token (outside the timing, as rmsnorm_quant_fp8 leaves it), then
+    gate/up (fp8 row, SiLU and mul) -> talon_quant_fp8 per token of the intermediate -> down
+    (fp8 row, router weights) -> moe_sum. Peers: the same with torch._scaled_grouped_mm and
+    torch's quantisation ("torch_fp8", also the reference the output is checked against), its
+    two scaled GEMMs alone on pre-gathered inputs, and talon's bf16 moe_gemm pipeline."""
+    e, k, hid, inter = MODELS[model]
+    pairs = tokens * k
+    Args = h.struct("talon_moe_gemm_args")
+    ids, topw = routing(tokens, e, k, False, 7 + tokens)
+    scap = pairs + min(e, pairs) * 127
+    bcap = (scap + 127) // 128
+    sorted_ids = torch.empty(scap, dtype=torch.int32, device="cuda")
+    expert_ids = torch.empty(bcap, dtype=torch.int32, device="cuda")
+    npost = torch.empty(1, dtype=torch.int32, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    h.call("talon_moe_align_block_size", h.struct("talon_moe_align_block_size_args")(
+        sorted_token_ids=ptr(sorted_ids), expert_ids=ptr(expert_ids),
+        num_tokens_post_padded=ptr(npost), topk_ids=ptr(ids), tokens=tokens, k=k, experts=e,
+        block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap), stream)
+    flat = ids.reshape(-1).long()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=e)
+    padded = (counts + 15) // 16 * 16
+    ends = torch.cumsum(padded, 0)
+    total = int(ends[-1])
+    slot = torch.arange(pairs, device="cuda") - (torch.cumsum(counts, 0) - counts)[flat[order]] \
+        + (ends - padded)[flat[order]]
+    src = torch.full((total,), pairs, dtype=torch.long, device="cuda")
+    src[slot] = order
+    tok = torch.where(src < pairs, src // k, tokens)
+    roww = torch.cat([topw.reshape(-1), torch.zeros(1, device="cuda")])[src].to(torch.bfloat16)
+    offs = ends.int()
+    touched = int((counts > 0).sum())
+
+    def quant_rows(x):  # torch's per-row e4m3, the rule of talon_quant_fp8's TOKEN mode
+        sc = x.abs().amax(1).float().clamp_min(2.0 ** -126) / 448
+        return (x.float() / sc[:, None]).to(torch.float8_e4m3fn), sc
+
+    def make():
+        w13q, s13, w2q, s2 = weights_fp8(model)
+        w13, w2 = weights(model)
+        s = {"xe": torch.randn(tokens + 1, hid, device="cuda", dtype=torch.bfloat16),
+             "h": torch.zeros(scap, inter, device="cuda", dtype=torch.bfloat16),
+             "hq": torch.empty(scap, inter, device="cuda", dtype=torch.float8_e4m3fn),
+             "sh": torch.empty(scap, device="cuda"),
+             "y": torch.empty(pairs, hid, device="cuda", dtype=torch.bfloat16),
+             "out": torch.empty(tokens, hid, device="cuda", dtype=torch.bfloat16),
+             "h16": torch.empty(scap, inter, device="cuda", dtype=torch.bfloat16)}
+        s["xe"][tokens].zero_()
+        s["xq"], s["sx"] = quant_rows(s["xe"])
+        common = dict(sorted_token_ids=ptr(sorted_ids), expert_ids=ptr(expert_ids),
+                      num_tokens_post_padded=ptr(npost), tokens=tokens, topk=k, experts=e,
+                      block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap)
+        s["up"] = Args(d=ptr(s["h"]), a=ptr(s["xq"]), b=ptr(w13q), n=inter, k=hid, gated=1,
+                       act=SILU, a_rows=ROWS["token"], d_rows=ROWS["sorted"], dtype=FP8,
+                       scale=SCALE_ROW, a_scale=ptr(s["sx"]), b_scale=ptr(s13), **common)
+        s["quant"] = h.struct("talon_quant_fp8_args")(
+            out=ptr(s["hq"]), scale=ptr(s["sh"]), rows=scap, cols=inter, mode=1, dtype=BF16,
+            **{"in": ptr(s["h"])})
+        s["down"] = Args(d=ptr(s["y"]), a=ptr(s["hq"]), b=ptr(w2q), topk_weights=ptr(topw),
+                         n=hid, k=inter, act=NONE, a_rows=ROWS["sorted"], d_rows=ROWS["pair"],
+                         dtype=FP8, scale=SCALE_ROW, a_scale=ptr(s["sh"]), b_scale=ptr(s2),
+                         **common)
+        s["sum"] = h.struct("talon_moe_sum_args")(out=ptr(s["out"]), **{"in": ptr(s["y"])},
+                                                   tokens=tokens, k=k, hidden=hid, dtype=BF16)
+        s["up16"] = Args(d=ptr(s["h16"]), a=ptr(s["xe"]), b=ptr(w13), n=inter, k=hid, gated=1,
+                         act=SILU, a_rows=ROWS["token"], d_rows=ROWS["sorted"], dtype=BF16,
+                         **common)
+        s["down16"] = Args(d=ptr(s["y"]), a=ptr(s["h16"]), b=ptr(w2), topk_weights=ptr(topw),
+                           n=hid, k=inter, act=NONE, a_rows=ROWS["sorted"],
+                           d_rows=ROWS["pair"], dtype=BF16, **common)
+        # the scaled GEMMs' pre-gathered inputs
+        s["xs"] = s["xq"].view(torch.uint8).index_select(0, tok).view(torch.float8_e4m3fn)
+        s["sxs"] = s["sx"].index_select(0, tok)
+        s["hs"], s["shs"] = quant_rows(torch.randn(total, inter, device="cuda",
+                                                   dtype=torch.bfloat16))
+        return s
+
+    def talon(s, stream):
+        h.call("talon_moe_gemm", s["up"], stream)
+        h.call("talon_quant_fp8", s["quant"], stream)
+        h.call("talon_moe_gemm", s["down"], stream)
+        h.call("talon_moe_sum", s["sum"], stream)
+
+    def torch_fp8(s):
+        w13q, s13, w2q, s2 = weights_fp8(model)
+        xs = s["xq"].view(torch.uint8).index_select(0, tok).view(torch.float8_e4m3fn)
+        y1 = torch._scaled_grouped_mm(xs, w13q.transpose(-2, -1), s["sx"].index_select(0, tok),
+                                      s13, offs=offs, out_dtype=torch.bfloat16)
+        hq, sh = quant_rows(F.silu(y1[:, :inter]) * y1[:, inter:])
+        y2 = torch._scaled_grouped_mm(hq, w2q.transpose(-2, -1), sh, s2, offs=offs,
+                                      out_dtype=torch.bfloat16) * roww[:, None]
+        out = torch.zeros(tokens + 1, hid, device="cuda", dtype=torch.bfloat16)
+        return out.index_add_(0, tok, y2)[:tokens]
+
+    def scaled_gemms(s):
+        w13q, s13, w2q, s2 = weights_fp8(model)
+        torch._scaled_grouped_mm(s["xs"], w13q.transpose(-2, -1), s["sxs"], s13, offs=offs,
+                                 out_dtype=torch.bfloat16)
+        torch._scaled_grouped_mm(s["hs"], w2q.transpose(-2, -1), s["shs"], s2, offs=offs,
+                                 out_dtype=torch.bfloat16)
+
+    def talon_bf16(s):
+        stream = torch.cuda.current_stream().cuda_stream
+        h.call("talon_moe_gemm", s["up16"], stream)
+        h.call("talon_moe_gemm", s["down16"], stream)
+        h.call("talon_moe_sum", s["sum"], stream)
+
+    def check(s):
+        talon(s, torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        got, want = s["out"].float(), torch_fp8(s).float()
+        err = (got - want).abs().max().item()
+        scale = want.abs().max().item()
+        if not err <= 2.0 ** -4 * scale or not torch.isfinite(got).all():
+            raise AssertionError(f"moe_gemm fp8 {model} T={tokens}: max |talon - torch fp8| "
+                                 f"{err} against max |out| {scale}")
+
+    flops = 2 * pairs * (2 * inter * hid + hid * inter)
+    # decode: the e4m3 weight bytes of the experts touched (and x in, out)
+    bytes_ = touched * 3 * inter * hid + 3 * tokens * hid if tokens <= 64 else None
+    return Case("moe_gemm", f"fp8 row {model} T={tokens}", make, talon,
+                {"torch_fp8": torch_fp8, "scaled_grouped_mm": scaled_gemms,
+                 "talon_bf16": talon_bf16},
+                bytes=bytes_, check=check, flops=flops, runs=30 if flops > 1e12 else 100,
+                meta={"model": model, "tokens": tokens, "experts": e, "k": k, "hidden": hid,
+                      "inter": inter, "dtype": "fp8 row", "routing": "uniform"})
+
+
 def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False, scale=SCALE_BLOCK):
     """talon_grouped_gemm over `groups` groups whose rows in use are counts (a cpu list); fp8
     with block scales or (scale SCALE_ROW) the row-wise ones of torch._scaled_grouped_mm."""
@@ -480,6 +630,8 @@ def cases(h):
         out.append(moe_case(h, model, 4096, zipf=True))
         for t in (16, 64):
             out.append(moe_case(h, model, t, targets=[("gbs", ">=", 2800.0, ">= 2800 GB/s")]))
+    out += [moe_fp8_case(h, model, t) for model in ("Qwen3-30B-A3B", "DeepSeek-V3")
+            for t in (4096, 64)]
     out += [grouped_case(h, *c) for c in grouped_cases()]
     out.append(block_case(h, "DeepSeek-V3", 16, targets=[
         ("gemms_over_talon", ">=", 1 / 1.15, "<= 1.15x the time of its two GEMMs alone")]))

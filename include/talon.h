@@ -1162,7 +1162,11 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    not written. Everything is read on the device: no host synchronisation, capturable. A sorted
    id above the sentinel is treated as padding; a checked ctx records it, and a
    num_tokens_post_padded past the capacities (CHECKED MODE).
-   Types: a, b and d of dtype (bf16 or f16); topk_weights fp32 [tokens, topk]; the three
+   Types: a, b and d of dtype (bf16 or f16); or a and b fp8 e4m3 and d bf16 with fp32 scales:
+   scale TALON_GEMM_SCALE_TENSOR (a_scale one float, b_scale [experts]) or ROW (per token or
+   pair x per channel: a_scale one per row of a, in a_rows' rows; b_scale [experts, gated ?
+   2n : n], one per row of each expert's b, 8-byte aligned), multiplying each row's fp32 sum
+   before the activation as talon_grouped_gemm's. topk_weights fp32 [tokens, topk]; the three
    moe_align arrays int32. Accumulation in fp32 on the tensor cores; deterministic (no
    atomics).
    Limits: tokens in [1, 65536], topk in [1, 64], experts in [1, 512] (moe_align's);
@@ -1170,18 +1174,19 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    talon_moe_align_block_size_capacity's for (tokens, topk, experts, 128), and what was
    passed to moe_align; n and k in [8, 2^20], multiples of 8 (floor(sorted_capacity / 128) x
    ceil(n / 64) <= 2^30 always fits: the kernel's tile count); strides in elements (0 =
-   contiguous: lda = k, ldb = k, ldd = n), at least a row, multiples of 8 and at most 2^36;
-   b is [experts, gated ? 2n : n, k] with row stride ldb and the experts back to back; a, b
-   and d 16-byte aligned, the others 4-byte aligned. d must not overlap any input.
+   contiguous: lda = k, ldb = k, ldd = n), at least a row, multiples of 8 (fp8: lda and ldb
+   of 16, so k too when they are 0) and at most 2^36; b is [experts, gated ? 2n : n, k] with
+   row stride ldb and the experts back to back; a, b and d 16-byte aligned, the others 4-byte
+   aligned (a ROW b_scale 8-byte); the scales 0 with bf16/f16. d must not overlap any input.
    Kernel: one persistent launch (CTAs of 384 threads in clusters of 2: a loader warpgroup,
    two wgmma warpgroups of 64 rows), tiles of one block x 256 or 128 rows of b (gated: 128 or
-   64 output columns), chosen on the host from (tokens, topk, n, gated, SM count); a gathered a (TOKEN,
-   PAIR) is copied by the loader's 128 threads, a SORTED a and b by TMA. At <= 128 tokens a
-   warpgroup whose 64 slots are all padding skips its products (unless a and d are both
-   SORTED). At <= 64 tokens (unless a and d are both SORTED) a transposed kernel instead: one
-   CTA per SM, tiles of 128 output columns (256 rows of b when gated) x the block's slots in
-   chunks of 16, 32 or 64 (the smallest that holds the tokens); a chunk without a pair is not
-   computed (SORTED d: zeros). A routing that names an expert more than once per token is
+   64 output columns), chosen on the host from (tokens, topk, n, gated, SM count); a gathered
+   a (TOKEN, PAIR) is copied by the loader's 128 threads, a SORTED a and b by TMA. At <= 128
+   tokens a warpgroup whose 64 slots are all padding skips its products (unless a and d are
+   both SORTED). At <= 64 tokens (unless a and d are both SORTED, or fp8) a transposed kernel
+   instead: one CTA per SM, tiles of 128 output columns (256 rows of b when gated) x the
+   block's slots in chunks of 16, 32 or 64 (the smallest that holds the tokens); a chunk
+   without a pair is not computed (SORTED d: zeros). A routing that names an expert more than once per token is
    still exact; that expert's weights are then read once per chunk with work. No workspace.
    The launch is a programmatic dependent of the stream's previous kernel (cuLaunchKernelEx;
    captured graphs keep the edge), so the down projection starts while the gate/up one drains:
@@ -1191,7 +1196,7 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    (griddepcontrol.launch_dependents), so a kernel of yours launched right after with
    programmatic stream serialization must wait (griddepcontrol.wait) before it reads d.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes, strides or
-   capacities out of range, block_size not 128, an unsupported dtype, act or row layout
+   capacities out of range, block_size not 128, an unsupported dtype, scale, act or row layout
    (d_rows TOKEN), gated not 0/1, d overlapping an input; DRIVER if the driver rejects a
    tensor map. Thread-safe; legal inside stream capture (after preload). */
 typedef enum talon_moe_rows {
@@ -1214,7 +1219,9 @@ typedef struct talon_moe_gemm_args {
     talon_moe_rows a_rows, d_rows;
     talon_gemm_act act;
     int gated;                       /* 0 or 1 */
-    talon_dtype dtype;               /* a, b, d: bf16 or f16 */
+    talon_dtype dtype;               /* a, b: bf16 or f16 (d the same), or fp8 e4m3 (d bf16) */
+    talon_gemm_scale scale;          /* bf16/f16: NONE; fp8: TENSOR or ROW */
+    CUdeviceptr a_scale, b_scale;    /* fp8 only: fp32 scales (above) */
 } talon_moe_gemm_args;
 talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *args);
 

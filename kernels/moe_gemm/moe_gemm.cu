@@ -20,9 +20,9 @@
 // At decode (params.skip_padding), a consumer warpgroup whose 64 slots are all padding issues
 // no wgmmas for the tile. talon_moe_gemm at up to 64 tokens runs moe_gemm_swap instead (the
 // product transposed: the weights as wgmma's M, a few slots as its N; at the end of the file).
-// fp8 (the grouped GEMM's SORTED a only), bf16 out: DeepSeek-V3 block scales applied per
-// k-block (tile_parts.cuh's consume_kblocks_block_scaled), or (SC 1) a scale per tensor or
-// per row of a times one per group or per row of the group's b, applied in the epilogue.
+// fp8, bf16 out: DeepSeek-V3 block scales applied per k-block (the grouped GEMM's SORTED a
+// only; tile_parts.cuh's consume_kblocks_block_scaled), or (SC 1) a scale per tensor or per
+// row of a times one per group or per row of the group's b, applied in the epilogue.
 // Checked mode (kernels/dev/check.cuh) records a sorted id above the sentinel (negative ones
 // included; treated as padding, as always) where a thread reads one, and a
 // num_tokens_post_padded (rows_used) outside [0, the rows the grid walks] or a group_rows
@@ -153,8 +153,11 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
     const float *bs = reinterpret_cast<const float *>(p.b_scale) + (SC ? e * p.b_scale_expert : 0);
     if constexpr (SC)
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-            ra[h] = __ldg(reinterpret_cast<const float *>(p.a_scale) + (s0 + r0 + 8 * h) * p.a_scale_step);
+        for (int h = 0; h < 2; h++) { // the row of a that slot s was computed from (padding: 0)
+            const int s = s0 + r0 + 8 * h, f = p.a_rows == TALON__MOE_ROWS_SORTED ? s : slot_pair(p, s);
+            const int row = f < 0 ? 0 : p.a_rows == TALON__MOE_ROWS_TOKEN ? f / p.topk : f;
+            ra[h] = __ldg(reinterpret_cast<const float *>(p.a_scale) + row * p.a_scale_step);
+        }
     if (p.topk_weights)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -252,8 +255,8 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(staging + 2 * 16384);
     uint64_t *round_bar = reinterpret_cast<uint64_t *>(pipe + 1); // [2], alternating rounds
 
-    // fp8 a is always SORTED (the host's rule): the gathering code is not built for it
-    const bool gather = !is_fp8<DT> && p.a_rows != TALON__MOE_ROWS_SORTED;
+    // block-scaled fp8 a is always SORTED (the host's rule): not gathered
+    const bool gather = (!is_fp8<DT> || SC) && p.a_rows != TALON__MOE_ROWS_SORTED;
     const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
     const int wg = warpgroup_index();
     pdl_launch_dependents(); // the next kernel's CTAs take the SMs this grid leaves
@@ -317,7 +320,7 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
                     tma_load_3d(b + B_ELEMS / 2, &p.b_hi, full, kb * BK, hi, e);
                 }
                 if (gather) {
-                    const int col = kb * BK + (lane % 8) * 8;
+                    const int col = kb * BK + (lane % 8) * (16 / int(sizeof(T)));
                     const uint32_t base = smem_addr(sa + st.stage * A_ELEMS) + dst;
 #pragma unroll
                     for (int i = 0; i < BM / 16; i++) {

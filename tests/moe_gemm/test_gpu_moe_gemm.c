@@ -20,7 +20,8 @@
    the masked layout replayed on new counts; fp8 e4m3 with DeepSeek-V3 block scales (values
    and power-of-two scales that make every k-block's product exact, so the tolerance is the
    bf16 output's rounding and one fp32 rounding per k-block), and with scales per tensor and
-   per row (the tensor cores' accumulation over the whole row, as talon_gemm's tests).
+   per row (the tensor cores' accumulation over the whole row, as talon_gemm's tests), for
+   talon_moe_gemm (gathered a) and the grouped GEMM.
    TALON_TEST_QUICK=1 (compute-sanitizer) keeps every kernel variant on smaller problems. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -59,7 +60,8 @@ typedef struct mcase {
     int weights; /* router weights multiply the rows */
     int route;   /* ROUTE_* */
     int64_t local; /* experts passed to moe_gemm (fewer: expert parallelism); 0: experts */
-    int pad;     /* extra elements per row of a, b and d (multiples of 8) */
+    int pad;     /* extra elements per row of a, b and d (multiples of 8; fp8: of 16) */
+    talon_gemm_scale scale; /* bf16/f16: NONE; fp8: TENSOR or ROW */
 } mcase;
 
 /* The routing and moe_align's layout of it, on the device and read back. */
@@ -171,19 +173,48 @@ static void fill(talon_dtype dt, int64_t rows, int64_t cols, int64_t ld, uint64_
         }
 }
 
+/* fp8: an e4m3 matrix [rows, cols] with row stride ld of values in {0, +-1/4 .. +-2} (every
+   k-block's sum of products exact in fp32), x the values times their block's scale
+   scale(r, 128-column block), NaN padding. */
+static void fill8(int64_t rows, int64_t cols, int64_t ld, uint64_t *s, double *x, uint8_t *h,
+                  const float *scale, int64_t scale_row, int64_t scale_col) {
+    static const float set[] = {0.f, 0.25f, -0.25f, 0.5f, -0.5f, 0.75f, -0.75f, 1.f, -1.f,
+                                1.5f, -1.5f, 2.f, -2.f};
+    int64_t r, c;
+    for (r = 0; r < rows; r++)
+        for (c = 0; c < ld; c++) {
+            if (c < cols) {
+                h[r * ld + c] = ref_e4m3_from_f32(set[ref_next64(s) % 13]);
+                x[r * cols + c] = ref_e4m3_to_f64(h[r * ld + c]) *
+                                  (double)scale[r * scale_row + (c / 128) * scale_col];
+            } else {
+                h[r * ld + c] = 0x7F;
+            }
+        }
+}
+
+/* fp8 scales: powers of two in [2^-3, 2^3] (exact products). */
+static void fill_scales(float *x, int64_t n, uint64_t *s) {
+    int64_t i;
+    for (i = 0; i < n; i++) x[i] = ldexpf(1.f, (int)(ref_next64(s) % 7) - 3);
+}
+
 typedef struct job {
     mcase c;
     routing r;
     int64_t local, a_rows, d_rows, b_rows, lda, ldb, ldd, d_bytes;
-    double *a, *b;
-    uint16_t *ha, *hb;
-    unsigned char *hd;
-    CUdeviceptr da, db, dd;
+    int64_t isize, n_as, n_bs; /* bytes an element of a and b; fp8: a_scale's, b_scale's floats */
+    double *a, *b;   /* the values (fp8: times their scales) */
+    float *sa, *sb;  /* fp8: ROW a_scale [a_rows], b_scale [local, b_rows]; TENSOR [1], [local] */
+    unsigned char *ha, *hb, *hd;
+    CUdeviceptr da, db, dd, dsa, dsb;
 } job;
 
 static void job_free(job *j) {
     routing_free(&j->r);
-    free(j->a); free(j->b); free(j->ha); free(j->hb); free(j->hd);
+    free(j->a); free(j->b); free(j->ha); free(j->hb); free(j->hd); free(j->sa); free(j->sb);
+    if (j->dsa) cu.cuMemFree(j->dsa);
+    if (j->dsb) cu.cuMemFree(j->dsb);
     if (j->da) cu.cuMemFree(j->da);
     if (j->db) cu.cuMemFree(j->db);
     if (j->dd) cu.cuMemFree(j->dd);
@@ -205,25 +236,49 @@ static int job_prepare(job *j, const mcase *c, uint64_t seed) {
     j->b_rows = (c->gated ? 2 : 1) * c->n;
     j->lda = c->k + c->pad; j->ldb = c->k + c->pad; j->ldd = c->n + c->pad;
     j->d_bytes = j->d_rows * j->ldd * 2 + GUARD;
+    j->isize = c->dt == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
     j->a = malloc((size_t)(j->a_rows * c->k) * sizeof(double));
     j->b = malloc((size_t)(j->local * j->b_rows * c->k) * sizeof(double));
-    j->ha = malloc((size_t)(j->a_rows * j->lda) * 2);
-    j->hb = malloc((size_t)(j->local * j->b_rows * j->ldb) * 2);
+    j->ha = malloc((size_t)(j->a_rows * j->lda * j->isize));
+    j->hb = malloc((size_t)(j->local * j->b_rows * j->ldb * j->isize));
     j->hd = malloc((size_t)j->d_bytes);
     if (!j->a || !j->b || !j->ha || !j->hb || !j->hd) return -1;
-    j->da = gpu_alloc((size_t)(j->a_rows * j->lda) * 2);
-    j->db = gpu_alloc((size_t)(j->local * j->b_rows * j->ldb) * 2);
+    j->da = gpu_alloc((size_t)(j->a_rows * j->lda * j->isize));
+    j->db = gpu_alloc((size_t)(j->local * j->b_rows * j->ldb * j->isize));
     j->dd = gpu_alloc((size_t)j->d_bytes);
+    if (j->isize == 1) {
+        const int row = c->scale == TALON_GEMM_SCALE_ROW;
+        j->n_as = row ? j->a_rows : 1;
+        j->n_bs = j->local * (row ? j->b_rows : 1);
+        j->sa = malloc((size_t)j->n_as * sizeof(float));
+        j->sb = malloc((size_t)j->n_bs * sizeof(float));
+        j->dsa = gpu_alloc((size_t)j->n_as * 4);
+        j->dsb = gpu_alloc((size_t)j->n_bs * 4);
+        if (!j->sa || !j->sb || !j->dsa || !j->dsb) return -1;
+    }
     return j->da && j->db && j->dd ? 0 : -1;
 }
 
 /* Fresh a and b (from seed), uploaded; d poisoned. */
 static int job_upload(job *j, uint64_t seed) {
     uint64_t s = ref_mix64(seed ^ 0xA5A5);
-    fill(j->c.dt, j->a_rows, j->c.k, j->lda, &s, j->a, j->ha);
-    fill(j->c.dt, j->local * j->b_rows, j->c.k, j->ldb, &s, j->b, j->hb);
-    GPU_CK(cu.cuMemcpyHtoD(j->da, j->ha, (size_t)(j->a_rows * j->lda) * 2));
-    GPU_CK(cu.cuMemcpyHtoD(j->db, j->hb, (size_t)(j->local * j->b_rows * j->ldb) * 2));
+    if (j->isize == 1) { /* a row's scale (ROW) or one; a row of b's, or its expert's */
+        const int row = j->c.scale == TALON_GEMM_SCALE_ROW;
+        int64_t r;
+        fill_scales(j->sa, j->n_as, &s);
+        fill_scales(j->sb, j->n_bs, &s);
+        fill8(j->a_rows, j->c.k, j->lda, &s, j->a, j->ha, j->sa, row, 0);
+        for (r = 0; r < j->local * j->b_rows; r++)
+            fill8(1, j->c.k, j->ldb, &s, j->b + r * j->c.k, j->hb + r * j->ldb,
+                  j->sb + (row ? r : r / j->b_rows), 0, 0);
+        GPU_CK(cu.cuMemcpyHtoD(j->dsa, j->sa, (size_t)j->n_as * 4));
+        GPU_CK(cu.cuMemcpyHtoD(j->dsb, j->sb, (size_t)j->n_bs * 4));
+    } else {
+        fill(j->c.dt, j->a_rows, j->c.k, j->lda, &s, j->a, (uint16_t *)(void *)j->ha);
+        fill(j->c.dt, j->local * j->b_rows, j->c.k, j->ldb, &s, j->b, (uint16_t *)(void *)j->hb);
+    }
+    GPU_CK(cu.cuMemcpyHtoD(j->da, j->ha, (size_t)(j->a_rows * j->lda * j->isize)));
+    GPU_CK(cu.cuMemcpyHtoD(j->db, j->hb, (size_t)(j->local * j->b_rows * j->ldb * j->isize)));
     GPU_CK(cu.cuMemsetD8(j->dd, 0xFF, (size_t)j->d_bytes));
     if (gpu_call_failed) {
         gpu_call_failed = 0;
@@ -246,12 +301,17 @@ static talon_status job_launch(const job *j, CUstream stream) {
     if (c->pad) { a.lda = j->lda; a.ldb = j->ldb; a.ldd = j->ldd; }
     a.a_rows = c->a_rows; a.d_rows = c->d_rows;
     a.act = c->act; a.gated = c->gated; a.dtype = c->dt;
+    if (j->isize == 1) {
+        a.scale = c->scale; a.a_scale = j->dsa; a.b_scale = j->dsb;
+    }
     return talon_moe_gemm(g_ctx, stream, &a);
 }
 
 static void describe(const mcase *c, char *s, size_t n) {
     snprintf(s, n, "%s T %lld topk %lld E %lld (local %lld) n %lld k %lld gated %d act %d rows "
-             "%d->%d weights %d route %d pad %d", c->dt == TALON_DTYPE_BF16 ? "bf16" : "f16",
+             "%d->%d weights %d route %d pad %d", c->dt == TALON_DTYPE_BF16 ? "bf16"
+             : c->dt == TALON_DTYPE_F16 ? "f16" : c->scale == TALON_GEMM_SCALE_ROW ? "fp8 row"
+             : "fp8 tensor",
              (long long)c->tokens, (long long)c->topk, (long long)c->experts, (long long)c->local,
              (long long)c->n, (long long)c->k, c->gated, (int)c->act, (int)c->a_rows,
              (int)c->d_rows, c->weights, c->route, c->pad);
@@ -262,7 +322,10 @@ static void describe(const mcase *c, char *s, size_t n) {
 static int job_check(job *j, long long *elements) {
     const mcase *c = &j->c;
     const routing *r = &j->r;
-    const double rel = c->dt == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
+    /* d's rounding (fp8: bf16 d) and the fp32 sums (fp8: the tensor cores' accumulation over
+       the whole row, as talon_gemm's tests) */
+    const double rel = c->dt == TALON_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
+    const double e_mag = j->isize == 1 ? 0x1p-20 : 0x1p-14;
     const int64_t pairs = c->tokens * c->topk;
     const double macs = (double)r->num_post * (double)j->b_rows * (double)c->k;
     const int64_t step = macs > SAMPLED_MACS ? (int64_t)ceil(macs / SAMPLED_MACS) : 1;
@@ -292,9 +355,9 @@ static int job_check(job *j, long long *elements) {
                          c->weights ? (pad_slot ? 0.0 : (double)r->weights[f]) : 1.0, ref, mag);
         for (col = 0; col < c->n; col++) {
             uint16_t h;
-            double got, tol = rel * fabs(ref[col]) + 0x1p-14 * mag[col] + 1e-30;
+            double got, tol = rel * fabs(ref[col]) + e_mag * mag[col] + 1e-30;
             memcpy(&h, j->hd + (row * j->ldd + col) * 2, 2);
-            got = ref_to_f32(c->dt, h);
+            got = ref_to_f32(j->isize == 1 ? TALON_DTYPE_BF16 : c->dt, h);
             ++*elements;
             if (!(fabs(got - ref[col]) <= tol) && !bad++)
                 snprintf(what, sizeof what, "slot %lld (expert %d, pair %d) d[%lld, %lld] = %.9g, "
@@ -341,6 +404,9 @@ static void run_case(gpu_tally *t, const mcase *c, uint64_t seed) {
 
 #define BF TALON_DTYPE_BF16
 #define HF TALON_DTYPE_F16
+#define F8 TALON_DTYPE_FP8_E4M3
+#define ROW TALON_GEMM_SCALE_ROW
+#define TEN TALON_GEMM_SCALE_TENSOR
 #define TOK TALON_MOE_ROWS_TOKEN
 #define SRT TALON_MOE_ROWS_SORTED
 #define PR TALON_MOE_ROWS_PAIR
@@ -353,43 +419,55 @@ static void run_case(gpu_tally *t, const mcase *c, uint64_t seed) {
 /* Row layouts, epilogues, routings, odd shapes. */
 static void test_layouts(void **state) {
     static const mcase full[] = {
-        {BF, 300, 4, 8, 200, 264, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
-        {HF, 300, 4, 8, 200, 264, 1, A_TANH, TOK, SRT, 1, ROUTE_ZIPF, 0, 0},
-        {BF, 300, 4, 8, 264, 200, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0},
-        {BF, 257, 3, 16, 136, 72, 0, A_RELU, PR, PR, 1, ROUTE_MASKED, 0, 8},
-        {BF, 1000, 1, 4, 72, 136, 0, A_GELU, TOK, PR, 0, ROUTE_ONE, 0, 0},
-        {BF, 1, 8, 64, 64, 128, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0},
-        {BF, 1, 8, 64, 2048, 8, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0},
-        {BF, 500, 4, 8, 128, 256, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 5, 0},
-        {HF, 333, 2, 6, 1000, 520, 0, A_SILU, SRT, SRT, 1, ROUTE_ZIPF, 0, 16},
-        {HF, 129, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8},
+        {BF, 300, 4, 8, 200, 264, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {HF, 300, 4, 8, 200, 264, 1, A_TANH, TOK, SRT, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 300, 4, 8, 264, 200, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 257, 3, 16, 136, 72, 0, A_RELU, PR, PR, 1, ROUTE_MASKED, 0, 8, TALON_GEMM_SCALE_NONE},
+        {BF, 1000, 1, 4, 72, 136, 0, A_GELU, TOK, PR, 0, ROUTE_ONE, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 1, 8, 64, 64, 128, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 1, 8, 64, 2048, 8, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 500, 4, 8, 128, 256, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 5, 0, TALON_GEMM_SCALE_NONE},
+        {HF, 333, 2, 6, 1000, 520, 0, A_SILU, SRT, SRT, 1, ROUTE_ZIPF, 0, 16, TALON_GEMM_SCALE_NONE},
+        {HF, 129, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8, TALON_GEMM_SCALE_NONE},
         /* <= 128 tokens: halves of padding slots skip their products (zeros in sorted rows) */
-        {HF, 100, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8},
-        {BF, 96, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0},
+        {HF, 100, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8, TALON_GEMM_SCALE_NONE},
+        {BF, 96, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
         /* <= 64 tokens: the transposed kernel, chunks of 16, 32 or 64 slots (sorted rows of
            the chunks without work: zeros), n below a tile's second 64 columns, several
            chunks with work where the routing repeats an expert */
-        {BF, 16, 8, 64, 200, 264, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0},
-        {HF, 33, 4, 16, 136, 72, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 8},
-        {BF, 64, 2, 8, 1000, 520, 1, A_GELU, PR, PR, 1, ROUTE_MASKED, 5, 0},
-        {HF, 20, 6, 32, 24, 136, 1, A_TANH, TOK, PR, 0, ROUTE_UNIFORM, 0, 0},
-        {BF, 16, 8, 4, 136, 200, 0, A_RELU, TOK, SRT, 1, ROUTE_REPEAT, 0, 0},
-        {BF, 5, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 8},
-        {HF, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0},
+        {BF, 16, 8, 64, 200, 264, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {HF, 33, 4, 16, 136, 72, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 8, TALON_GEMM_SCALE_NONE},
+        {BF, 64, 2, 8, 1000, 520, 1, A_GELU, PR, PR, 1, ROUTE_MASKED, 5, 0, TALON_GEMM_SCALE_NONE},
+        {HF, 20, 6, 32, 24, 136, 1, A_TANH, TOK, PR, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 16, 8, 4, 136, 200, 0, A_RELU, TOK, SRT, 1, ROUTE_REPEAT, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 5, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 8, TALON_GEMM_SCALE_NONE},
+        {HF, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
         /* large enough for bn 256, gated and not, several tiles per CTA (sampled slots) */
-        {BF, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
-        {BF, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0},
+        {BF, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
+        /* fp8 with scales per row (of a's rows: tokens, pairs or slots) or tensor: gathered
+           and sorted a, both d layouts, padding halves skipped (<= 128 tokens), no transposed
+           kernel at <= 64 tokens, expert parallelism, strides, bn 256 */
+        {F8, 300, 4, 8, 200, 272, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
+        {F8, 257, 3, 16, 136, 144, 0, A_RELU, PR, PR, 1, ROUTE_MASKED, 0, 16, TEN},
+        {F8, 100, 6, 32, 96, 64, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 16, ROW},
+        {F8, 16, 8, 64, 200, 272, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, ROW},
+        {F8, 5, 8, 16, 136, 208, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 16, TEN},
+        {F8, 2048, 8, 32, 768, 1024, 1, A_TANH, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
+        {F8, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, ROW},
     };
     static const mcase quick[] = {
-        {BF, 130, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
-        {HF, 130, 4, 8, 264, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8},
-        {BF, 1, 8, 64, 64, 128, 1, A_GELU, PR, PR, 1, ROUTE_UNIFORM, 0, 0},
-        {BF, 100, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_ZIPF, 0, 0},
-        {BF, 16, 8, 16, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_REPEAT, 0, 0},
-        {HF, 40, 4, 8, 200, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8},
-        {BF, 300, 8, 8, 768, 256, 1, A_SILU, TOK, PR, 1, ROUTE_ZIPF, 0, 0},
-        {HF, 300, 8, 8, 512, 128, 0, A_TANH, SRT, SRT, 0, ROUTE_ONE, 0, 0},
-        {BF, 600, 8, 8, 1024, 64, 0, A_RELU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0},
+        {BF, 130, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {HF, 130, 4, 8, 264, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8, TALON_GEMM_SCALE_NONE},
+        {BF, 1, 8, 64, 64, 128, 1, A_GELU, PR, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 100, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 16, 8, 16, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_REPEAT, 0, 0, TALON_GEMM_SCALE_NONE},
+        {HF, 40, 4, 8, 200, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8, TALON_GEMM_SCALE_NONE},
+        {BF, 300, 8, 8, 768, 256, 1, A_SILU, TOK, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
+        {HF, 300, 8, 8, 512, 128, 0, A_TANH, SRT, SRT, 0, ROUTE_ONE, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 600, 8, 8, 1024, 64, 0, A_RELU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {F8, 130, 4, 8, 200, 144, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
+        {F8, 40, 4, 8, 200, 64, 0, A_NONE, PR, PR, 1, ROUTE_MASKED, 5, 16, TEN},
     };
     const mcase *cases = g_quick ? quick : full;
     const int n = g_quick ? COUNT(quick) : COUNT(full);
@@ -404,7 +482,7 @@ static void test_layouts(void **state) {
 /* Captured once, replayed on fresh a and b: the graph keeps the tensor maps and reads the
    routing on the device. */
 static void test_graph(void **state) {
-    const mcase c = {BF, 200, 4, 8, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_ZIPF, 0, 0};
+    const mcase c = {BF, 200, 4, 8, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE};
     gpu_tally t;
     job j;
     CUgraph graph = NULL;
@@ -669,31 +747,6 @@ static int gjob_prepare(gjob *j, const gcase *c, uint64_t seed) {
     return 0;
 }
 
-/* fp8: an e4m3 matrix [rows, cols] with row stride ld of values in {0, +-1/4 .. +-2} (every
-   k-block's sum of products exact in fp32), x the values times their block's scale
-   scale(r, 128-column block), NaN padding. */
-static void fill8(int64_t rows, int64_t cols, int64_t ld, uint64_t *s, double *x, uint8_t *h,
-                  const float *scale, int64_t scale_row, int64_t scale_col) {
-    static const float set[] = {0.f, 0.25f, -0.25f, 0.5f, -0.5f, 0.75f, -0.75f, 1.f, -1.f,
-                                1.5f, -1.5f, 2.f, -2.f};
-    int64_t r, c;
-    for (r = 0; r < rows; r++)
-        for (c = 0; c < ld; c++) {
-            if (c < cols) {
-                h[r * ld + c] = ref_e4m3_from_f32(set[ref_next64(s) % 13]);
-                x[r * cols + c] = ref_e4m3_to_f64(h[r * ld + c]) *
-                                  (double)scale[r * scale_row + (c / 128) * scale_col];
-            } else {
-                h[r * ld + c] = 0x7F;
-            }
-        }
-}
-
-/* fp8 scales: powers of two in [2^-3, 2^3] (exact products). */
-static void fill_scales(float *x, int64_t n, uint64_t *s) {
-    int64_t i;
-    for (i = 0; i < n; i++) x[i] = ldexpf(1.f, (int)(ref_next64(s) % 7) - 3);
-}
 
 /* Fresh a, b (fp8: and scales; MASKED: and counts) from seed, uploaded; d poisoned. */
 static int gjob_upload(gjob *j, uint64_t seed) {
@@ -840,7 +893,6 @@ static void run_gcase(gpu_tally *t, const gcase *c, uint64_t seed) {
     if (e != CUDA_SUCCESS) fail();
 }
 
-#define F8 TALON_DTYPE_FP8_E4M3
 #define CONT TALON_GROUPED_CONTIGUOUS
 #define MASK TALON_GROUPED_MASKED
 

@@ -45,7 +45,6 @@ static const bad_row bad_rows[] = {
     {.name = "moe_gemm: ctx NULL", .op = OP_MOE_GEMM, .kind = BAD_CTX, .field = "ctx", .value = "NULL"},
     {.name = "moe_gemm: args NULL", .op = OP_MOE_GEMM, .kind = BAD_ARGS, .field = "args", .value = "NULL"},
     BAD("dtype F32", ONE(M(dtype, ENUM, TALON_DTYPE_F32)), "args->dtype", "2"),
-    BAD("dtype fp8 (not yet)", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->dtype", "4"),
     BAD("a_rows 3", ONE(M(a_rows, ENUM, 3)), "args->a_rows", "3"),
     BAD("a_rows -1", ONE(M(a_rows, ENUM, -1)), "args->a_rows", "-1"),
     BAD("d_rows TOKEN", ONE(M(d_rows, ENUM, TALON_MOE_ROWS_TOKEN)), "args->d_rows", "1"),
@@ -108,6 +107,28 @@ static const bad_row bad_rows[] = {
         M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), M(d, PTR, 0x100000000000ull)), "args->n", "1048576"),
     BAD("topk_weights inside d", ONE(M(topk_weights, PTR, P_D + 0x47d0000 - 4)),
         "args->topk_weights", "0x247cfffc"),
+    /* fp8: TENSOR or ROW scales (d bf16, the same span) */
+    BAD("dtype fp8 with scale NONE", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->scale", "0"),
+    BAD("fp8 scale BLOCK", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+        M(scale, ENUM, TALON_GEMM_SCALE_BLOCK), M(a_scale, PTR, P_AS), M(b_scale, PTR, P_BS)),
+        "args->scale", "3"),
+    BAD("scale ROW with bf16", ONE(M(scale, ENUM, TALON_GEMM_SCALE_ROW)), "args->scale", "2"),
+    BAD("a_scale with bf16", ONE(M(a_scale, PTR, P_AS)), "args->a_scale", "0x44000000"),
+    BAD("fp8 a_scale NULL", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+        M(scale, ENUM, TALON_GEMM_SCALE_ROW), M(b_scale, PTR, P_BS)), "args->a_scale", "NULL"),
+    BAD("fp8 ROW b_scale 4-byte aligned", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+        M(scale, ENUM, TALON_GEMM_SCALE_ROW), M(a_scale, PTR, P_AS), M(b_scale, PTR, P_BS + 4)),
+        "args->b_scale", "0x45000004"),
+    BAD("fp8 lda 2056 (not a multiple of 16)", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+        M(scale, ENUM, TALON_GEMM_SCALE_TENSOR), M(a_scale, PTR, P_AS), M(b_scale, PTR, P_BS),
+        M(lda, I64, 2056)), "args->lda", "2056"),
+    BAD("fp8 ROW a_scale inside d", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+        M(scale, ENUM, TALON_GEMM_SCALE_ROW), M(a_scale, PTR, P_D + 0x100), M(b_scale, PTR, P_BS)),
+        "args->a_scale", "0x20000100"),
+    /* ROW b_scale: 128 experts x 1536 rows x 4 bytes = 0xc0000 */
+    BAD("fp8 ROW b_scale's end inside d", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+        M(scale, ENUM, TALON_GEMM_SCALE_ROW), M(a_scale, PTR, P_AS),
+        M(b_scale, PTR, P_D - 0xc0000 + 8)), "args->b_scale", "0x1ff40008"),
 };
 
 static void test_invalid_argument(void **state) {
@@ -265,6 +286,17 @@ static const moe_launch_row launch_rows[] = {
                M(tokens, I64, 16), M(sorted_capacity, I64, 128 + 128 * 127),
                M(expert_ids_capacity, I64, 128)),
            "talon_moe_gemm_bf16_128", 132, 16),
+    /* fp8 with scales per tensor or row: the 128-row kernel at every size (gathered a too) */
+    LAUNCH("fp8 row gate/up, token rows -> sorted",
+           ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3), M(scale, ENUM, TALON_GEMM_SCALE_ROW),
+               M(a_scale, PTR, P_AS), M(b_scale, PTR, P_BS)),
+           "talon_moe_gemm_e4m3_row_gated_256", 132, 6),
+    LAUNCH("fp8 tensor, 16 tokens, pair rows: not transposed",
+           ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3), M(scale, ENUM, TALON_GEMM_SCALE_TENSOR),
+               M(a_scale, PTR, P_AS), M(b_scale, PTR, P_BS), M(gated, INT, 0), M(n, I64, 2048),
+               M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), M(tokens, I64, 16),
+               M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
+           "talon_moe_gemm_e4m3_row_128", 132, 16),
 };
 
 static void test_launch(void **state) {
@@ -275,9 +307,11 @@ static void test_launch(void **state) {
     const int bn = strstr(row->symbol, "_256") ? 256 : 128;
     const int swap = strstr(row->symbol, "swap64") ? 64 : strstr(row->symbol, "swap32") ? 32
                      : strstr(row->symbol, "swap16") ? 16 : 0;
+    int64_t es; /* bytes an element of a and b */
     int i, maps;
     valid_args(&a);
     apply_sets(&a, row->set, MAX_SETS);
+    es = a.dtype == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
     assert_int_equal(talon_moe_gemm(g_ctx, STREAM, &a), TALON_SUCCESS);
     assert_int_equal(fake.load_calls[TALON__IMG_moe_gemm], 1);
     assert_int_equal(fake.launches, 1);
@@ -308,6 +342,12 @@ static void test_launch(void **state) {
     assert_int_equal(p->d_rows, (int)a.d_rows);
     assert_int_equal(p->act, (int)a.act);
     assert_int_equal(p->skip_padding, a.tokens <= 128 && !swap);
+    assert_int_equal(p->a_scale, a.a_scale);
+    assert_int_equal(p->b_scale, a.b_scale);
+    assert_int_equal(p->a_scale_step, a.scale == TALON_GEMM_SCALE_ROW);
+    assert_int_equal(p->b_scale_step, a.scale == TALON_GEMM_SCALE_ROW);
+    assert_int_equal(p->b_scale_expert, a.scale == TALON_GEMM_SCALE_ROW ? (a.gated ? 2 : 1) * a.n
+                                        : a.scale == TALON_GEMM_SCALE_TENSOR);
     /* maps in order: a (SORTED, 128-row kernel), d (SORTED), b's gate (or only) view, b's up
        view (gated) */
     maps = (a.a_rows == TALON_MOE_ROWS_SORTED && !swap) + (a.d_rows == TALON_MOE_ROWS_SORTED) + 1 +
@@ -330,22 +370,23 @@ static void test_launch(void **state) {
     }
     for (; i < maps; i++) {
         const int up = a.gated && i == maps - 1;
-        assert_ptr_equal(fake.enc_log[i].addr, (void *)(uintptr_t)(a.b + (up ? a.n * a.k * 2 : 0)));
+        assert_ptr_equal(fake.enc_log[i].addr, (void *)(uintptr_t)(a.b + (up ? a.n * a.k * es : 0)));
         assert_int_equal(fake.enc_log[i].rank, 3);
         assert_int_equal(fake.enc_log[i].dims[0], a.k);
         assert_int_equal(fake.enc_log[i].dims[1], a.n);
         assert_int_equal(fake.enc_log[i].dims[2], a.experts);
-        assert_int_equal(fake.enc_log[i].strides[0], a.k * 2);
-        assert_int_equal(fake.enc_log[i].strides[1], (a.gated ? 2 : 1) * a.n * a.k * 2);
-        assert_int_equal(fake.enc_log[i].box[0], 64);
+        assert_int_equal(fake.enc_log[i].strides[0], a.k * es);
+        assert_int_equal(fake.enc_log[i].strides[1], (a.gated ? 2 : 1) * a.n * a.k * es);
+        assert_int_equal(fake.enc_log[i].box[0], 128 / es);
         assert_int_equal(fake.enc_log[i].box[1], swap ? 128 : bn / 2);
         assert_int_equal(fake.enc_log[i].box[2], 1);
         assert_int_equal(fake.enc_log[i].swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
         assert_int_equal(fake.enc_log[i].type, a.dtype == TALON_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                           : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+                                               : es == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                                         : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
     }
     memcpy(&map_base, &p->b_hi, sizeof map_base);
-    assert_int_equal(map_base, a.b + (a.gated ? (CUdeviceptr)(a.n * a.k * 2) : 0));
+    assert_int_equal(map_base, a.b + (a.gated ? (CUdeviceptr)(a.n * a.k * es) : 0));
 }
 
 /* Strided views reach the params and the maps. */

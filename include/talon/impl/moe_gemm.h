@@ -93,14 +93,28 @@ static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, cons
     return talon__launch_ex(ctx, stream, op, kernel, pl->grid, 1, p, 1);
 }
 
+/* talon_moe_gemm's types: bf16/f16 without scales, or fp8 with TENSOR or ROW scales. */
+static talon_status talon__moe_gemm_check_types(const char *op, const talon_moe_gemm_args *a) {
+    if (a->dtype == TALON_DTYPE_FP8_E4M3 && a->scale != TALON_GEMM_SCALE_TENSOR &&
+        a->scale != TALON_GEMM_SCALE_ROW)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
+                           "TALON_GEMM_SCALE_TENSOR (1) or ROW (2) with fp8 inputs", op,
+                           (int)a->scale);
+    return talon__gemm_check_inputs(op, a->dtype, a->scale, a->a_scale, a->b_scale, a->gated,
+                                    a->n);
+}
+
 talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *a) {
     static const char op[] = "talon_moe_gemm";
     talon__moe_gemm_params p;
     talon__moe_gemm_plan pl;
     int64_t lda, ldb, ldd, a_rows, d_rows, b_rows;
     CUdeviceptr sd[2], s[2];
+    int isize, fp8;
     TALON__TRY(talon__check_common(op, ctx, a));
-    TALON__TRY(talon__check_dtype(op, a->dtype));
+    TALON__TRY(talon__moe_gemm_check_types(op, a));
+    isize = talon__gemm_esize(a->dtype);
+    fp8 = isize == 1;
     TALON__TRY(talon__moe_gemm_check_rows(op, "a_rows", (int)a->a_rows, 1));
     TALON__TRY(talon__moe_gemm_check_rows(op, "d_rows", (int)a->d_rows, 0));
     TALON__TRY(talon__check_size(op, "tokens", a->tokens, 65536));
@@ -110,7 +124,7 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->block_size = %lld must "
                            "be 128 (the tile's rows)", op, (long long)a->block_size);
     TALON__TRY(talon__moe_gemm_check_capacity(op, a));
-    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, 2, a->lda,
+    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, isize, a->lda,
                                               a->ldb, a->ldd, a->d, a->a, a->b, &lda, &ldb, &ldd));
     TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
@@ -121,10 +135,15 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     d_rows = talon__moe_rows_count(a->d_rows, a);
     b_rows = (a->gated ? 2 : 1) * a->n;
     talon__gemm_span(a->d, d_rows, a->n, ldd, 2, sd);
-    talon__gemm_span(a->a, a_rows, a->k, lda, 2, s);
+    talon__gemm_span(a->a, a_rows, a->k, lda, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
-    talon__gemm_span(a->b, a->experts * b_rows, a->k, ldb, 2, s);
+    talon__gemm_span(a->b, a->experts * b_rows, a->k, ldb, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
+    talon__gemm_span(a->a_scale, 1, a->scale == TALON_GEMM_SCALE_ROW ? a_rows : 1, 1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "a_scale", a->a_scale, s));
+    talon__gemm_span(a->b_scale, 1, a->experts * (a->scale == TALON_GEMM_SCALE_ROW ? b_rows : 1),
+                     1, 4, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "b_scale", a->b_scale, s));
     talon__gemm_span(a->sorted_token_ids, 1, a->sorted_capacity, 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "sorted_token_ids", a->sorted_token_ids, s));
     talon__gemm_span(a->expert_ids, 1, a->expert_ids_capacity, 1, 4, s);
@@ -137,7 +156,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
 
     talon__moe_gemm_plan_make(a->tokens, a->topk, a->n, a->gated, a->sorted_capacity,
                               a->expert_ids_capacity,
-                              a->a_rows == TALON_MOE_ROWS_SORTED && a->d_rows == TALON_MOE_ROWS_SORTED,
+                              fp8 || (a->a_rows == TALON_MOE_ROWS_SORTED &&
+                                      a->d_rows == TALON_MOE_ROWS_SORTED),
                               ctx->sms, &pl);
     if ((int64_t)pl.blocks * pl.tiles_n > (1LL << 30)) /* the kernel's int tile indices */
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld with "
@@ -152,7 +172,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
                                    a->dtype));
     if (a->d_rows == TALON_MOE_ROWS_SORTED)
         TALON__TRY(talon__gemm_map(ctx, op, "d", &p.d_map, a->d, d_rows, a->n, ldd,
-                                   pl.swap_rows ? pl.swap_rows : 64, a->dtype));
+                                   pl.swap_rows ? pl.swap_rows : 64,
+                                   fp8 ? TALON_DTYPE_BF16 : a->dtype));
     p.a_ptr = a->a; p.d = a->d;
     p.sorted_token_ids = a->sorted_token_ids; p.expert_ids = a->expert_ids;
     p.num_post = a->num_tokens_post_padded; p.topk_weights = a->topk_weights;
@@ -160,8 +181,14 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     p.experts = (int)a->experts; p.topk = (int)a->topk; p.pairs = (int)(a->tokens * a->topk);
     p.a_rows = (int)a->a_rows; p.d_rows = (int)a->d_rows; p.act = (int)a->act;
     p.layout = TALON__MOE_LAYOUT_ALIGNED;
+    if (fp8) {
+        const int row = a->scale == TALON_GEMM_SCALE_ROW;
+        p.a_scale = a->a_scale; p.b_scale = a->b_scale;
+        p.a_scale_step = p.b_scale_step = row;
+        p.b_scale_expert = row ? b_rows : 1;
+    }
     return talon__moe_gemm_launch(ctx, stream, op, &p, &pl, a->b, a->n, a->k, ldb, a->gated,
-                                  a->dtype, 0);
+                                  a->dtype, fp8);
 }
 
 /* talon_grouped_gemm's types: fp8 takes TENSOR, ROW or BLOCK scales; then the dense GEMM's

@@ -53,16 +53,17 @@ static void talon__moe_gemm_plan_blocks(int64_t busy_rows, int64_t blocks, int64
    docs/notes/moe_gemm.md).
    At up to 64 tokens (an expert then has at most that many rows) the transposed kernel instead
    (moe_gemm_swap): tiles of 128 output columns x the block's slots in chunks of the smallest of
-   16, 32, 64 rows that holds the tokens, one CTA per SM, no clusters. Not where a and d are
-   both SORTED: every slot of such a block is computed from a[s] as is, padding included. */
+   16, 32, 64 rows that holds the tokens, one CTA per SM, no clusters. Not where no_swap: a and
+   d both SORTED (every slot of such a block is computed from a[s] as is, padding included),
+   or fp8 inputs (the transposed kernel is 16-bit only). */
 static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t n, int gated,
                                       int64_t sorted_capacity, int64_t expert_ids_capacity,
-                                      int both_sorted, int sms, talon__moe_gemm_plan *pl) {
+                                      int no_swap, int sms, talon__moe_gemm_plan *pl) {
     const int64_t sorted_blocks = sorted_capacity / 128;
     const int64_t blocks = expert_ids_capacity < sorted_blocks ? expert_ids_capacity : sorted_blocks;
     talon__moe_gemm_plan_blocks(tokens * topk, blocks, n, gated, 1, sms, pl);
     pl->skip_padding = tokens <= 128;
-    if (tokens <= 64 && !both_sorted) {
+    if (tokens <= 64 && !no_swap) {
         const int64_t tiles = blocks * ((n + 127) / 128);
         pl->swap_rows = tokens <= 16 ? 16 : tokens <= 32 ? 32 : 64;
         pl->tiles_n = (int)((n + 127) / 128);
