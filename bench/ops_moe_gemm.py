@@ -117,6 +117,39 @@ def check_block(model, what, xe, ids, topw, out):
                                  f"{i}: {got[i].item()} vs {ref[i].item()}")
 
 
+def moe_layout(h, tokens, e, k, ids, topw):
+    """moe_align's layout of a routing (aligned once, not timed), and torch's grouping of the
+    same pairs: by expert (stable), each group padded to 16 rows; a padding row reads token
+    `tokens` (a zero row) with weight 0."""
+    pairs = tokens * k
+    scap = pairs + min(e, pairs) * 127
+    bcap = (scap + 127) // 128
+    L = {"scap": scap, "bcap": bcap,
+         "sorted": torch.empty(scap, dtype=torch.int32, device="cuda"),
+         "experts": torch.empty(bcap, dtype=torch.int32, device="cuda"),
+         "npost": torch.empty(1, dtype=torch.int32, device="cuda")}
+    h.call("talon_moe_align_block_size", h.struct("talon_moe_align_block_size_args")(
+        sorted_token_ids=ptr(L["sorted"]), expert_ids=ptr(L["experts"]),
+        num_tokens_post_padded=ptr(L["npost"]), topk_ids=ptr(ids), tokens=tokens, k=k,
+        experts=e, block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap),
+        torch.cuda.current_stream().cuda_stream)
+    flat = ids.reshape(-1).long()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=e)
+    padded = (counts + 15) // 16 * 16
+    ends = torch.cumsum(padded, 0)
+    L["total"] = int(ends[-1])
+    slot = torch.arange(pairs, device="cuda") - (torch.cumsum(counts, 0) - counts)[flat[order]] \
+        + (ends - padded)[flat[order]]
+    src = torch.full((L["total"],), pairs, dtype=torch.long, device="cuda")
+    src[slot] = order
+    L["tok"] = torch.where(src < pairs, src // k, tokens)
+    L["roww"] = torch.cat([topw.reshape(-1), torch.zeros(1, device="cuda")])[src].to(torch.bfloat16)
+    L["offs"] = ends.int()
+    L["touched"] = int((counts > 0).sum())
+    return L
+
+
 def block_case(h, model, tokens, targets=()):
     """The whole MoE block with talon alone against its two GEMMs alone (module docstring)."""
     e, k, hid, inter = MODELS[model]
@@ -193,33 +226,10 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
     label = f"{model} T={tokens}{' zipf' if zipf else ''}"
     Args = h.struct("talon_moe_gemm_args")
     ids, topw = routing(tokens, e, k, zipf, 7 + tokens)
-    # moe_align once (not timed)
-    scap = pairs + min(e, pairs) * 127
-    bcap = (scap + 127) // 128
-    sorted_ids = torch.empty(scap, dtype=torch.int32, device="cuda")
-    expert_ids = torch.empty(bcap, dtype=torch.int32, device="cuda")
-    npost = torch.empty(1, dtype=torch.int32, device="cuda")
-    h.call("talon_moe_align_block_size", h.struct("talon_moe_align_block_size_args")(
-        sorted_token_ids=ptr(sorted_ids), expert_ids=ptr(expert_ids),
-        num_tokens_post_padded=ptr(npost), topk_ids=ptr(ids), tokens=tokens, k=k, experts=e,
-        block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap),
-        torch.cuda.current_stream().cuda_stream)
-    # torch's grouping: pairs by expert (stable), each group padded to 16 rows; a padding row
-    # reads token `tokens` (a zero row) with weight 0
-    flat = ids.reshape(-1).long()
-    order = torch.argsort(flat, stable=True)
-    counts = torch.bincount(flat, minlength=e)
-    padded = (counts + 15) // 16 * 16
-    ends = torch.cumsum(padded, 0)
-    total = int(ends[-1])
-    slot = torch.arange(pairs, device="cuda") - (torch.cumsum(counts, 0) - counts)[flat[order]] \
-        + (ends - padded)[flat[order]]
-    src = torch.full((total,), pairs, dtype=torch.long, device="cuda")
-    src[slot] = order
-    tok = torch.where(src < pairs, src // k, tokens)
-    roww = torch.cat([topw.reshape(-1), torch.zeros(1, device="cuda")])[src].to(torch.bfloat16)
-    offs = ends.int()
-    touched = int((counts > 0).sum())
+    L = moe_layout(h, tokens, e, k, ids, topw)
+    scap, bcap, total, tok, roww, offs, touched = (L[x] for x in (
+        "scap", "bcap", "total", "tok", "roww", "offs", "touched"))
+    sorted_ids, expert_ids, npost = L["sorted"], L["experts"], L["npost"]
 
     def make():
         w13, w2 = weights(model)
@@ -316,30 +326,10 @@ def moe_fp8_case(h, model, tokens):
     pairs = tokens * k
     Args = h.struct("talon_moe_gemm_args")
     ids, topw = routing(tokens, e, k, False, 7 + tokens)
-    scap = pairs + min(e, pairs) * 127
-    bcap = (scap + 127) // 128
-    sorted_ids = torch.empty(scap, dtype=torch.int32, device="cuda")
-    expert_ids = torch.empty(bcap, dtype=torch.int32, device="cuda")
-    npost = torch.empty(1, dtype=torch.int32, device="cuda")
-    stream = torch.cuda.current_stream().cuda_stream
-    h.call("talon_moe_align_block_size", h.struct("talon_moe_align_block_size_args")(
-        sorted_token_ids=ptr(sorted_ids), expert_ids=ptr(expert_ids),
-        num_tokens_post_padded=ptr(npost), topk_ids=ptr(ids), tokens=tokens, k=k, experts=e,
-        block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap), stream)
-    flat = ids.reshape(-1).long()
-    order = torch.argsort(flat, stable=True)
-    counts = torch.bincount(flat, minlength=e)
-    padded = (counts + 15) // 16 * 16
-    ends = torch.cumsum(padded, 0)
-    total = int(ends[-1])
-    slot = torch.arange(pairs, device="cuda") - (torch.cumsum(counts, 0) - counts)[flat[order]] \
-        + (ends - padded)[flat[order]]
-    src = torch.full((total,), pairs, dtype=torch.long, device="cuda")
-    src[slot] = order
-    tok = torch.where(src < pairs, src // k, tokens)
-    roww = torch.cat([topw.reshape(-1), torch.zeros(1, device="cuda")])[src].to(torch.bfloat16)
-    offs = ends.int()
-    touched = int((counts > 0).sum())
+    L = moe_layout(h, tokens, e, k, ids, topw)
+    scap, bcap, total, tok, roww, offs, touched = (L[x] for x in (
+        "scap", "bcap", "total", "tok", "roww", "offs", "touched"))
+    sorted_ids, expert_ids, npost = L["sorted"], L["experts"], L["npost"]
 
     def quant_rows(x):  # torch's per-row e4m3, the rule of talon_quant_fp8's TOKEN mode
         sc = x.abs().amax(1).float().clamp_min(2.0 ** -126) / 448
