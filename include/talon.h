@@ -1186,8 +1186,9 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    both SORTED). At <= 64 tokens (unless a and d are both SORTED, or fp8) a transposed kernel
    instead: one CTA per SM, tiles of 128 output columns (256 rows of b when gated) x the
    block's slots in chunks of 16, 32 or 64 (the smallest that holds the tokens); a chunk
-   without a pair is not computed (SORTED d: zeros). A routing that names an expert more than once per token is
-   still exact; that expert's weights are then read once per chunk with work. No workspace.
+   without a pair is not computed (SORTED d: zeros). A routing that names an expert more
+   than once per token is still exact; that expert's weights are then read once per chunk
+   with work. No workspace.
    The launch is a programmatic dependent of the stream's previous kernel (cuLaunchKernelEx;
    captured graphs keep the edge), so the down projection starts while the gate/up one drains:
    before it waits for that kernel's grid (griddepcontrol.wait) a CTA only warms L2 with its
@@ -1263,7 +1264,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
      block of each group's b; gated: of its [2n, k] rows, so n must be a multiple of 64); each
      k-block's product is scaled in fp32 before it is added.
    b is [groups, gated ? 2n : n, k] with row stride ldb and the groups back to back (gated:
-   each group's gate rows, then its up rows). Accumulation in fp32 on the tensor cores; deterministic.
+   each group's gate rows, then its up rows). Accumulation in fp32 on the tensor cores;
+   deterministic.
    Limits: groups in [1, 65536]; CONTIGUOUS rows a multiple of 128 in [128, 2^31 - 128];
    MASKED rows in [1, 2^20] and groups x rows < 2^31; n and k in [8, 2^20], multiples of 8
    (tiles: row blocks x ceil(n / 64) <= 2^30); strides as talon_moe_gemm's (0 = contiguous;
@@ -1272,8 +1274,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
    other layout must be 0 (CONTIGUOUS: group_rows; MASKED: tile_groups and rows_used), the
    scales 0 with bf16/f16. d must not overlap any input.
    Kernel: talon_moe_gemm's (one persistent launch; tile width 256 or 128 rows of b from
-   (rows, n, gated, SM count); fp8 block scales, gated, n not a multiple of 128: 128), a programmatic
-   dependent of the stream's previous kernel as there. No workspace.
+   (rows, n, gated, SM count); fp8 block scales, gated, n not a multiple of 128: 128), a
+   programmatic dependent of the stream's previous kernel as there. No workspace.
    Errors (INVALID_ARGUMENT, nothing launched): NULL, misaligned or stray pointers, sizes or
    strides out of range, an unsupported dtype, scale, act or layout, gated not 0/1, d
    overlapping an input; DRIVER if the driver rejects a tensor map. Thread-safe; legal inside

@@ -137,8 +137,9 @@ __device__ __forceinline__ float2 scale_pair(const float *s, int col, int step) 
 // store (d SORTED, all 64 rows live) or by 16-byte stores to the pairs' rows (PAIR) or to the
 // first `live` rows (a masked group's last block). Register 4q + 2h + e of
 // d holds row 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e (gated: the up half's at + bn / 4).
-// SC 1 (fp8 epilogue scales): each value times a's scale of its row (sorted slot) and b's of
-// its column in group e (gated: the gate's and the up's rows); columns past n read column 0's.
+// SC 1 (fp8 epilogue scales): each value times a's scale of the row of a its slot was
+// computed from (the slot's, its token's or its pair's) and b's of its column in group e
+// (gated: the gate's and the up's rows), before the activation; columns past n read column 0's.
 template <int DT, int BN, int G, int SC, typename Act>
 __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__moe_gemm_params &p,
                                          int e, int s0, int live, int n0, Staging &st) {
