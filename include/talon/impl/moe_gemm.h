@@ -93,15 +93,19 @@ static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, cons
     return talon__launch_ex(ctx, stream, op, kernel, pl->grid, 1, p, 1);
 }
 
-/* talon_moe_gemm's types: bf16/f16 without scales, or fp8 with TENSOR or ROW scales. */
-static talon_status talon__moe_gemm_check_types(const char *op, const talon_moe_gemm_args *a) {
-    if (a->dtype == TALON_DTYPE_FP8_E4M3 && a->scale != TALON_GEMM_SCALE_TENSOR &&
-        a->scale != TALON_GEMM_SCALE_ROW)
+/* Both ops' types: bf16/f16 without scales, or fp8 with TENSOR or ROW scales (and BLOCK
+   where allow_block: the grouped GEMM's); then the dense GEMM's rules. */
+static talon_status talon__moe_gemm_check_types(const char *op, talon_dtype dtype,
+                                                talon_gemm_scale scale, CUdeviceptr a_scale,
+                                                CUdeviceptr b_scale, int gated, int64_t n,
+                                                int allow_block) {
+    if (dtype == TALON_DTYPE_FP8_E4M3 && scale != TALON_GEMM_SCALE_TENSOR &&
+        scale != TALON_GEMM_SCALE_ROW && !(allow_block && scale == TALON_GEMM_SCALE_BLOCK))
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
-                           "TALON_GEMM_SCALE_TENSOR (1) or ROW (2) with fp8 inputs", op,
-                           (int)a->scale);
-    return talon__gemm_check_inputs(op, a->dtype, a->scale, a->a_scale, a->b_scale, a->gated,
-                                    a->n);
+                           "TALON_GEMM_SCALE_TENSOR (1)%s ROW (2)%s with fp8 inputs", op,
+                           (int)scale, allow_block ? "," : " or",
+                           allow_block ? " or BLOCK (3)" : "");
+    return talon__gemm_check_inputs(op, dtype, scale, a_scale, b_scale, gated, n);
 }
 
 talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *a) {
@@ -112,7 +116,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     CUdeviceptr sd[2], s[2];
     int isize, fp8;
     TALON__TRY(talon__check_common(op, ctx, a));
-    TALON__TRY(talon__moe_gemm_check_types(op, a));
+    TALON__TRY(talon__moe_gemm_check_types(op, a->dtype, a->scale, a->a_scale, a->b_scale,
+                                           a->gated, a->n, 0));
     isize = talon__gemm_esize(a->dtype);
     fp8 = isize == 1;
     TALON__TRY(talon__moe_gemm_check_rows(op, "a_rows", (int)a->a_rows, 1));
@@ -191,19 +196,6 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
                                   a->dtype, fp8);
 }
 
-/* talon_grouped_gemm's types: fp8 takes TENSOR, ROW or BLOCK scales; then the dense GEMM's
-   rules. */
-static talon_status talon__grouped_gemm_check_types(const char *op,
-                                                    const talon_grouped_gemm_args *a) {
-    if (a->dtype == TALON_DTYPE_FP8_E4M3 && a->scale != TALON_GEMM_SCALE_TENSOR &&
-        a->scale != TALON_GEMM_SCALE_ROW && a->scale != TALON_GEMM_SCALE_BLOCK)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
-                           "TALON_GEMM_SCALE_TENSOR (1), ROW (2) or BLOCK (3) with fp8 inputs",
-                           op, (int)a->scale);
-    return talon__gemm_check_inputs(op, a->dtype, a->scale, a->a_scale, a->b_scale, a->gated,
-                                    a->n);
-}
-
 /* talon_grouped_gemm's rules: the pointers of its layout given, the other layout's 0. */
 static talon_status talon__grouped_gemm_check_layout(const char *op,
                                                      const talon_grouped_gemm_args *a) {
@@ -256,7 +248,8 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     int isize, fp8, block;
     talon_dtype out_dtype;
     TALON__TRY(talon__check_common(op, ctx, a));
-    TALON__TRY(talon__grouped_gemm_check_types(op, a));
+    TALON__TRY(talon__moe_gemm_check_types(op, a->dtype, a->scale, a->a_scale, a->b_scale,
+                                           a->gated, a->n, 1));
     isize = talon__gemm_esize(a->dtype);
     fp8 = isize == 1;
     block = fp8 && a->scale == TALON_GEMM_SCALE_BLOCK;
