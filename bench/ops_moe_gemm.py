@@ -315,13 +315,50 @@ def weights_fp8(model):
     return _weights_fp8[model]
 
 
-def moe_fp8_case(h, model, tokens):
-    """The expert computation in fp8 with per-token x per-channel scales, as an fp8 engine
-    runs it: x quantised per token (outside the timing, as rmsnorm_quant_fp8 leaves it), then
-    gate/up (fp8 row, SiLU and mul) -> talon_quant_fp8 per token of the intermediate -> down
-    (fp8 row, router weights) -> moe_sum. Peers: the same with torch._scaled_grouped_mm and
-    torch's quantisation ("torch_fp8", also the reference the output is checked against), its
-    two scaled GEMMs alone on pre-gathered inputs, and talon's bf16 moe_gemm pipeline."""
+_weights_fp8_block = {}  # one model's e4m3 weights and 128 x 128 block scales
+
+
+def weights_fp8_block(model):
+    """The bf16 weights quantised per 128 x 128 block (DeepSeek-V3's checkpoint layout):
+    w = e4m3(w / s) x s, s = the block's amax / 448, scales [E, rows / 128, k / 128]."""
+    if model not in _weights_fp8_block:
+        _weights_fp8_block.clear()
+        out = []
+        for w in weights(model):
+            E, n, kk = w.shape
+            q = torch.empty(w.shape, device="cuda", dtype=torch.float8_e4m3fn)
+            sc = torch.empty(E, n // 128, kk // 128, device="cuda")
+            for i in range(E):
+                b = w[i].float().view(n // 128, 128, kk // 128, 128)
+                sc[i] = b.abs().amax((1, 3)).clamp_min(2.0 ** -126) / 448
+                q[i] = (b / sc[i][:, None, :, None]).view(n, kk).to(torch.float8_e4m3fn)
+            out += [q, sc]
+        _weights_fp8_block[model] = tuple(out)
+    return _weights_fp8_block[model]
+
+
+def quant_groups(x):
+    """torch's e4m3 per row and 128 columns (talon_quant_fp8's GROUP rule), the scales
+    group-major [cols / 128, rows rounded up to 4] as block-scaled GEMMs read them."""
+    rows, cols = x.shape
+    g = x.float().view(rows, cols // 128, 128)
+    sc = g.abs().amax(-1).clamp_min(2.0 ** -126) / 448
+    q = (g / sc[:, :, None]).view(rows, cols).to(torch.float8_e4m3fn)
+    st = torch.zeros(cols // 128, (rows + 3) // 4 * 4, device="cuda")
+    st[:, :rows] = sc.t()
+    return q, st
+
+
+def moe_fp8_case(h, model, tokens, block=False):
+    """The expert computation in fp8 as an fp8 engine runs it, with per-token x per-channel
+    scales (or, block, DeepSeek-V3's 1 x 128 x 128 x 128 block scales): x quantised per token
+    (per token and group; outside the timing, as rmsnorm_quant_fp8 leaves it), then gate/up
+    (SiLU and mul) -> talon_quant_fp8 per token (group) of the intermediate -> down (router
+    weights) -> moe_sum. Peers: the same with torch._scaled_grouped_mm and torch's row-wise
+    quantisation ("torch_fp8", also the reference the output is checked against: within 2^-4
+    of the output's largest magnitude, 2^-3 with block scales, which quantise differently),
+    its two scaled GEMMs alone on pre-gathered inputs, talon's bf16 moe_gemm pipeline, and
+    (block) talon's row-scaled pipeline ("talon_row")."""
     e, k, hid, inter = MODELS[model]
     pairs = tokens * k
     Args = h.struct("talon_moe_gemm_args")
@@ -338,6 +375,8 @@ def moe_fp8_case(h, model, tokens):
     def make():
         w13q, s13, w2q, s2 = weights_fp8(model)
         w13, w2 = weights(model)
+        if block:
+            w13b, s13b, w2b, s2b = weights_fp8_block(model)
         s = {"xe": torch.randn(tokens + 1, hid, device="cuda", dtype=torch.bfloat16),
              "h": torch.zeros(scap, inter, device="cuda", dtype=torch.bfloat16),
              "hq": torch.empty(scap, inter, device="cuda", dtype=torch.float8_e4m3fn),
@@ -360,6 +399,21 @@ def moe_fp8_case(h, model, tokens):
                          n=hid, k=inter, act=NONE, a_rows=ROWS["sorted"], d_rows=ROWS["pair"],
                          dtype=FP8, scale=SCALE_ROW, a_scale=ptr(s["sh"]), b_scale=ptr(s2),
                          **common)
+        if block:  # talon's block pipeline; the row one above is the "talon_row" peer
+            s["xb"], s["sxb"] = quant_groups(s["xe"][:tokens])
+            s["shb"] = torch.empty(inter // 128, (scap + 3) // 4 * 4, device="cuda")
+            s["up_b"] = Args(d=ptr(s["h"]), a=ptr(s["xb"]), b=ptr(w13b), n=inter, k=hid,
+                             gated=1, act=SILU, a_rows=ROWS["token"], d_rows=ROWS["sorted"],
+                             dtype=FP8, scale=SCALE_BLOCK, a_scale=ptr(s["sxb"]),
+                             b_scale=ptr(s13b), **common)
+            s["quant_b"] = h.struct("talon_quant_fp8_args")(
+                out=ptr(s["hq"]), scale=ptr(s["shb"]), rows=scap, cols=inter, mode=2,
+                dtype=BF16, **{"in": ptr(s["h"])})
+            s["down_b"] = Args(d=ptr(s["y"]), a=ptr(s["hq"]), b=ptr(w2b),
+                               topk_weights=ptr(topw), n=hid, k=inter, act=NONE,
+                               a_rows=ROWS["sorted"], d_rows=ROWS["pair"], dtype=FP8,
+                               scale=SCALE_BLOCK, a_scale=ptr(s["shb"]), b_scale=ptr(s2b),
+                               **common)
         s["sum"] = h.struct("talon_moe_sum_args")(out=ptr(s["out"]), **{"in": ptr(s["y"])},
                                                    tokens=tokens, k=k, hidden=hid, dtype=BF16)
         s["up16"] = Args(d=ptr(s["h16"]), a=ptr(s["xe"]), b=ptr(w13), n=inter, k=hid, gated=1,
@@ -375,11 +429,19 @@ def moe_fp8_case(h, model, tokens):
                                                    dtype=torch.bfloat16))
         return s
 
-    def talon(s, stream):
+    def row_pipeline(s, stream):
         h.call("talon_moe_gemm", s["up"], stream)
         h.call("talon_quant_fp8", s["quant"], stream)
         h.call("talon_moe_gemm", s["down"], stream)
         h.call("talon_moe_sum", s["sum"], stream)
+
+    def block_pipeline(s, stream):
+        h.call("talon_moe_gemm", s["up_b"], stream)
+        h.call("talon_quant_fp8", s["quant_b"], stream)
+        h.call("talon_moe_gemm", s["down_b"], stream)
+        h.call("talon_moe_sum", s["sum"], stream)
+
+    talon = block_pipeline if block else row_pipeline
 
     def torch_fp8(s):
         w13q, s13, w2q, s2 = weights_fp8(model)
@@ -411,19 +473,21 @@ def moe_fp8_case(h, model, tokens):
         got, want = s["out"].float(), torch_fp8(s).float()
         err = (got - want).abs().max().item()
         scale = want.abs().max().item()
-        if not err <= 2.0 ** -4 * scale or not torch.isfinite(got).all():
+        if not err <= (2.0 ** -3 if block else 2.0 ** -4) * scale or not torch.isfinite(got).all():
             raise AssertionError(f"moe_gemm fp8 {model} T={tokens}: max |talon - torch fp8| "
                                  f"{err} against max |out| {scale}")
 
     flops = 2 * pairs * (2 * inter * hid + hid * inter)
     # decode: the e4m3 weight bytes of the experts touched (and x in, out)
     bytes_ = touched * 3 * inter * hid + 3 * tokens * hid if tokens <= 64 else None
-    return Case("moe_gemm", f"fp8 row {model} T={tokens}", make, talon,
-                {"torch_fp8": torch_fp8, "scaled_grouped_mm": scaled_gemms,
-                 "talon_bf16": talon_bf16},
+    peers = {"torch_fp8": torch_fp8, "scaled_grouped_mm": scaled_gemms, "talon_bf16": talon_bf16}
+    if block:
+        peers["talon_row"] = lambda s: row_pipeline(s, torch.cuda.current_stream().cuda_stream)
+    kind = "fp8 block" if block else "fp8 row"
+    return Case("moe_gemm", f"{kind} {model} T={tokens}", make, talon, peers,
                 bytes=bytes_, check=check, flops=flops, runs=30 if flops > 1e12 else 100,
                 meta={"model": model, "tokens": tokens, "experts": e, "k": k, "hidden": hid,
-                      "inter": inter, "dtype": "fp8 row", "routing": "uniform"})
+                      "inter": inter, "dtype": kind, "routing": "uniform"})
 
 
 def grouped_case(h, label, layout, groups, counts, n, k, gated, fp8=False, scale=SCALE_BLOCK):
@@ -621,7 +685,8 @@ def cases(h):
         for t in (16, 64):
             out.append(moe_case(h, model, t, targets=[("gbs", ">=", 2800.0, ">= 2800 GB/s")]))
     out += [moe_fp8_case(h, model, t) for model in ("Qwen3-30B-A3B", "DeepSeek-V3")
-            for t in (4096, 64)]
+            for t in (4096, 64, 16)]
+    out += [moe_fp8_case(h, "DeepSeek-V3", t, block=True) for t in (4096, 64, 16)]
     out += [grouped_case(h, *c) for c in grouped_cases()]
     out.append(block_case(h, "DeepSeek-V3", 16, targets=[
         ("gemms_over_talon", ">=", 1 / 1.15, "<= 1.15x the time of its two GEMMs alone")]))

@@ -1162,12 +1162,20 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    not written. Everything is read on the device: no host synchronisation, capturable. A sorted
    id above the sentinel is treated as padding; a checked ctx records it, and a
    num_tokens_post_padded past the capacities (CHECKED MODE).
-   Types: a, b and d of dtype (bf16 or f16); or a and b fp8 e4m3 and d bf16 with fp32 scales:
-   scale TALON_GEMM_SCALE_TENSOR (a_scale one float, b_scale [experts]) or ROW (per token or
-   pair x per channel: a_scale one per row of a, in a_rows' rows; b_scale [experts, gated ?
-   2n : n], one per row of each expert's b, 8-byte aligned), multiplying each row's fp32 sum
-   before the activation as talon_grouped_gemm's. topk_weights fp32 [tokens, topk]; the three
-   moe_align arrays int32. Accumulation in fp32 on the tensor cores; deterministic (no
+   Types: a, b and d of dtype (bf16 or f16); or a and b fp8 e4m3 and d bf16 with fp32 scales
+   over a's rows in a_rows' layout (tokens, pairs or sorted slots; rows4 = their count rounded
+   up to a multiple of 4):
+   - scale TALON_GEMM_SCALE_TENSOR: a_scale one float, b_scale [experts];
+   - TALON_GEMM_SCALE_ROW (per token or pair x per channel): a_scale one per row of a,
+     b_scale [experts, gated ? 2n : n] (one per row of each expert's b; 8-byte aligned);
+     TENSOR and ROW multiply each row's fp32 sum before the activation, as
+     talon_grouped_gemm's;
+   - TALON_GEMM_SCALE_BLOCK (DeepSeek-V3): a_scale [ceil(k / 128), rows4] (a_scale[j * rows4 +
+     r] scales a[r, 128 j .. 128 j + 127]: talon_quant_fp8's group scales of a, e.g. of the
+     [tokens, k] hidden states, TOKEN rows), b_scale [experts, ceil(rows of b / 128),
+     ceil(k / 128)] (gated: n a multiple of 64); each k-block's product scaled before it is
+     added, as talon_grouped_gemm's.
+   topk_weights fp32 [tokens, topk]; the three moe_align arrays int32. Accumulation in fp32 on the tensor cores; deterministic (no
    atomics).
    Limits: tokens in [1, 65536], topk in [1, 64], experts in [1, 512] (moe_align's);
    block_size 128; sorted_capacity and expert_ids_capacity at least
@@ -1180,12 +1188,13 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    aligned (a ROW b_scale 8-byte); the scales 0 with bf16/f16. d must not overlap any input.
    Kernel: one persistent launch (CTAs of 384 threads in clusters of 2: a loader warpgroup,
    two wgmma warpgroups of 64 rows), tiles of one block x 256 or 128 rows of b (gated: 128 or
-   64 output columns), chosen on the host from (tokens, topk, n, gated, SM count); a gathered
-   a (TOKEN, PAIR) is copied by the loader's 128 threads, a SORTED a and b by TMA. At <= 128
-   tokens a warpgroup whose 64 slots are all padding skips its products (unless a and d are
-   both SORTED). At <= 64 tokens (unless a and d are both SORTED, or fp8) a transposed kernel
-   instead: one CTA per SM, tiles of 128 output columns (256 rows of b when gated) x the
-   block's slots in chunks of 16, 32 or 64 (the smallest that holds the tokens); a chunk
+   64 output columns), chosen on the host from (tokens, topk, n, gated, SM count; BLOCK,
+   gated, n not a multiple of 128: 128); a gathered a (TOKEN, PAIR) is copied by the loader's
+   128 threads, a SORTED a and b by TMA. At <= 128 tokens a warpgroup whose 64 slots are all
+   padding skips its products (unless a and d are both SORTED). At <= 64 tokens (unless a and
+   d are both SORTED, or with BLOCK scales) a transposed kernel instead: one CTA per SM, tiles
+   of 128 output columns (256 rows of b when gated) x the block's slots in chunks of 16, 32
+   or 64 (the smallest that holds the tokens); a chunk
    without a pair is not computed (SORTED d: zeros). A routing that names an expert more
    than once per token is still exact; that expert's weights are then read once per chunk
    with work. No workspace.
@@ -1221,7 +1230,7 @@ typedef struct talon_moe_gemm_args {
     talon_gemm_act act;
     int gated;                       /* 0 or 1 */
     talon_dtype dtype;               /* a, b: bf16 or f16 (d the same), or fp8 e4m3 (d bf16) */
-    talon_gemm_scale scale;          /* bf16/f16: NONE; fp8: TENSOR or ROW */
+    talon_gemm_scale scale;          /* bf16/f16: NONE; fp8: TENSOR, ROW or BLOCK */
     CUdeviceptr a_scale, b_scale;    /* fp8 only: fp32 scales (above) */
 } talon_moe_gemm_args;
 talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *args);

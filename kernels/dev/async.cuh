@@ -9,12 +9,15 @@ namespace talon::dev {
 __device__ __forceinline__ void cp_async_16(uint32_t smem, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(src) : "memory");
 }
-// The same copy, or 16 zero bytes when !valid (src is then not read; it must still be a
-// global address).
-__device__ __forceinline__ void cp_async_16_zfill(uint32_t smem, const void *src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(src),
-                 "r"(valid ? 16 : 0)
+// The same copy of only the first `bytes` (0..16) bytes at src, the rest of the 16 zero-filled
+// (src's bytes past them are not read; at 0 src must still be a global address).
+__device__ __forceinline__ void cp_async_16_zfill_bytes(uint32_t smem, const void *src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(src), "r"(bytes)
                  : "memory");
+}
+// The 16-byte copy, or 16 zero bytes when !valid.
+__device__ __forceinline__ void cp_async_16_zfill(uint32_t smem, const void *src, bool valid) {
+    cp_async_16_zfill_bytes(smem, src, valid ? 16 : 0);
 }
 // Arrives on the mbarrier at bar (shared address) once every cp.async this thread issued before
 // has landed, without adding an expected arrival (.noinc): a barrier fed this way counts one

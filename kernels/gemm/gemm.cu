@@ -451,9 +451,11 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
         // One tile's k-blocks [kb0, kb1) into d.
         auto mainloop = [&](int m0, const TileCoord &tc) {
             if constexpr (BLOCK_SCALED) {
-                const BlockScales sc{reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld, p.m,
+                const BlockScales sc{reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld,
                                      reinterpret_cast<const float *>(p.b_scale), p.b_scale_ld, p.n};
-                consume_kblocks_block_scaled<DT, BN, G>(d, pipe, st, kb0, kb1, sc, m0 + band * 64,
+                int ra[2];
+                block_scale_rows(m0 + band * 64, p.m, ra);
+                consume_kblocks_block_scaled<DT, BN, G>(d, pipe, st, kb0, kb1, sc, ra,
                     tc.n * (G ? BN / 2 : BN),
                     [&](uint32_t s) { return make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK); },
                     [&](uint32_t s) { return sb + s * B_ELEMS; }, release);

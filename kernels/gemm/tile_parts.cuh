@@ -176,33 +176,38 @@ __device__ __forceinline__ void promote(float (&d)[BN / 2], const float (&tmp)[P
 }
 
 // The block scales of one launch (fp8, DeepSeek-V3's layout, talon_gemm's BLOCK): a's, k-block
-// rows of a_ld floats over `rows` rows; b's (of the tile's weights), one per 128-row block
-// and k-block, rows of b_ld floats; n: the output columns (gated: b's up rows start n on).
+// rows of a_ld floats; b's (of the tile's weights), one per 128-row block and k-block, rows of
+// b_ld floats; n: the output columns (gated: b's up rows start n on).
 struct BlockScales {
     const float *a;
     int64_t a_ld;
-    int rows;
     const float *b;
     int b_ld, n;
 };
 
+// The rows of a's scales for this thread's two accumulator rows of the warpgroup's 64 from
+// row0 (rows at or past `rows` read row 0's: their results are clipped or dropped).
+__device__ __forceinline__ void block_scale_rows(int row0, int rows, int (&ra)[2]) {
+    const int r = row0 + 16 * warp_in_warpgroup() + lane_index() / 4;
+    ra[0] = r < rows ? r : 0;
+    ra[1] = r + 8 < rows ? r + 8 : 0;
+}
+
 // The k-blocks [kb0, kb1) of one tile into d with fp8 block scales: each k-block's product
 // goes to a second accumulator set, which is waited for and added to d times a's scale of the
-// thread's two rows (row0: the warpgroup's first; rows at or past sc.rows read row 0's, their
-// results are clipped or dropped) and b's of the half-tile's 128-row block (n0: the tile's
-// first output column; gated: the gate's block and the up's). The scales differ per k-block,
-// so they cannot wait for the epilogue; this also keeps the fp8 tensor cores' short
-// accumulation to one k-block. bn 256: the product goes to tmp one half-tile (128 columns) at
+// thread's two rows (ra: their rows of a's scales) and b's of the half-tile's 128-row block
+// (n0: the tile's first output column; gated: the gate's block and the up's). The scales
+// differ per k-block, so they cannot wait for the epilogue; this also keeps the fp8 tensor
+// cores' short accumulation to one k-block. bn 256: the product goes to tmp one half-tile (128 columns) at
 // a time; the other warpgroup's wgmmas keep the tensor cores busy during each promotion (two
 // full 64 x 256 sets would take all 256 registers). a_desc(stage): the warpgroup's a
 // descriptor; b_tile(stage): the stage's b tile.
 template <int DT, int BN, int G, int STAGES, typename ADesc, typename BTile, typename Release>
 __device__ __forceinline__ void consume_kblocks_block_scaled(
     float (&d)[BN / 2], Pipeline<STAGES> *pipe, PipeState<STAGES> &st, int kb0, int kb1,
-    const BlockScales &sc, int row0, int n0, ADesc a_desc, BTile b_tile, Release release) {
+    const BlockScales &sc, const int (&ra)[2], int n0, ADesc a_desc, BTile b_tile,
+    Release release) {
     constexpr int PN = BN == 256 ? 128 : BN, BK = kblock<DT>;
-    const int r = row0 + 16 * warp_in_warpgroup() + lane_index() / 4;
-    const int ra[2] = {r < sc.rows ? r : 0, r + 8 < sc.rows ? r + 8 : 0};
     const int hi = G ? n0 + sc.n : n0 + BN / 2;
     // a's row pointer steps in 64 bits: ceil(k / 128) x a_ld may pass 2^31. A last tile's
     // second half-tile may start past b's rows (its columns are clipped): its scales row

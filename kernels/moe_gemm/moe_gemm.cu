@@ -20,9 +20,10 @@
 // At decode (params.skip_padding), a consumer warpgroup whose 64 slots are all padding issues
 // no wgmmas for the tile. talon_moe_gemm at up to 64 tokens runs moe_gemm_swap instead (the
 // product transposed: the weights as wgmma's M, a few slots as its N; at the end of the file).
-// fp8, bf16 out: DeepSeek-V3 block scales applied per k-block (the grouped GEMM's SORTED a
-// only; tile_parts.cuh's consume_kblocks_block_scaled), or (SC 1) a scale per tensor or per
-// row of a times one per group or per row of the group's b, applied in the epilogue.
+// fp8, bf16 out: DeepSeek-V3 block scales applied per k-block (tile_parts.cuh's
+// consume_kblocks_block_scaled; a's scales of the row of a each slot comes from), or (SC 1)
+// a scale per tensor or per row of a times one per group or per row of the group's b, applied
+// in the epilogue. The transposed kernel takes the latter only.
 // Checked mode (kernels/dev/check.cuh) records a sorted id above the sentinel (negative ones
 // included; treated as padding, as always) where a thread reads one, and a
 // num_tokens_post_padded (rows_used) outside [0, the rows the grid walks] or a group_rows
@@ -108,6 +109,15 @@ __device__ __forceinline__ int slot_pair(const talon__moe_gemm_params &p, int s)
     return pair_of(p, s, sorted_id(p, s));
 }
 
+// The row of a that slot s is computed from (the slot's own, its token's or its pair's), whose
+// fp8 scales it takes; a padding slot (zeros) reads row 0's, and so does a sorted slot at or
+// past scale_rows (the masked layout's last block).
+__device__ __forceinline__ int scale_row(const talon__moe_gemm_params &p, int s) {
+    if (p.a_rows == TALON__MOE_ROWS_SORTED) return s < p.scale_rows ? s : 0;
+    const int f = slot_pair(p, s);
+    return f < 0 ? 0 : p.a_rows == TALON__MOE_ROWS_TOKEN ? f / p.topk : f;
+}
+
 // Whether a block's half (64 rows from slot s0, `live` of them below a masked group's count)
 // needs its products: not when all its slots are padding and their results are not written
 // (d PAIR) or are zeros anyway (a gathered: zero rows, act(0) x up = 0). moe_align pads each
@@ -129,6 +139,14 @@ __device__ __forceinline__ float2 scale_pair(const float *s, int col, int step) 
         return make_float2(v, v);
     }
     return __ldg(reinterpret_cast<const float2 *>(s + col));
+}
+
+// The bytes of a gathered 16-byte piece of a row of a that lie inside its k columns, `left`
+// (> 0) of them from the piece's first: fp8's pieces of 16 elements can end 8 past k (k is a
+// multiple of 8), in the row's padding (any bytes, NaN too) or past a's end, so only the
+// bytes inside are read and the rest zero-filled; 16-bit pieces end inside.
+template <typename T> __device__ __forceinline__ int piece_bytes(int left) {
+    return sizeof(T) == 1 && left < 16 ? left : 16;
 }
 
 // One warpgroup's 64 rows (sorted slots s0..s0 + 63) x bn columns of the tile through the
@@ -154,11 +172,8 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
     const float *bs = reinterpret_cast<const float *>(p.b_scale) + (SC ? e * p.b_scale_expert : 0);
     if constexpr (SC)
 #pragma unroll
-        for (int h = 0; h < 2; h++) { // the row of a that slot s was computed from (padding: 0)
-            const int s = s0 + r0 + 8 * h, f = p.a_rows == TALON__MOE_ROWS_SORTED ? s : slot_pair(p, s);
-            const int row = f < 0 ? 0 : p.a_rows == TALON__MOE_ROWS_TOKEN ? f / p.topk : f;
-            ra[h] = __ldg(reinterpret_cast<const float *>(p.a_scale) + row * p.a_scale_step);
-        }
+        for (int h = 0; h < 2; h++)
+            ra[h] = __ldg(reinterpret_cast<const float *>(p.a_scale) + scale_row(p, s0 + r0 + 8 * h) * p.a_scale_step);
     if (p.topk_weights)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -256,8 +271,7 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(staging + 2 * 16384);
     uint64_t *round_bar = reinterpret_cast<uint64_t *>(pipe + 1); // [2], alternating rounds
 
-    // block-scaled fp8 a is always SORTED (the host's rule): not gathered
-    const bool gather = (!is_fp8<DT> || SC) && p.a_rows != TALON__MOE_ROWS_SORTED;
+    const bool gather = p.a_rows != TALON__MOE_ROWS_SORTED;
     const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
     const int wg = warpgroup_index();
     pdl_launch_dependents(); // the next kernel's CTAs take the SMs this grid leaves
@@ -327,7 +341,8 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
                     for (int i = 0; i < BM / 16; i++) {
                         const unsigned at = __shfl_sync(~0u, mine, 4 * i + lane / 8);
                         const bool ok = at != ~0u && col < p.k;
-                        cp_async_16_zfill(base + i * 2048, a_ptr + (ok ? int64_t(at) * p.lda + col : 0), ok);
+                        cp_async_16_zfill_bytes(base + i * 2048, a_ptr + (ok ? int64_t(at) * p.lda + col : 0),
+                                                ok ? piece_bytes<T>(p.k - col) : 0);
                     }
                     cp_async_mbar_arrive_noinc(smem_addr(full));
                 }
@@ -352,13 +367,18 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
         if (!work) {
             pass_kblocks(pipe, st, kblocks, release);
         } else if constexpr (is_fp8<DT> && !SC) {
-            // b's scales: expert e's
-            const BlockScales sc{reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld, p.scale_rows,
+            // b's scales: expert e's; a's: of the rows of a the thread's two rows come from
+            const BlockScales sc{reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld,
                                  reinterpret_cast<const float *>(p.b_scale) + blk.e * p.b_scale_expert,
                                  p.b_scale_ld, p.n};
-            consume_kblocks_block_scaled<DT, BN, G>(d, pipe, st, 0, kblocks, sc, blk.s0 + band * 64,
+            const int r = blk.s0 + band * 64 + 16 * warp_in_warpgroup() + lane_index() / 4;
+            const int ra[2] = {scale_row(p, r), scale_row(p, r + 8)};
+            consume_kblocks_block_scaled<DT, BN, G>(d, pipe, st, 0, kblocks, sc, ra,
                 tc.n * (G ? BN / 2 : BN),
-                [&](uint32_t s) { return make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK); },
+                [&](uint32_t s) {
+                    if (gather) fence_proxy_async(); // as below
+                    return make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK);
+                },
                 [&](uint32_t s) { return sb + s * B_ELEMS; }, release);
         } else {
             consume_kblocks<DT, BN>(d, pipe, st, 0, kblocks, [&](uint32_t s, uint64_t &da, uint64_t &db) {
@@ -383,7 +403,8 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
 // chunk, its pair rows nothing. moe_align puts an expert's rows first in its block, so one
 // chunk has work unless the routing names an expert twice for a token; then the weights are
 // streamed once per chunk with work. a's rows are gathered by the loader's 128 threads
-// (cp.async, any row layout), b's by TMA, as in moe_gemm_tile.
+// (cp.async, any row layout), b's by TMA, as in moe_gemm_tile. fp8 (bf16 d): a's scale per
+// tensor or per row times b's per group or per row, applied in the epilogue as there.
 
 // A tile's block as read from memory: its expert id (-1: none, or past num_post) and, in lane l
 // of every warp, the sorted ids of slots l + 32 i. Read a tile ahead, so that their latency
@@ -444,17 +465,36 @@ __device__ __forceinline__ unsigned a_row_of(const talon__moe_gemm_params &p, in
     return p.a_rows == TALON__MOE_ROWS_TOKEN ? unsigned(pr) / unsigned(p.topk) : unsigned(pr);
 }
 
+// fp8: b's scales of this thread's two output columns (16 w + l / 4 + 8 h of the warpgroup's)
+// in expert e: the gate's (or only) rows' and the up rows'. Columns past n read column 0's.
+struct ColumnScales {
+    float g[2], u[2];
+};
+template <int G>
+__device__ __forceinline__ ColumnScales column_scales(const talon__moe_gemm_params &p, int e, int n0) {
+    const float *bs = reinterpret_cast<const float *>(p.b_scale) + e * p.b_scale_expert;
+    ColumnScales cs{};
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int col = n0 + 16 * warp_in_warpgroup() + lane_index() / 4 + 8 * h, c = col < p.n ? col : 0;
+        cs.g[h] = __ldg(bs + c * p.b_scale_step);
+        if constexpr (G) cs.u[h] = __ldg(bs + (p.n + c) * p.b_scale_step);
+    }
+    return cs;
+}
+
 // One warpgroup's 64 output columns from n0 x the MN slots from s0 through the epilogue:
 // act (gated: act(gate) * up), times the router weight of the slot's pair, staged as MN rows of
 // 128 bytes, then written by a TMA store (d SORTED) or by 16-byte stores to the pairs' rows.
 // Register 4q + 2h + e of g (and u) holds column 16 w + l / 4 + 8 h, slot 8 q + 2 (l % 4) + e.
-// Threads t < MN bring slot t's weight and d row (w, row: read before the chunk's products);
-// w_s, row_s: the warpgroup's MN of them in shared memory.
+// Threads t < MN bring slot t's weight, d row and (fp8) a's scale (w, row, ra: read before the
+// chunk's products); w_s, row_s, ra_s: the warpgroup's MN of them in shared memory. fp8: each
+// value times a's scale of its slot's row and b's of its column (cs: gate, up), before act.
 template <int DT, int MN, int G, typename Act>
 __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const float (&u)[MN / 2],
                                               const talon__moe_gemm_params &p, int s0, int n0,
-                                              float w, int row, Staging &st, float *w_s,
-                                              int *row_s) {
+                                              float w, int row, float ra, const ColumnScales &cs,
+                                              Staging &st, float *w_s, int *row_s, float *ra_s) {
     using T = out_elem<DT>;
     const int lane = lane_index(), t = thread_in_warpgroup();
     const int c0 = 16 * warp_in_warpgroup() + lane / 4;
@@ -464,6 +504,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
     if (t < MN) {
         w_s[t] = w;
         row_s[t] = row;
+        if constexpr (is_fp8<DT>) ra_s[t] = ra;
     }
     named_bar_sync(barrier, kWarpgroupThreads);
 #pragma unroll
@@ -473,8 +514,14 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int i = 4 * q + 2 * h + e, r = 8 * q + 2 * (lane % 4) + e, c = c0 + 8 * h;
-                float y = Act::f(g[i]);
-                if constexpr (G) y *= u[i];
+                float y;
+                if constexpr (is_fp8<DT>) {
+                    y = Act::f(g[i] * (ra_s[r] * cs.g[h]));
+                    if constexpr (G) y *= u[i] * (ra_s[r] * cs.u[h]);
+                } else {
+                    y = Act::f(g[i]);
+                    if constexpr (G) y *= u[i];
+                }
                 const T v = from_f32<T>(y * w_s[r]);
                 const uint32_t at = buf + r * 128 + (((c / 8) ^ (r & 7)) << 4) + (c % 8) * 2;
                 asm volatile("st.shared.b16 [%0], %1;" ::"r"(at), "h"(*reinterpret_cast<const unsigned short *>(&v)));
@@ -537,6 +584,7 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
     float *w_s = reinterpret_cast<float *>(zeros + 8192);                 // [2][64]
     int *row_s = reinterpret_cast<int *>(w_s + 128);                      // [2][64]
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(row_s + 128);
+    float *ra_s = reinterpret_cast<float *>(pipe + 1);                    // [2][64]: fp8
 
     const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
     const int wg = warpgroup_index();
@@ -565,6 +613,7 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
         setmaxnreg_dec<56>(); // the ids of two tiles and the gathered rows
         // thread t copies 16-byte piece t % 8 of a's rows t / 8 + 16 i of each chunk
         const int t = int(threadIdx.x), piece = t % 8;
+        constexpr int PIECE = 16 / int(sizeof(T)); // elements of a piece
         const T *a_ptr = reinterpret_cast<const T *>(p.a_ptr);
         PipeState<STAGES> st;
         for (int u = blockIdx.x; u < tiles; u += gridDim.x) {
@@ -590,14 +639,15 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
                         tma_load_3d(b, &p.b_lo, full, kb * BK, row0, ids.e);
                         if constexpr (G) tma_load_3d(b + B_ELEMS / 2, &p.b_hi, full, kb * BK, row0, ids.e);
                     }
-                    const int col = kb * BK + piece * 8;
+                    const int col = kb * BK + piece * PIECE;
                     const uint32_t base = smem_addr(sa + st.stage * A_ELEMS);
 #pragma unroll
                     for (int i = 0; i < MN / 16; i++) {
                         const int r = t / 8 + 16 * i;
                         const bool ok = src[i] != ~0u && col < p.k;
-                        cp_async_16_zfill(base + r * 128 + ((piece ^ (r & 7)) << 4),
-                                          a_ptr + (ok ? int64_t(src[i]) * p.lda + col : 0), ok);
+                        cp_async_16_zfill_bytes(base + r * 128 + ((piece ^ (r & 7)) << 4),
+                                                a_ptr + (ok ? int64_t(src[i]) * p.lda + col : 0),
+                                                ok ? piece_bytes<T>(p.k - col) : 0);
                     }
                     cp_async_mbar_arrive_noinc(smem_addr(full));
                     st.advance();
@@ -631,15 +681,22 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
                 }
                 continue;
             }
-            // slot t's router weight and d row, loaded now and used after the products
+            // slot t's router weight, d row and (fp8) a's scale, and b's scales of this thread's
+            // columns: loaded now, used after the products
             const unsigned id = id_of(ids, j * MN + t % MN);
-            float w = 1.f;
+            float w = 1.f, ra = 1.f;
             int row = -1;
             if (t < MN) {
                 const int f = pair_of(p, s0 + t, id);
                 if (p.topk_weights) w = f >= 0 ? __ldg(reinterpret_cast<const float *>(p.topk_weights) + f) : 0.f;
                 row = p.d_rows == TALON__MOE_ROWS_PAIR ? f : s0 + t;
+                if constexpr (is_fp8<DT>) { // the row of a slot t was gathered from (padding: zeros)
+                    const unsigned ar = a_row_of(p, s0 + t, id);
+                    if (ar != ~0u) ra = __ldg(reinterpret_cast<const float *>(p.a_scale) + ar * p.a_scale_step);
+                }
             }
+            ColumnScales cs{};
+            if constexpr (is_fp8<DT>) cs = column_scales<G>(p, ids.e, n0);
             uint32_t prev = 0;
             for (int kb = 0; kb < kblocks; kb++) {
                 pipe->consumer_wait(st);
@@ -661,8 +718,9 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
             release_stage<1>(pipe, prev, arriver);
             if (n0 < p.n)
                 with_act(p.act, [&](auto act) {
-                    epilogue_swap<DT, MN, G, decltype(act)>(g, up, p, s0, n0, w, row, out,
-                                                            w_s + band * 64, row_s + band * 64);
+                    epilogue_swap<DT, MN, G, decltype(act)>(g, up, p, s0, n0, w, row, ra, cs, out,
+                                                            w_s + band * 64, row_s + band * 64,
+                                                            ra_s + band * 64);
                 });
         }
     }

@@ -112,12 +112,13 @@ dev_bulk_copy(const uint8_t *src, uint8_t *dst, uint32_t chunk) {
 }
 
 // ------------------------------------------------------------------ (2c) cp.async into an mbarrier
-// 128 threads copy 16-byte piece i = t * pieces + e of src into shared piece i, or zeros where
-// valid[i] is 0 (cp_async_16_zfill), and arrive on a barrier counting 128 arrivals
+// 128 threads copy 16-byte piece i = t * pieces + e of src into shared piece i: its first
+// bytes[i] bytes (0..16), zeros after them (cp_async_16_zfill where bytes[i] is 0 or 16,
+// cp_async_16_zfill_bytes otherwise), and arrive on a barrier counting 128 arrivals
 // (cp_async_mbar_arrive_noinc); after the wait each thread writes out pieces that other
 // threads copied (out[i] = shared piece (i + 37 pieces) mod total).
 extern "C" __global__ void __launch_bounds__(128)
-dev_cp_async_mbar(const uint4 *src, const uint32_t *valid, uint4 *out, int pieces) {
+dev_cp_async_mbar(const uint4 *src, const uint32_t *bytes, uint4 *out, int pieces) {
     __shared__ uint64_t bar;
     uint4 *buf = reinterpret_cast<uint4 *>(smem_1024());
     const int total = 128 * pieces;
@@ -128,7 +129,9 @@ dev_cp_async_mbar(const uint4 *src, const uint32_t *valid, uint4 *out, int piece
     __syncthreads();
     for (int e = 0; e < pieces; e++) {
         const int i = int(threadIdx.x) * pieces + e;
-        cp_async_16_zfill(smem_addr(buf + i), src + i, valid[i] != 0);
+        const int n = int(bytes[i]);
+        if (n == 0 || n == 16) cp_async_16_zfill(smem_addr(buf + i), src + i, n == 16);
+        else cp_async_16_zfill_bytes(smem_addr(buf + i), src + i, n);
     }
     cp_async_mbar_arrive_noinc(smem_addr(&bar));
     mbar_wait(&bar, 0);

@@ -459,44 +459,49 @@ static void test_bulk_copy(void **state) {
 }
 
 /* cp.async with zero fill, completion counted on an mbarrier (kernels/dev/async.cuh): every
-   piece read back by another thread is the source or, where invalid, zeros. */
+   piece read back by another thread is the source where copied and zeros after its copied
+   bytes (none, all 16, or a part: 1..15). */
 static void test_cp_async_mbar(void **state) {
     int pieces = 9;
     const size_t total = 128 * (size_t)pieces;
-    uint32_t *src = malloc(total * 16), *valid = malloc(total * 4), *out;
-    CUdeviceptr dsrc, dvalid, dout;
+    uint32_t *src = malloc(total * 16), *bytes = malloc(total * 4), *out;
+    CUdeviceptr dsrc, dbytes, dout;
     check c;
-    size_t i, w;
-    void *params[4] = {&dsrc, &dvalid, &dout, &pieces};
+    size_t i, b;
+    void *params[4] = {&dsrc, &dbytes, &dout, &pieces};
     (void)state;
     if (!selected("cp.async zero-fill into an mbarrier")) {
         free(src);
-        free(valid);
+        free(bytes);
         return;
     }
     assert_non_null(src);
-    assert_non_null(valid);
-    for (i = 0; i < total * 4; i++) src[i] = rnd() | 1u; /* never 0, so zeros mean the fill */
-    for (i = 0; i < total; i++) valid[i] = rnd() % 3 != 0;
+    assert_non_null(bytes);
+    for (i = 0; i < total * 4; i++) src[i] = rnd() | 0x01010101u; /* no zero byte: zeros are the fill */
+    for (i = 0; i < total; i++) {
+        const uint32_t r = rnd() % 4;
+        bytes[i] = r == 0 ? 0 : r == 1 ? 16 : 1 + rnd() % 15;
+    }
     dsrc = dev_buf(src, total * 16);
-    dvalid = dev_buf(valid, total * 4);
+    dbytes = dev_buf(bytes, total * 4);
     dout = dev_buf(NULL, total * 16);
     launch("dev_cp_async_mbar", 1, 1, 1, 128, (unsigned)(total * 16) + 1024, params);
     out = host_from(dout, total * 16);
     check_begin(&c, "cp.async zero-fill into an mbarrier");
     for (i = 0; i < total; i++) {
         const size_t from = (i + 37 * (size_t)pieces) % total;
-        for (w = 0; w < 4; w++) {
-            const uint32_t want = valid[from] ? src[from * 4 + w] : 0u;
-            check_one(&c, out[i * 4 + w] == want, "piece %zu word %zu: got 0x%08x want 0x%08x",
-                      i, w, out[i * 4 + w], want);
+        const uint8_t *got = (const uint8_t *)(out + i * 4), *in = (const uint8_t *)(src + from * 4);
+        for (b = 0; b < 16; b++) {
+            const uint8_t want = b < bytes[from] ? in[b] : 0;
+            check_one(&c, got[b] == want, "piece %zu (%u bytes copied) byte %zu: got 0x%02x "
+                      "want 0x%02x", i, bytes[from], b, got[b], want);
         }
     }
     cu.cuMemFree(dsrc);
-    cu.cuMemFree(dvalid);
+    cu.cuMemFree(dbytes);
     cu.cuMemFree(dout);
     free(src);
-    free(valid);
+    free(bytes);
     free(out);
     check_end(&c);
 }

@@ -21,7 +21,8 @@
    and power-of-two scales that make every k-block's product exact, so the tolerance is the
    bf16 output's rounding and one fp32 rounding per k-block), and with scales per tensor and
    per row (the tensor cores' accumulation over the whole row, as talon_gemm's tests), for
-   talon_moe_gemm (gathered a) and the grouped GEMM.
+   talon_moe_gemm (gathered and sorted a; with scales per tensor or row also the transposed
+   kernel) and the grouped GEMM.
    TALON_TEST_QUICK=1 (compute-sanitizer) keeps every kernel variant on smaller problems. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -60,8 +61,8 @@ typedef struct mcase {
     int weights; /* router weights multiply the rows */
     int route;   /* ROUTE_* */
     int64_t local; /* experts passed to moe_gemm (fewer: expert parallelism); 0: experts */
-    int pad;     /* extra elements per row of a, b and d (multiples of 8; fp8: of 16) */
-    talon_gemm_scale scale; /* bf16/f16: NONE; fp8: TENSOR or ROW */
+    int pad;     /* extra elements per row of a, b and d (multiples of 8; fp8: k + pad of 16) */
+    talon_gemm_scale scale; /* bf16/f16: NONE; fp8: TENSOR, ROW or BLOCK */
 } mcase;
 
 /* The routing and moe_align's layout of it, on the device and read back. */
@@ -204,8 +205,10 @@ typedef struct job {
     routing r;
     int64_t local, a_rows, d_rows, b_rows, lda, ldb, ldd, d_bytes;
     int64_t isize, n_as, n_bs; /* bytes an element of a and b; fp8: a_scale's, b_scale's floats */
+    int64_t kb, rows4, bblocks; /* fp8 BLOCK: k-blocks, a_rows rounded up to 4, b's row blocks */
     double *a, *b;   /* the values (fp8: times their scales) */
-    float *sa, *sb;  /* fp8: ROW a_scale [a_rows], b_scale [local, b_rows]; TENSOR [1], [local] */
+    float *sa, *sb;  /* fp8: ROW a_scale [a_rows], b_scale [local, b_rows]; TENSOR [1], [local];
+                        BLOCK [kb, rows4], [local, bblocks, kb] */
     unsigned char *ha, *hb, *hd;
     CUdeviceptr da, db, dd, dsa, dsb;
 } job;
@@ -247,9 +250,12 @@ static int job_prepare(job *j, const mcase *c, uint64_t seed) {
     j->db = gpu_alloc((size_t)(j->local * j->b_rows * j->ldb * j->isize));
     j->dd = gpu_alloc((size_t)j->d_bytes);
     if (j->isize == 1) {
-        const int row = c->scale == TALON_GEMM_SCALE_ROW;
-        j->n_as = row ? j->a_rows : 1;
-        j->n_bs = j->local * (row ? j->b_rows : 1);
+        const int row = c->scale == TALON_GEMM_SCALE_ROW, block = c->scale == TALON_GEMM_SCALE_BLOCK;
+        j->kb = (c->k + 127) / 128;
+        j->rows4 = (j->a_rows + 3) / 4 * 4;
+        j->bblocks = (j->b_rows + 127) / 128;
+        j->n_as = block ? j->kb * j->rows4 : row ? j->a_rows : 1;
+        j->n_bs = j->local * (block ? j->bblocks * j->kb : row ? j->b_rows : 1);
         j->sa = malloc((size_t)j->n_as * sizeof(float));
         j->sb = malloc((size_t)j->n_bs * sizeof(float));
         j->dsa = gpu_alloc((size_t)j->n_as * 4);
@@ -262,15 +268,19 @@ static int job_prepare(job *j, const mcase *c, uint64_t seed) {
 /* Fresh a and b (from seed), uploaded; d poisoned. */
 static int job_upload(job *j, uint64_t seed) {
     uint64_t s = ref_mix64(seed ^ 0xA5A5);
-    if (j->isize == 1) { /* a row's scale (ROW) or one; a row of b's, or its expert's */
-        const int row = j->c.scale == TALON_GEMM_SCALE_ROW;
+    if (j->isize == 1) {
+        /* a: a row's scale (ROW), one (TENSOR) or a row's per k-block (BLOCK); b: a row's, its
+           expert's or its 128 x 128 block's */
+        const int row = j->c.scale == TALON_GEMM_SCALE_ROW, block = j->c.scale == TALON_GEMM_SCALE_BLOCK;
         int64_t r;
         fill_scales(j->sa, j->n_as, &s);
         fill_scales(j->sb, j->n_bs, &s);
-        fill8(j->a_rows, j->c.k, j->lda, &s, j->a, j->ha, j->sa, row, 0);
-        for (r = 0; r < j->local * j->b_rows; r++)
+        fill8(j->a_rows, j->c.k, j->lda, &s, j->a, j->ha, j->sa, row || block, block ? j->rows4 : 0);
+        for (r = 0; r < j->local * j->b_rows; r++) {
+            const int64_t e = r / j->b_rows, br = r % j->b_rows;
             fill8(1, j->c.k, j->ldb, &s, j->b + r * j->c.k, j->hb + r * j->ldb,
-                  j->sb + (row ? r : r / j->b_rows), 0, 0);
+                  j->sb + (block ? (e * j->bblocks + br / 128) * j->kb : row ? r : e), 0, block);
+        }
         GPU_CK(cu.cuMemcpyHtoD(j->dsa, j->sa, (size_t)j->n_as * 4));
         GPU_CK(cu.cuMemcpyHtoD(j->dsb, j->sb, (size_t)j->n_bs * 4));
     } else {
@@ -311,7 +321,7 @@ static void describe(const mcase *c, char *s, size_t n) {
     snprintf(s, n, "%s T %lld topk %lld E %lld (local %lld) n %lld k %lld gated %d act %d rows "
              "%d->%d weights %d route %d pad %d", c->dt == TALON_DTYPE_BF16 ? "bf16"
              : c->dt == TALON_DTYPE_F16 ? "f16" : c->scale == TALON_GEMM_SCALE_ROW ? "fp8 row"
-             : "fp8 tensor",
+             : c->scale == TALON_GEMM_SCALE_TENSOR ? "fp8 tensor" : "fp8 block",
              (long long)c->tokens, (long long)c->topk, (long long)c->experts, (long long)c->local,
              (long long)c->n, (long long)c->k, c->gated, (int)c->act, (int)c->a_rows,
              (int)c->d_rows, c->weights, c->route, c->pad);
@@ -325,7 +335,9 @@ static int job_check(job *j, long long *elements) {
     /* d's rounding (fp8: bf16 d) and the fp32 sums (fp8: the tensor cores' accumulation over
        the whole row, as talon_gemm's tests) */
     const double rel = c->dt == TALON_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
-    const double e_mag = j->isize == 1 ? 0x1p-20 : 0x1p-14;
+    const double e_mag = j->isize != 1 ? 0x1p-14
+                         : c->scale == TALON_GEMM_SCALE_BLOCK ? 0x1p-24 * (double)(j->kb + 16)
+                                                              : 0x1p-20;
     const int64_t pairs = c->tokens * c->topk;
     const double macs = (double)r->num_post * (double)j->b_rows * (double)c->k;
     const int64_t step = macs > SAMPLED_MACS ? (int64_t)ceil(macs / SAMPLED_MACS) : 1;
@@ -407,6 +419,7 @@ static void run_case(gpu_tally *t, const mcase *c, uint64_t seed) {
 #define F8 TALON_DTYPE_FP8_E4M3
 #define ROW TALON_GEMM_SCALE_ROW
 #define TEN TALON_GEMM_SCALE_TENSOR
+#define BLK TALON_GEMM_SCALE_BLOCK
 #define TOK TALON_MOE_ROWS_TOKEN
 #define SRT TALON_MOE_ROWS_SORTED
 #define PR TALON_MOE_ROWS_PAIR
@@ -446,13 +459,29 @@ static void test_layouts(void **state) {
         {BF, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
         {BF, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
         /* fp8 with scales per row (of a's rows: tokens, pairs or slots) or tensor: gathered
-           and sorted a, both d layouts, padding halves skipped (<= 128 tokens), no transposed
-           kernel at <= 64 tokens, expert parallelism, strides, bn 256 */
+           and sorted a, both d layouts, padding halves skipped (<= 128 tokens), the transposed
+           kernel at <= 64 tokens (chunks of 16, 32, 64; n below a tile's second half; a
+           repeated expert), expert parallelism, strides, bn 256; k 200 and 136 (16-element
+           pieces of a gathered row end 8 past k, in NaN padding) */
         {F8, 300, 4, 8, 200, 272, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
         {F8, 257, 3, 16, 136, 144, 0, A_RELU, PR, PR, 1, ROUTE_MASKED, 0, 16, TEN},
         {F8, 100, 6, 32, 96, 64, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 16, ROW},
+        {F8, 300, 4, 8, 72, 200, 1, A_SILU, PR, SRT, 0, ROUTE_ZIPF, 0, 8, ROW},
         {F8, 16, 8, 64, 200, 272, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, ROW},
         {F8, 5, 8, 16, 136, 208, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 16, TEN},
+        {F8, 33, 4, 16, 136, 200, 1, A_GELU, PR, PR, 1, ROUTE_MASKED, 5, 8, ROW},
+        {F8, 20, 6, 32, 24, 136, 1, A_TANH, TOK, PR, 0, ROUTE_UNIFORM, 0, 8, TEN},
+        {F8, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, ROW},
+        /* fp8 block scales (a's per row of a and k-block, b's per 128 x 128 block): gathered
+           and sorted a, both d layouts, gated n 192 (bn 128) and 128, k-blocks past k (k 200
+           in NaN padding), padding halves skipped, 16 tokens (the 128-row kernel), expert
+           parallelism, bn 256 */
+        {F8, 300, 4, 8, 192, 272, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, BLK},
+        {F8, 257, 3, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 0, 8, BLK},
+        {F8, 100, 6, 32, 128, 144, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 16, BLK},
+        {F8, 16, 8, 64, 64, 256, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 0, 0, BLK},
+        {F8, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, BLK},
+        {F8, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, BLK},
         {F8, 2048, 8, 32, 768, 1024, 1, A_TANH, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
         {F8, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, ROW},
     };
@@ -468,6 +497,9 @@ static void test_layouts(void **state) {
         {BF, 600, 8, 8, 1024, 64, 0, A_RELU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
         {F8, 130, 4, 8, 200, 144, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
         {F8, 40, 4, 8, 200, 64, 0, A_NONE, PR, PR, 1, ROUTE_MASKED, 5, 16, TEN},
+        {F8, 16, 4, 8, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, ROW},
+        {F8, 130, 4, 8, 128, 200, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 8, BLK},
+        {F8, 40, 4, 8, 136, 144, 0, A_NONE, PR, PR, 1, ROUTE_MASKED, 5, 16, BLK},
     };
     const mcase *cases = g_quick ? quick : full;
     const int n = g_quick ? COUNT(quick) : COUNT(full);
@@ -941,6 +973,7 @@ static void test_grouped(void **state) {
         {F8, CONT, 8, 256, 520, 400, 0, A_RELU, 0, 0, TALON_GEMM_SCALE_BLOCK},
         {F8, CONT, 8, 300, 200, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_ROW},
         {F8, MASK, 6, 200, 1000, 256, 0, A_GELU, 16, 1, TALON_GEMM_SCALE_TENSOR},
+        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0, TALON_GEMM_SCALE_ROW},
     };
     const gcase *cases = g_quick ? quick : full;
     const int n = g_quick ? COUNT(quick) : COUNT(full);

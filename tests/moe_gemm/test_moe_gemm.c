@@ -107,11 +107,10 @@ static const bad_row bad_rows[] = {
         M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), M(d, PTR, 0x100000000000ull)), "args->n", "1048576"),
     BAD("topk_weights inside d", ONE(M(topk_weights, PTR, P_D + 0x47d0000 - 4)),
         "args->topk_weights", "0x247cfffc"),
-    /* fp8: TENSOR or ROW scales (d bf16, the same span) */
+    /* fp8: TENSOR, ROW or BLOCK scales (d bf16, the same span) */
     BAD("dtype fp8 with scale NONE", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3)), "args->scale", "0"),
-    BAD("fp8 scale BLOCK", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
-        M(scale, ENUM, TALON_GEMM_SCALE_BLOCK), M(a_scale, PTR, P_AS), M(b_scale, PTR, P_BS)),
-        "args->scale", "3"),
+    BAD("fp8 scale 4", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3), M(scale, ENUM, 4),
+        M(a_scale, PTR, P_AS), M(b_scale, PTR, P_BS)), "args->scale", "4"),
     BAD("scale ROW with bf16", ONE(M(scale, ENUM, TALON_GEMM_SCALE_ROW)), "args->scale", "2"),
     BAD("a_scale with bf16", ONE(M(a_scale, PTR, P_AS)), "args->a_scale", "0x44000000"),
     BAD("fp8 a_scale NULL", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
@@ -129,6 +128,17 @@ static const bad_row bad_rows[] = {
     BAD("fp8 ROW b_scale's end inside d", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
         M(scale, ENUM, TALON_GEMM_SCALE_ROW), M(a_scale, PTR, P_AS),
         M(b_scale, PTR, P_D - 0xc0000 + 8)), "args->b_scale", "0x1ff40008"),
+    /* BLOCK: a_scale [16 k-blocks, 4096 token rows] (0x40000 bytes), b_scale [128 experts,
+       12 row blocks, 16 k-blocks] (0x18000 bytes); gated n a multiple of 64 */
+    BAD("fp8 BLOCK a_scale's end inside d", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+        M(scale, ENUM, TALON_GEMM_SCALE_BLOCK), M(a_scale, PTR, P_D - 0x40000 + 4),
+        M(b_scale, PTR, P_BS)), "args->a_scale", "0x1ffc0004"),
+    BAD("fp8 BLOCK b_scale's end inside d", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+        M(scale, ENUM, TALON_GEMM_SCALE_BLOCK), M(a_scale, PTR, P_AS),
+        M(b_scale, PTR, P_D - 0x18000 + 4)), "args->b_scale", "0x1ffe8004"),
+    BAD("fp8 BLOCK gated n 96", ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3),
+        M(scale, ENUM, TALON_GEMM_SCALE_BLOCK), M(a_scale, PTR, P_AS), M(b_scale, PTR, P_BS),
+        M(n, I64, 96)), "args->n", "96"),
 };
 
 static void test_invalid_argument(void **state) {
@@ -185,7 +195,7 @@ static void test_plan(void **state) {
     talon__moe_gemm_plan pl;
     (void)state;
     /* Qwen3-30B-A3B gate/up, T 4096: 256 busy blocks x 6 column tiles of 128 (bn 256) */
-    talon__moe_gemm_plan_make(4096, 8, 768, 1, 49024, 383, 0, 132, &pl);
+    talon__moe_gemm_plan_make(4096, 8, 768, 1, 0, 49024, 383, 0, 132, &pl);
     assert_int_equal(pl.bn, 256);
     assert_int_equal(pl.blocks, 383);
     assert_int_equal(pl.tiles_n, 6);
@@ -195,49 +205,57 @@ static void test_plan(void **state) {
     assert_int_equal(pl.swap_rows, 0);
     /* DeepSeek-V3 down (n 7168), T 1, a and d both sorted: one busy block; 56 tiles of 128
        fill more SMs than 28 of 256 */
-    talon__moe_gemm_plan_make(1, 8, 7168, 0, 8 + 8 * 127, 8, 1, 132, &pl);
+    talon__moe_gemm_plan_make(1, 8, 7168, 0, 0, 8 + 8 * 127, 8, 1, 132, &pl);
     assert_int_equal(pl.bn, 128);
     expect_decode_plan(&pl, 0, 1);
     /* the same with a gathered a or pair rows of d: the transposed kernel, 128 columns a tile,
        chunks of 16 slots */
-    talon__moe_gemm_plan_make(1, 8, 7168, 0, 8 + 8 * 127, 8, 0, 132, &pl);
+    talon__moe_gemm_plan_make(1, 8, 7168, 0, 0, 8 + 8 * 127, 8, 0, 132, &pl);
     expect_decode_plan(&pl, 16, 0);
     /* chunk rows: the smallest of 16, 32, 64 that holds the tokens; none past 64 */
-    talon__moe_gemm_plan_make(16, 8, 2048, 1, 128 + 128 * 127, 128, 0, 132, &pl);
+    talon__moe_gemm_plan_make(16, 8, 2048, 1, 0, 128 + 128 * 127, 128, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 16);
-    talon__moe_gemm_plan_make(17, 8, 2048, 1, 136 + 128 * 127, 129, 0, 132, &pl);
+    talon__moe_gemm_plan_make(17, 8, 2048, 1, 0, 136 + 128 * 127, 129, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 32);
-    talon__moe_gemm_plan_make(33, 8, 2048, 1, 264 + 128 * 127, 130, 0, 132, &pl);
+    talon__moe_gemm_plan_make(33, 8, 2048, 1, 0, 264 + 128 * 127, 130, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 64);
-    talon__moe_gemm_plan_make(64, 8, 2048, 1, 512 + 128 * 127, 131, 0, 132, &pl);
+    talon__moe_gemm_plan_make(64, 8, 2048, 1, 0, 512 + 128 * 127, 131, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 64);
     assert_int_equal(pl.tiles_n, 16); /* gated: 128 output columns from 256 rows of b */
-    talon__moe_gemm_plan_make(65, 8, 2048, 1, 520 + 128 * 127, 131, 0, 132, &pl);
+    talon__moe_gemm_plan_make(65, 8, 2048, 1, 0, 520 + 128 * 127, 131, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 0);
-    /* padding halves skip their products up to 128 tokens (an expert fills one block) */
-    talon__moe_gemm_plan_make(128, 8, 2048, 0, 1024 + 128 * 127, 128 * 2, 0, 132, &pl);
+    /* fp8 block scales: never transposed; gated n not a multiple of 128: bn 128 */
+    talon__moe_gemm_plan_make(16, 8, 2048, 1, 1, 128 + 128 * 127, 128, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 0);
     assert_int_equal(pl.skip_padding, 1);
-    talon__moe_gemm_plan_make(129, 8, 2048, 0, 1032 + 128 * 127, 128 * 2, 0, 132, &pl);
+    talon__moe_gemm_plan_make(4096, 8, 960, 1, 1, 49024, 383, 0, 132, &pl);
+    assert_int_equal(pl.bn, 128);
+    talon__moe_gemm_plan_make(4096, 8, 960, 1, 0, 49024, 383, 0, 132, &pl);
+    assert_int_equal(pl.bn, 256);
+    /* padding halves skip their products up to 128 tokens (an expert fills one block) */
+    talon__moe_gemm_plan_make(128, 8, 2048, 0, 0, 1024 + 128 * 127, 128 * 2, 0, 132, &pl);
+    assert_int_equal(pl.skip_padding, 1);
+    talon__moe_gemm_plan_make(129, 8, 2048, 0, 0, 1032 + 128 * 127, 128 * 2, 0, 132, &pl);
     assert_int_equal(pl.skip_padding, 0);
     /* a narrow gated n: 64 output columns fill bn 128's tiles exactly, 256's half */
-    talon__moe_gemm_plan_make(100, 2, 64, 1, 100 * 2 + 8 * 127, 10, 0, 132, &pl);
+    talon__moe_gemm_plan_make(100, 2, 64, 1, 0, 100 * 2 + 8 * 127, 10, 0, 132, &pl);
     assert_int_equal(pl.bn, 128);
     assert_int_equal(pl.tiles_n, 1);
     assert_int_equal(pl.blocks, 9); /* 1216 slots: 9 whole blocks */
     assert_int_equal(pl.grid, 8);   /* whole clusters of 2 */
     /* blocks: no more than end inside sorted_capacity */
-    talon__moe_gemm_plan_make(4, 2, 256, 0, 200, 100, 1, 132, &pl);
+    talon__moe_gemm_plan_make(4, 2, 256, 0, 0, 200, 100, 1, 132, &pl);
     assert_int_equal(pl.blocks, 1);
     assert_int_equal(pl.bn, 128);
     assert_int_equal(pl.grid, 2);
-    talon__moe_gemm_plan_make(4, 2, 256, 0, 1024, 100, 1, 132, &pl);
+    talon__moe_gemm_plan_make(4, 2, 256, 0, 0, 1024, 100, 1, 132, &pl);
     assert_int_equal(pl.blocks, 8);
-    talon__moe_gemm_plan_make(4, 2, 256, 0, 200, 100, 0, 132, &pl); /* transposed: no clusters */
+    talon__moe_gemm_plan_make(4, 2, 256, 0, 0, 200, 100, 0, 132, &pl); /* transposed: no clusters */
     assert_int_equal(pl.blocks, 1);
     assert_int_equal(pl.tiles_n, 2);
     assert_int_equal(pl.grid, 2);
     /* the SM count bounds the grid */
-    talon__moe_gemm_plan_make(4096, 8, 768, 1, 49024, 383, 0, 78, &pl);
+    talon__moe_gemm_plan_make(4096, 8, 768, 1, 0, 49024, 383, 0, 78, &pl);
     assert_int_equal(pl.grid, 78);
 }
 
@@ -248,6 +266,10 @@ typedef struct moe_launch_row {
     int grid, tiles_n;
 } moe_launch_row;
 #define LAUNCH(NAME, SETS, SYM, GRID, TN) {"moe_gemm launches " NAME, SETS, SYM, GRID, TN}
+/* fp8 inputs with scales of kind SC (4 of a row's edits) */
+#define FP8_SCALED(SC)                                                                         \
+    M(dtype, ENUM, TALON_DTYPE_FP8_E4M3), M(scale, ENUM, SC), M(a_scale, PTR, P_AS),           \
+        M(b_scale, PTR, P_BS)
 
 static const moe_launch_row launch_rows[] = {
     LAUNCH("bf16 gate/up, token rows -> sorted, gated 256", NONE, "talon_moe_gemm_bf16_gated_256",
@@ -286,15 +308,38 @@ static const moe_launch_row launch_rows[] = {
                M(tokens, I64, 16), M(sorted_capacity, I64, 128 + 128 * 127),
                M(expert_ids_capacity, I64, 128)),
            "talon_moe_gemm_bf16_128", 132, 16),
-    /* fp8 with scales per tensor or row: the 128-row kernel at every size (gathered a too) */
+    /* fp8 with scales per tensor or row: the 128-row kernel past 64 tokens (gathered a too),
+       the transposed one at up to 64 (not with a and d both SORTED) */
     LAUNCH("fp8 row gate/up, token rows -> sorted",
-           ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3), M(scale, ENUM, TALON_GEMM_SCALE_ROW),
-               M(a_scale, PTR, P_AS), M(b_scale, PTR, P_BS)),
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW)),
            "talon_moe_gemm_e4m3_row_gated_256", 132, 6),
-    LAUNCH("fp8 tensor, 16 tokens, pair rows: not transposed",
-           ONE(M(dtype, ENUM, TALON_DTYPE_FP8_E4M3), M(scale, ENUM, TALON_GEMM_SCALE_TENSOR),
-               M(a_scale, PTR, P_AS), M(b_scale, PTR, P_BS), M(gated, INT, 0), M(n, I64, 2048),
+    LAUNCH("fp8 tensor, 16 tokens, pair rows: transposed",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_TENSOR), M(gated, INT, 0), M(n, I64, 2048),
                M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), M(tokens, I64, 16),
+               M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
+           "talon_moe_gemm_e4m3_row_swap16", 132, 16),
+    LAUNCH("fp8 row gate/up, 33 tokens: transposed",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), M(tokens, I64, 33),
+               M(sorted_capacity, I64, 130 * 128), M(expert_ids_capacity, I64, 130)),
+           "talon_moe_gemm_e4m3_row_gated_swap64", 132, 6),
+    /* fp8 block scales: the 128-row kernel at every size; gated n not a multiple of 128: 128 */
+    LAUNCH("fp8 block gate/up, token rows -> sorted",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(n, I64, 1024)),
+           "talon_moe_gemm_e4m3_block_gated_256", 132, 8),
+    LAUNCH("fp8 block gate/up n 960 (not a multiple of 128): 128",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(n, I64, 960)),
+           "talon_moe_gemm_e4m3_block_gated_128", 132, 15),
+    LAUNCH("fp8 row gate/up n 960: 256",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), M(n, I64, 960)),
+           "talon_moe_gemm_e4m3_row_gated_256", 132, 8),
+    LAUNCH("fp8 block, 16 tokens, token -> pair rows: not transposed",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(gated, INT, 0), M(n, I64, 2048),
+               M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), M(tokens, I64, 16),
+               M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
+           "talon_moe_gemm_e4m3_block_128", 132, 16),
+    LAUNCH("fp8 row, 16 tokens, sorted -> sorted: the 128-row kernel",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), M(gated, INT, 0), M(n, I64, 2048),
+               M(a_rows, ENUM, TALON_MOE_ROWS_SORTED), M(tokens, I64, 16),
                M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
            "talon_moe_gemm_e4m3_row_128", 132, 16),
 };
@@ -346,8 +391,18 @@ static void test_launch(void **state) {
     assert_int_equal(p->b_scale, a.b_scale);
     assert_int_equal(p->a_scale_step, a.scale == TALON_GEMM_SCALE_ROW);
     assert_int_equal(p->b_scale_step, a.scale == TALON_GEMM_SCALE_ROW);
-    assert_int_equal(p->b_scale_expert, a.scale == TALON_GEMM_SCALE_ROW ? (a.gated ? 2 : 1) * a.n
-                                        : a.scale == TALON_GEMM_SCALE_TENSOR);
+    if (es == 1) {
+        const int64_t kb = (a.k + 127) / 128, b_rows = (a.gated ? 2 : 1) * a.n;
+        const int64_t a_rows = a.a_rows == TALON_MOE_ROWS_SORTED ? a.sorted_capacity
+                               : a.a_rows == TALON_MOE_ROWS_TOKEN ? a.tokens : a.tokens * a.topk;
+        assert_int_equal(p->b_scale_expert, a.scale == TALON_GEMM_SCALE_BLOCK ? (b_rows + 127) / 128 * kb
+                                            : a.scale == TALON_GEMM_SCALE_ROW ? b_rows : 1);
+        assert_int_equal(p->a_scale_ld, (a_rows + 3) / 4 * 4);
+        assert_int_equal(p->b_scale_ld, kb);
+        assert_int_equal(p->scale_rows, a_rows);
+    } else {
+        assert_int_equal(p->b_scale_expert, 0);
+    }
     /* maps in order: a (SORTED, 128-row kernel), d (SORTED), b's gate (or only) view, b's up
        view (gated) */
     maps = (a.a_rows == TALON_MOE_ROWS_SORTED && !swap) + (a.d_rows == TALON_MOE_ROWS_SORTED) + 1 +

@@ -93,19 +93,43 @@ static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, cons
     return talon__launch_ex(ctx, stream, op, kernel, pl->grid, 1, p, 1);
 }
 
-/* Both ops' types: bf16/f16 without scales, or fp8 with TENSOR or ROW scales (and BLOCK
-   where allow_block: the grouped GEMM's); then the dense GEMM's rules. */
+/* Both ops' types: bf16/f16 without scales, or fp8 with TENSOR, ROW or BLOCK scales; then
+   the dense GEMM's rules. */
 static talon_status talon__moe_gemm_check_types(const char *op, talon_dtype dtype,
                                                 talon_gemm_scale scale, CUdeviceptr a_scale,
-                                                CUdeviceptr b_scale, int gated, int64_t n,
-                                                int allow_block) {
+                                                CUdeviceptr b_scale, int gated, int64_t n) {
     if (dtype == TALON_DTYPE_FP8_E4M3 && scale != TALON_GEMM_SCALE_TENSOR &&
-        scale != TALON_GEMM_SCALE_ROW && !(allow_block && scale == TALON_GEMM_SCALE_BLOCK))
+        scale != TALON_GEMM_SCALE_ROW && scale != TALON_GEMM_SCALE_BLOCK)
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->scale = %d must be "
-                           "TALON_GEMM_SCALE_TENSOR (1)%s ROW (2)%s with fp8 inputs", op,
-                           (int)scale, allow_block ? "," : " or",
-                           allow_block ? " or BLOCK (3)" : "");
+                           "TALON_GEMM_SCALE_TENSOR (1), ROW (2) or BLOCK (3) with fp8 inputs",
+                           op, (int)scale);
     return talon__gemm_check_inputs(op, dtype, scale, a_scale, b_scale, gated, n);
+}
+
+/* fp8: b_scale's floats per group (expert) of b_rows rows: BLOCK [ceil(b_rows / 128),
+   ceil(k / 128)], ROW one per row, TENSOR one. */
+static int64_t talon__moe_gemm_b_scales(talon_gemm_scale scale, int64_t b_rows, int64_t k) {
+    return scale == TALON_GEMM_SCALE_BLOCK ? (b_rows + 127) / 128 * ((k + 127) / 128)
+           : scale == TALON_GEMM_SCALE_ROW ? b_rows : 1;
+}
+
+/* fp8: a_scale's floats over rows of a: BLOCK [ceil(k / 128), rows rounded up to 4], ROW one
+   per row, TENSOR one. */
+static int64_t talon__moe_gemm_a_scales(talon_gemm_scale scale, int64_t rows, int64_t k) {
+    return scale == TALON_GEMM_SCALE_BLOCK ? (k + 127) / 128 * ((rows + 3) / 4 * 4)
+           : scale == TALON_GEMM_SCALE_ROW ? rows : 1;
+}
+
+/* fp8's scale fields of the params over rows of a (rows4: rounded up to 4) and b_rows rows
+   of b per group. */
+static void talon__moe_gemm_scales(talon__moe_gemm_params *p, talon_gemm_scale scale,
+                                   CUdeviceptr a_scale, CUdeviceptr b_scale, int64_t rows,
+                                   int64_t b_rows, int64_t k) {
+    p->a_scale = a_scale; p->b_scale = b_scale;
+    p->a_scale_ld = (rows + 3) / 4 * 4; p->b_scale_ld = (int)((k + 127) / 128);
+    p->b_scale_expert = talon__moe_gemm_b_scales(scale, b_rows, k);
+    p->scale_rows = (int)rows;
+    p->a_scale_step = p->b_scale_step = scale == TALON_GEMM_SCALE_ROW;
 }
 
 talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *a) {
@@ -114,12 +138,13 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     talon__moe_gemm_plan pl;
     int64_t lda, ldb, ldd, a_rows, d_rows, b_rows;
     CUdeviceptr sd[2], s[2];
-    int isize, fp8;
+    int isize, fp8, block;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__moe_gemm_check_types(op, a->dtype, a->scale, a->a_scale, a->b_scale,
-                                           a->gated, a->n, 0));
+                                           a->gated, a->n));
     isize = talon__gemm_esize(a->dtype);
     fp8 = isize == 1;
+    block = fp8 && a->scale == TALON_GEMM_SCALE_BLOCK;
     TALON__TRY(talon__moe_gemm_check_rows(op, "a_rows", (int)a->a_rows, 1));
     TALON__TRY(talon__moe_gemm_check_rows(op, "d_rows", (int)a->d_rows, 0));
     TALON__TRY(talon__check_size(op, "tokens", a->tokens, 65536));
@@ -144,9 +169,9 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
     talon__gemm_span(a->b, a->experts * b_rows, a->k, ldb, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
-    talon__gemm_span(a->a_scale, 1, a->scale == TALON_GEMM_SCALE_ROW ? a_rows : 1, 1, 4, s);
+    talon__gemm_span(a->a_scale, 1, talon__moe_gemm_a_scales(a->scale, a_rows, a->k), 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a_scale", a->a_scale, s));
-    talon__gemm_span(a->b_scale, 1, a->experts * (a->scale == TALON_GEMM_SCALE_ROW ? b_rows : 1),
+    talon__gemm_span(a->b_scale, 1, a->experts * talon__moe_gemm_b_scales(a->scale, b_rows, a->k),
                      1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b_scale", a->b_scale, s));
     talon__gemm_span(a->sorted_token_ids, 1, a->sorted_capacity, 1, 4, s);
@@ -159,10 +184,10 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     talon__gemm_span(a->topk_weights, 1, a->tokens * a->topk, 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "topk_weights", a->topk_weights, s));
 
-    talon__moe_gemm_plan_make(a->tokens, a->topk, a->n, a->gated, a->sorted_capacity,
+    talon__moe_gemm_plan_make(a->tokens, a->topk, a->n, a->gated, block, a->sorted_capacity,
                               a->expert_ids_capacity,
-                              fp8 || (a->a_rows == TALON_MOE_ROWS_SORTED &&
-                                      a->d_rows == TALON_MOE_ROWS_SORTED),
+                              a->a_rows == TALON_MOE_ROWS_SORTED &&
+                                  a->d_rows == TALON_MOE_ROWS_SORTED,
                               ctx->sms, &pl);
     if ((int64_t)pl.blocks * pl.tiles_n > (1LL << 30)) /* the kernel's int tile indices */
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->n = %lld with "
@@ -186,14 +211,9 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     p.experts = (int)a->experts; p.topk = (int)a->topk; p.pairs = (int)(a->tokens * a->topk);
     p.a_rows = (int)a->a_rows; p.d_rows = (int)a->d_rows; p.act = (int)a->act;
     p.layout = TALON__MOE_LAYOUT_ALIGNED;
-    if (fp8) {
-        const int row = a->scale == TALON_GEMM_SCALE_ROW;
-        p.a_scale = a->a_scale; p.b_scale = a->b_scale;
-        p.a_scale_step = p.b_scale_step = row;
-        p.b_scale_expert = row ? b_rows : 1;
-    }
+    if (fp8) talon__moe_gemm_scales(&p, a->scale, a->a_scale, a->b_scale, a_rows, b_rows, a->k);
     return talon__moe_gemm_launch(ctx, stream, op, &p, &pl, a->b, a->n, a->k, ldb, a->gated,
-                                  a->dtype, fp8);
+                                  a->dtype, fp8 && !block);
 }
 
 /* talon_grouped_gemm's rules: the pointers of its layout given, the other layout's 0. */
@@ -231,25 +251,17 @@ static talon_status talon__grouped_gemm_check_layout(const char *op,
     return TALON_SUCCESS;
 }
 
-/* fp8: b_scale's floats per group: BLOCK [ceil(rows of b / 128), ceil(k / 128)], ROW one per
-   row of b, TENSOR one. */
-static int64_t talon__grouped_gemm_b_scales(const talon_grouped_gemm_args *a) {
-    const int64_t b_rows = (a->gated ? 2 : 1) * a->n;
-    return a->scale == TALON_GEMM_SCALE_BLOCK ? (b_rows + 127) / 128 * ((a->k + 127) / 128)
-           : a->scale == TALON_GEMM_SCALE_ROW ? b_rows : 1;
-}
-
 talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_grouped_gemm_args *a) {
     static const char op[] = "talon_grouped_gemm";
     talon__moe_gemm_params p;
     talon__moe_gemm_plan pl;
-    int64_t lda, ldb, ldd, rows, kblocks, rows4;
+    int64_t lda, ldb, ldd, rows, b_rows;
     CUdeviceptr sd[2], s[2];
     int isize, fp8, block;
     talon_dtype out_dtype;
     TALON__TRY(talon__check_common(op, ctx, a));
     TALON__TRY(talon__moe_gemm_check_types(op, a->dtype, a->scale, a->a_scale, a->b_scale,
-                                           a->gated, a->n, 1));
+                                           a->gated, a->n));
     isize = talon__gemm_esize(a->dtype);
     fp8 = isize == 1;
     block = fp8 && a->scale == TALON_GEMM_SCALE_BLOCK;
@@ -260,17 +272,16 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
                                               a->ldb, a->ldd, a->d, a->a, a->b, &lda, &ldb, &ldd));
     /* a and d as [rows, .] matrices (MASKED: the groups' blocks of rows back to back) */
     rows = a->layout == TALON_GROUPED_MASKED ? a->groups * a->rows : a->rows;
-    rows4 = (rows + 3) / 4 * 4;
-    kblocks = (a->k + 127) / 128;
+    b_rows = (a->gated ? 2 : 1) * a->n;
     talon__gemm_span(a->d, rows, a->n, ldd, 2, sd);
     talon__gemm_span(a->a, rows, a->k, lda, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
-    talon__gemm_span(a->b, a->groups * (a->gated ? 2 : 1) * a->n, a->k, ldb, isize, s);
+    talon__gemm_span(a->b, a->groups * b_rows, a->k, ldb, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
-    talon__gemm_span(a->a_scale, 1, block ? kblocks * rows4
-                                     : a->scale == TALON_GEMM_SCALE_ROW ? rows : 1, 1, 4, s);
+    talon__gemm_span(a->a_scale, 1, talon__moe_gemm_a_scales(a->scale, rows, a->k), 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a_scale", a->a_scale, s));
-    talon__gemm_span(a->b_scale, 1, a->groups * talon__grouped_gemm_b_scales(a), 1, 4, s);
+    talon__gemm_span(a->b_scale, 1, a->groups * talon__moe_gemm_b_scales(a->scale, b_rows, a->k),
+                     1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b_scale", a->b_scale, s));
     talon__gemm_span(a->tile_groups, 1, a->rows / 128, 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "tile_groups", a->tile_groups, s));
@@ -297,13 +308,7 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     p.layout = a->layout == TALON_GROUPED_MASKED ? TALON__MOE_LAYOUT_MASKED
                                                  : TALON__MOE_LAYOUT_CONTIGUOUS;
     p.group_size = a->layout == TALON_GROUPED_MASKED ? (int)a->rows : 0;
-    if (fp8) {
-        p.a_scale = a->a_scale; p.b_scale = a->b_scale;
-        p.a_scale_ld = rows4; p.b_scale_ld = (int)kblocks;
-        p.b_scale_expert = talon__grouped_gemm_b_scales(a);
-        p.scale_rows = (int)rows;
-        p.a_scale_step = p.b_scale_step = a->scale == TALON_GEMM_SCALE_ROW;
-    }
+    if (fp8) talon__moe_gemm_scales(&p, a->scale, a->a_scale, a->b_scale, rows, b_rows, a->k);
     return talon__moe_gemm_launch(ctx, stream, op, &p, &pl, a->b, a->n, a->k, ldb, a->gated,
                                   a->dtype, fp8 && !block);
 }
