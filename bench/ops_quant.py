@@ -177,7 +177,9 @@ def cases(h):
                                            targets=[("talon_2ops_over_talon", ">=", 1.3,
                                                      ">= 1.3x rmsnorm then quant_fp8")]))
     for mode in ("tensor", "token", "group"):
-        for rows, cols in ((4096, 4096), (16384, 4096), (4096, 7168), (16384, 7168)):
+        # 768 columns: a small expert's intermediate (Qwen3-30B-A3B), the MoE fp8 path's quant
+        for rows, cols in ((4096, 4096), (16384, 4096), (4096, 7168), (16384, 7168),
+                           (16384, 768), (49152, 768)):
             out.append(quant_case(h, mode, rows, cols,
                                   targets=[("pct_copy", ">=", 85.0, ">= 85% of the copy ceiling")]))
         out.append(quant_case(h, mode, 16, 4096))

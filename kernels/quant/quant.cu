@@ -1,9 +1,10 @@
 // quant.cu - bf16/f16 -> fp8 e4m3 with fp32 scales (talon_quant_fp8): a given per-tensor
 // scale, or one computed per row or per group of 128 columns, s = max(amax / 448, 2^-126).
 //
-// Strategy: one block per row, 16-byte loads of 8 elements. Each thread issues the loads of
-// its first TALON__QUANT_CACHE vectors before any arithmetic (one memory round trip), then:
-// per tensor, quantises them; per row, reduces |x|'s maximum over the block and quantises the
+// Strategy: one block per row (rows of up to 1024 elements: one warp per row, 8 rows a
+// block), 16-byte loads of 8 elements. Each thread issues the loads of its first
+// TALON__QUANT_CACHE vectors before any arithmetic (one memory round trip), then: per tensor,
+// quantises them; per row, reduces |x|'s maximum over the row's threads and quantises the
 // held vectors (a longer row's tail is read again); per group, the 16 threads of a half-warp
 // hold one group's 128 columns and reduce by shuffles. Quantisation is the fp32 quotient
 // x / s (IEEE) rounded to e4m3 with saturation (cvt.rn.satfinite), 8 values per 8-byte store.
@@ -31,16 +32,22 @@ template <typename T> __device__ __forceinline__ void store_q8(uint8_t *dst, con
     store_e4m3(dst, x, s);
 }
 
-template <int DT, int MODE, int BLOCK>
+// ROW_THREADS: threads per row (BLOCK: a block's; 32: a warp's, BLOCK / 32 rows a block).
+template <int DT, int MODE, int BLOCK, int ROW_THREADS>
 __device__ void quant_fp8(const talon__quant_params &p) {
     using T = elem<DT>;
     using V = vec_t<T, 8>;
-    constexpr int NV = TALON__QUANT_CACHE;
-    const int64_t row = blockIdx.x, nvec = p.cols / 8;
+    constexpr int NV = TALON__QUANT_CACHE, ROWS = BLOCK / ROW_THREADS;
+    static_assert(ROWS == 1 || ROW_THREADS == 32, "a row per block or per warp");
+    const int t = ROWS == 1 ? int(threadIdx.x) : int(threadIdx.x) % ROW_THREADS;
+    const int64_t row = int64_t(blockIdx.x) * ROWS + int(threadIdx.x) / ROW_THREADS, nvec = p.cols / 8;
+    if (ROWS > 1 && row >= p.rows) return; // a whole warp past the last row
     const T *in = reinterpret_cast<const T *>(p.in) + row * p.in_stride;
     uint8_t *out = reinterpret_cast<uint8_t *>(p.out) + row * p.out_stride;
     float *scale = reinterpret_cast<float *>(p.scale);
-    auto vi = [&](int k) { return int64_t(threadIdx.x) + int64_t(k) * BLOCK; };
+    auto vi = [&](int k) { return int64_t(t) + int64_t(k) * ROW_THREADS; };
+    // vectors past the held ones: a warp's row has none (the host's rule)
+    const int64_t tail = ROWS == 1 ? nvec : 0;
 
     V x[NV];
     float amax = 0.f;
@@ -66,14 +73,15 @@ __device__ void quant_fp8(const talon__quant_params &p) {
 #pragma unroll
         for (int k = 0; k < NV; k++)
             if (vi(k) < nvec) amax = fmaxf(amax, amax8(x[k]));
-        for (int64_t i = vi(NV); i < nvec; i += BLOCK) amax = fmaxf(amax, amax8(load_vec<T, 8>(in + i * 8)));
-        s = e4m3_scale(block_allreduce(amax, [](float a, float b) { return fmaxf(a, b); }));
-        if (threadIdx.x == 0) scale[row] = s;
+        for (int64_t i = vi(NV); i < tail; i += ROW_THREADS) amax = fmaxf(amax, amax8(load_vec<T, 8>(in + i * 8)));
+        const auto max = [](float a, float b) { return fmaxf(a, b); };
+        s = e4m3_scale(ROWS == 1 ? block_allreduce(amax, max) : warp_allreduce(amax, max));
+        if (t == 0) scale[row] = s;
     }
 #pragma unroll
     for (int k = 0; k < NV; k++)
         if (vi(k) < nvec) store_q8(out + vi(k) * 8, x[k], MODE == GROUP ? group_scale(vi(k), x[k]) : s);
-    for (int64_t i = vi(NV); i < nvec; i += BLOCK) {
+    for (int64_t i = vi(NV); i < tail; i += ROW_THREADS) {
         const V v = load_vec<T, 8>(in + i * 8);
         store_q8(out + i * 8, v, MODE == GROUP ? group_scale(i, v) : s);
     }

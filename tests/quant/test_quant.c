@@ -1,7 +1,7 @@
 /* Dispatcher tests on a fake CUDA driver (no GPU) for talon_quant_fp8: one validation error per
    rule (status, message naming the field and its value, nothing launched), the block size rule,
-   and the launch of each variant (symbol, one block per row, the params and the default group
-   scale layout); talon_rmsnorm_quant_fp8's own rules and kernel choice. */
+   and the launch of each variant (symbol, a block or a warp per row, the params and the default
+   group scale layout); talon_rmsnorm_quant_fp8's own rules and kernel choice. */
 #include "fake_driver.h"
 #include "table_rows.h"
 
@@ -98,12 +98,20 @@ static void test_accepts(void **state) {
     assert_int_equal(fake.launches, 4);
 }
 
+static void expect_quant_plan(int64_t cols, int row_threads, int block) {
+    const talon__quant_plan pl = talon__quant_plan_make(cols);
+    assert_int_equal(pl.row_threads, row_threads);
+    assert_int_equal(pl.block, block);
+}
+
 static void test_block(void **state) {
     (void)state;
-    assert_int_equal(talon__quant_block(16), 128);
-    assert_int_equal(talon__quant_block(4096), 128);
-    assert_int_equal(talon__quant_block(4112), 256);
-    assert_int_equal(talon__quant_block(1 << 24), 256);
+    expect_quant_plan(16, 32, 256); /* a warp per row, 8 rows a block */
+    expect_quant_plan(1024, 32, 256);
+    expect_quant_plan(1040, 128, 128);
+    expect_quant_plan(4096, 128, 128);
+    expect_quant_plan(4112, 256, 256);
+    expect_quant_plan(1 << 24, 256, 256);
 }
 
 typedef struct quant_launch_row {
@@ -122,6 +130,12 @@ static const quant_launch_row launch_rows[] = {
     {"quant: row-major group scales, 16384 cols", ONE(Q(mode, ENUM, TALON_QUANT_GROUP),
      Q(cols, I64, 16384), Q(scale_row_stride, I64, 128), Q(scale_group_stride, I64, 1)),
      "talon_quant_fp8_bf16_group_b256", 128, 1},
+    {"quant: per token, 768 cols, 4093 rows: a warp per row", ONE(Q(cols, I64, 768),
+     Q(rows, I64, 4093)), "talon_quant_fp8_bf16_token_w32", 0, 0},
+    {"quant: f16 per tensor, 16 cols: a warp per row", ONE(Q(dtype, ENUM, TALON_DTYPE_F16),
+     Q(mode, ENUM, TALON_QUANT_TENSOR), Q(cols, I64, 16)), "talon_quant_fp8_f16_tensor_w32", 0, 0},
+    {"quant: group scales, 1024 cols: a warp per row", ONE(Q(mode, ENUM, TALON_QUANT_GROUP),
+     Q(cols, I64, 1024), Q(rows, I64, 9)), "talon_quant_fp8_bf16_group_w32", 1, 12},
 };
 
 static void test_launch(void **state) {
@@ -133,13 +147,15 @@ static void test_launch(void **state) {
     assert_int_equal(talon_quant_fp8(g_ctx, STREAM, &a), TALON_SUCCESS);
     assert_int_equal(fake.launches, 1);
     assert_int_equal(fake.last.fn, fake_handle_for(row->symbol));
-    assert_int_equal(fake.last.grid[0], a.rows);
+    /* a block per row, or (w32) a warp per row, 8 rows a block */
+    assert_int_equal(fake.last.grid[0], strstr(row->symbol, "w32") ? (a.rows + 7) / 8 : a.rows);
     assert_int_equal(fake.last.block[0], strstr(row->symbol, "b128") ? 128 : 256);
     assert_int_equal(fake.last.param_size, sizeof(talon__quant_params));
     p = (const talon__quant_params *)fake.last.params;
     assert_int_equal(p->out, a.out);
     assert_int_equal(p->in, a.in);
     assert_int_equal(p->scale, a.scale);
+    assert_int_equal(p->rows, a.rows);
     assert_int_equal(p->cols, a.cols);
     assert_int_equal(p->out_stride, a.cols);
     assert_int_equal(p->in_stride, a.cols);

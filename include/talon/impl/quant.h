@@ -5,15 +5,25 @@
 
 #define TALON__QUANT_COLS_MAX (1LL << 24)
 
-/* Threads per block: rows a 128-thread block holds in registers (TALON__QUANT_CACHE vectors
-   of 8 per thread) take 128, others 256. */
-static int talon__quant_block(int64_t cols) {
-    return cols <= 128 * 8 * TALON__QUANT_CACHE ? 128 : 256;
+/* Threads per row and per block (quant.def): rows a warp holds in registers
+   (TALON__QUANT_CACHE vectors of 8 per thread) take a warp each, 8 rows a 256-thread block;
+   rows a 128-thread block holds a 128-thread block each; longer ones 256 threads. */
+typedef struct talon__quant_plan {
+    int row_threads, block;
+} talon__quant_plan;
+
+static talon__quant_plan talon__quant_plan_make(int64_t cols) {
+    talon__quant_plan pl;
+    pl.row_threads = cols <= 32 * 8 * TALON__QUANT_CACHE ? 32
+                     : cols <= 128 * 8 * TALON__QUANT_CACHE ? 128 : 256;
+    pl.block = pl.row_threads == 32 ? 256 : pl.row_threads;
+    return pl;
 }
 
 talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_fp8_args *a) {
     static const char op[] = "talon_quant_fp8";
     talon__quant_params p;
+    talon__quant_plan pl;
     int64_t groups, out_bytes, in_bytes, scale_bytes;
     int k;
     TALON__TRY(talon__check_common(op, ctx, a));
@@ -83,10 +93,12 @@ talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_
                            op, (unsigned long long)a->scale,
                            talon__overlap(a->scale, scale_bytes, a->out, out_bytes) ? "out"
                                                                                           : "in");
-    p.out = a->out; p.in = a->in; p.scale = a->scale; p.cols = a->cols;
-    TALON__TRY(talon__pick(op, &k, TALON__B_quant_fp8, 3, (int)a->dtype, (int)a->mode,
-                           talon__quant_block(a->cols)));
-    return talon__launch(ctx, stream, op, k, a->rows, &p);
+    p.out = a->out; p.in = a->in; p.scale = a->scale; p.rows = a->rows; p.cols = a->cols;
+    pl = talon__quant_plan_make(a->cols);
+    TALON__TRY(talon__pick(op, &k, TALON__B_quant_fp8, 4, (int)a->dtype, (int)a->mode, pl.block,
+                           pl.row_threads));
+    return talon__launch(ctx, stream, op, k, (a->rows + pl.block / pl.row_threads - 1) /
+                                                 (pl.block / pl.row_threads), &p);
 }
 
 #endif
