@@ -425,11 +425,15 @@ __device__ __forceinline__ SwapIds swap_ids(const talon__moe_gemm_params &p, int
     return x;
 }
 
-// Bit j: chunk j of MN slots of the block from s0 has a slot with a pair (warp-collective).
+// The rows each chunk of MN slots of the block from s0 needs: byte j is the slots of chunk j up
+// to its last one with a pair, rounded up to a multiple of 8 (0: no pair, the chunk is not
+// computed). moe_align puts an expert's rows first in its block, so a chunk of 64 slots at
+// decode mostly needs 8 or 16: only those are gathered and go through the epilogue; the
+// others are padding (zeros in a SORTED d, nothing in a PAIR d). Warp-collective.
 template <int MN>
-__device__ __forceinline__ uint32_t live_chunks(const talon__moe_gemm_params &p, int s0,
-                                                const SwapIds &ids) {
-    uint32_t live = 0;
+__device__ __forceinline__ uint64_t chunk_rows(const talon__moe_gemm_params &p, int s0,
+                                               const SwapIds &ids) {
+    uint64_t rows = 0;
 #pragma unroll
     for (int i = 0; i < BM / 32; i++) {
         const int s = s0 + 32 * i + lane_index();
@@ -437,11 +441,16 @@ __device__ __forceinline__ uint32_t live_chunks(const talon__moe_gemm_params &p,
 #pragma unroll
         for (int c = 0; c < (MN < 32 ? 32 / MN : 1); c++) {
             const uint32_t part = MN < 32 ? (b >> (c * MN)) & ((1u << MN) - 1) : b;
-            if (part) live |= 1u << ((32 * i) / MN + c);
+            // the part's slots sit at (32 i) % MN + c MN.. of chunk (32 i) / MN + c; later
+            // parts of a chunk end further in, so the last nonzero one sets its rows
+            const int chunk = (32 * i) / MN + c, end = (32 * i) % MN + 32 - __clz(part);
+            if (part) rows = (rows & ~(uint64_t(0xff) << (8 * chunk))) |
+                             uint64_t((end + 7) & ~7) << (8 * chunk);
         }
     }
-    return live;
+    return rows;
 }
+__device__ __forceinline__ int rows_of_chunk(uint64_t rows, int j) { return int(rows >> (8 * j)) & 0xff; }
 
 // The sorted id of slot r (0..127) of the block, from the lane that holds it (warp-collective).
 // Every register is shuffled and one kept: picking the register first made ptxas index the
@@ -486,15 +495,17 @@ __device__ __forceinline__ ColumnScales column_scales(const talon__moe_gemm_para
 // One warpgroup's 64 output columns from n0 x the MN slots from s0 through the epilogue:
 // act (gated: act(gate) * up), times the router weight of the slot's pair, staged as MN rows of
 // 128 bytes, then written by a TMA store (d SORTED) or by 16-byte stores to the pairs' rows.
+// Only the first `need` slots (chunk_rows) are computed; the rest of a SORTED d gets zeros.
 // Register 4q + 2h + e of g (and u) holds column 16 w + l / 4 + 8 h, slot 8 q + 2 (l % 4) + e.
 // Threads t < MN bring slot t's weight, d row and (fp8) a's scale (w, row, ra: read before the
 // chunk's products); w_s, row_s, ra_s: the warpgroup's MN of them in shared memory. fp8: each
 // value times a's scale of its slot's row and b's of its column (cs: gate, up), before act.
 template <int DT, int MN, int G, typename Act>
 __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const float (&u)[MN / 2],
-                                              const talon__moe_gemm_params &p, int s0, int n0,
-                                              float w, int row, float ra, const ColumnScales &cs,
-                                              Staging &st, float *w_s, int *row_s, float *ra_s) {
+                                              const talon__moe_gemm_params &p, int s0, int need,
+                                              int n0, float w, int row, float ra,
+                                              const ColumnScales &cs, Staging &st, float *w_s,
+                                              int *row_s, float *ra_s) {
     using T = out_elem<DT>;
     const int lane = lane_index(), t = thread_in_warpgroup();
     const int c0 = 16 * warp_in_warpgroup() + lane / 4;
@@ -513,6 +524,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
         for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
+                if (8 * q >= need) continue; // warp-uniform: slots of padding only
                 const int i = 4 * q + 2 * h + e, r = 8 * q + 2 * (lane % 4) + e, c = c0 + 8 * h;
                 float y;
                 if constexpr (is_fp8<DT>) {
@@ -526,7 +538,13 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
                 const uint32_t at = buf + r * 128 + (((c / 8) ^ (r & 7)) << 4) + (c % 8) * 2;
                 asm volatile("st.shared.b16 [%0], %1;" ::"r"(at), "h"(*reinterpret_cast<const unsigned short *>(&v)));
             }
-    if (!pairs) {
+    if (!pairs) { // the rows past `need`: zeros (this thread: 16 bytes of rows t / 8 + 16 i)
+#pragma unroll
+        for (int i = 0; i < MN / 16; i++) {
+            const int r = t / 8 + 16 * i;
+            if (r >= need)
+                asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(buf + r * 128 + (t % 8) * 16), "r"(0));
+        }
         st.store_tma(&p.d_map, buf, n0, s0, barrier, leader);
         return;
     }
@@ -534,7 +552,9 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
     const int col = n0 + (t % 8) * 8;
 #pragma unroll
     for (int i = 0; i < MN / 16; i++) {
-        const int r = t / 8 + 16 * i, f = row_s[r];
+        const int r = t / 8 + 16 * i;
+        if (r >= need) break; // padding from here on
+        const int f = row_s[r];
         uint4 v;
         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -621,10 +641,11 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
             next = swap_ids(p, u + gridDim.x, tiles, num_post);
             if (unsigned(ids.e) >= unsigned(p.experts)) continue;
             const int b0 = (u / p.tiles_n) * BM; // the block's first slot
-            const uint32_t live = live_chunks<MN>(p, b0, ids);
+            const uint64_t rows = chunk_rows<MN>(p, b0, ids);
             const int row0 = (u % p.tiles_n) * 128; // the tile's first row of b (gated: of each half)
             for (int j = 0; j < CHUNKS; j++) {
-                if (!(live >> j & 1)) continue;
+                const int need = rows_of_chunk(rows, j); // a's rows past it are not read
+                if (!need) continue;
                 unsigned src[MN / 16];
 #pragma unroll
                 for (int i = 0; i < MN / 16; i++) {
@@ -645,9 +666,10 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
                     for (int i = 0; i < MN / 16; i++) {
                         const int r = t / 8 + 16 * i;
                         const bool ok = src[i] != ~0u && col < p.k;
-                        cp_async_16_zfill_bytes(base + r * 128 + ((piece ^ (r & 7)) << 4),
-                                                a_ptr + (ok ? int64_t(src[i]) * p.lda + col : 0),
-                                                ok ? piece_bytes<T>(p.k - col) : 0);
+                        if (r < need)
+                            cp_async_16_zfill_bytes(base + r * 128 + ((piece ^ (r & 7)) << 4),
+                                                    a_ptr + (ok ? int64_t(src[i]) * p.lda + col : 0),
+                                                    ok ? piece_bytes<T>(p.k - col) : 0);
                     }
                     cp_async_mbar_arrive_noinc(smem_addr(full));
                     st.advance();
@@ -669,11 +691,11 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
         next = swap_ids(p, u + gridDim.x, tiles, num_post);
         if (unsigned(ids.e) >= unsigned(p.experts)) continue;
         const int b0 = (u / p.tiles_n) * BM;
-        const uint32_t live = live_chunks<MN>(p, b0, ids);
+        const uint64_t rows = chunk_rows<MN>(p, b0, ids);
         const int n0 = (u % p.tiles_n) * 128 + band * 64;
         for (int j = 0; j < CHUNKS; j++) {
-            const int s0 = b0 + j * MN;
-            if (!(live >> j & 1)) {
+            const int s0 = b0 + j * MN, need = rows_of_chunk(rows, j);
+            if (!need) {
                 // sorted rows of padding: zeros, as the 128-row kernel writes them
                 if (p.d_rows == TALON__MOE_ROWS_SORTED && n0 < p.n && leader) {
                     tma_store_2d(&p.d_map, zeros, n0, s0);
@@ -718,8 +740,8 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
             release_stage<1>(pipe, prev, arriver);
             if (n0 < p.n)
                 with_act(p.act, [&](auto act) {
-                    epilogue_swap<DT, MN, G, decltype(act)>(g, up, p, s0, n0, w, row, ra, cs, out,
-                                                            w_s + band * 64, row_s + band * 64,
+                    epilogue_swap<DT, MN, G, decltype(act)>(g, up, p, s0, need, n0, w, row, ra, cs,
+                                                            out, w_s + band * 64, row_s + band * 64,
                                                             ra_s + band * 64);
                 });
         }
