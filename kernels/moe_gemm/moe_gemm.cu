@@ -404,7 +404,8 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
 // chunk has work unless the routing names an expert twice for a token; then the weights are
 // streamed once per chunk with work. a's rows are gathered by the loader's 128 threads
 // (cp.async, any row layout), b's by TMA, as in moe_gemm_tile. fp8 (bf16 d): a's scale per
-// tensor or per row times b's per group or per row, applied in the epilogue as there.
+// tensor or per row times b's per group or per row, applied in the epilogue as there (SC 1),
+// or DeepSeek-V3's block scales applied per k-block (SC 0).
 
 // A tile's block as read from memory: its expert id (-1: none, or past num_post) and, in lane l
 // of every warp, the sorted ids of slots l + 32 i. Read a tile ahead, so that their latency
@@ -498,9 +499,9 @@ __device__ __forceinline__ ColumnScales column_scales(const talon__moe_gemm_para
 // Only the first `need` slots (chunk_rows) are computed; the rest of a SORTED d gets zeros.
 // Register 4q + 2h + e of g (and u) holds column 16 w + l / 4 + 8 h, slot 8 q + 2 (l % 4) + e.
 // Threads t < MN bring slot t's weight, d row and (fp8) a's scale (w, row, ra: read before the
-// chunk's products); w_s, row_s, ra_s: the warpgroup's MN of them in shared memory. fp8: each
+// chunk's products); w_s, row_s, ra_s: the warpgroup's MN of them in shared memory. SC: each
 // value times a's scale of its slot's row and b's of its column (cs: gate, up), before act.
-template <int DT, int MN, int G, typename Act>
+template <int DT, int MN, int G, int SC, typename Act>
 __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const float (&u)[MN / 2],
                                               const talon__moe_gemm_params &p, int s0, int need,
                                               int n0, float w, int row, float ra,
@@ -515,7 +516,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
     if (t < MN) {
         w_s[t] = w;
         row_s[t] = row;
-        if constexpr (is_fp8<DT>) ra_s[t] = ra;
+        if constexpr (SC) ra_s[t] = ra;
     }
     named_bar_sync(barrier, kWarpgroupThreads);
 #pragma unroll
@@ -527,7 +528,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
                 if (8 * q >= need) continue; // warp-uniform: slots of padding only
                 const int i = 4 * q + 2 * h + e, r = 8 * q + 2 * (lane % 4) + e, c = c0 + 8 * h;
                 float y;
-                if constexpr (is_fp8<DT>) {
+                if constexpr (SC) {
                     y = Act::f(g[i] * (ra_s[r] * cs.g[h]));
                     if constexpr (G) y *= u[i] * (ra_s[r] * cs.u[h]);
                 } else {
@@ -565,6 +566,48 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
     st.next();
 }
 
+// One chunk's k-blocks with fp8 block scales (DeepSeek-V3's): each k-block's product goes to
+// tg (gated: and tu), is waited for and added to g (up) times a's scale of each of the thread's
+// slots (arow: the rows of a they come from, slot 8 q + 2 (l % 4) + e at 2 q + e; slots at or
+// past `need` are skipped) and b's of the warpgroup's 64 rows (bs_g, bs_u: their 128-row
+// block's scales, one per k-block). The stage is released as soon as its wgmmas are done.
+// desc(stage, gate or only b, up b, a): the stage's descriptors.
+template <int DT, int MN, int G, int STAGES, typename Desc>
+__device__ __forceinline__ void consume_chunk_block_scaled(
+    float (&g)[MN / 2], float (&up)[MN / 2], Pipeline<STAGES> *pipe, PipeState<STAGES> &st,
+    int kblocks, const float *as, int64_t a_ld, const int (&arow)[MN / 4], int need,
+    const float *bs_g, const float *bs_u, Desc desc, bool arriver) {
+    float tg[MN / 2], tu[MN / 2];
+    zero(g);
+    if constexpr (G) zero(up);
+    for (int kb = 0; kb < kblocks; kb++, as += a_ld) {
+        float sa[MN / 4];
+#pragma unroll
+        for (int i = 0; i < MN / 4; i++) sa[i] = 8 * (i / 2) < need ? __ldg(as + arow[i]) : 0.f;
+        const float sg = __ldg(bs_g + kb), su = G ? __ldg(bs_u + kb) : 0.f;
+        pipe->consumer_wait(st);
+        fence_proxy_async(); // a gathered by cp.async (generic proxy), read by the tensor cores
+        uint64_t dg, du, da;
+        desc(st.stage, dg, du, da);
+        wgmma_fence();
+        mma_kblock<DT, MN>(tg, dg, da, false);
+        if constexpr (G) mma_kblock<DT, MN>(tu, du, da, false);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operand(tg);
+        if constexpr (G) fence_operand(tu);
+        release_stage<1>(pipe, st.stage, arriver);
+#pragma unroll
+        for (int i = 0; i < MN / 2; i++) { // register 4 q + 2 h + e: slot 8 q + 2 (l % 4) + e
+            if (8 * (i / 4) >= need) continue; // warp-uniform
+            const float sc = sa[2 * (i / 4) + i % 2];
+            g[i] = fmaf(tg[i], sc * sg, g[i]);
+            if constexpr (G) up[i] = fmaf(tu[i], sc * su, up[i]);
+        }
+        st.advance();
+    }
+}
+
 // Launched as a programmatic dependent (talon.h), a CTA may start while the previous kernel
 // drains, typically the gate/up projection's last tiles before the down projection: it warms L2
 // with up to kSwapPrefetch bytes of its first tile's weights, then waits. The ids it reads
@@ -588,7 +631,7 @@ __device__ __forceinline__ void prefetch_first_tile(const talon__moe_gemm_params
     }
 }
 
-template <int DT, int MN, int G>
+template <int DT, int MN, int G, int SC>
 __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
     using T = elem<DT>;
     constexpr int BK = kblock<DT>;
@@ -712,13 +755,49 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
                 const int f = pair_of(p, s0 + t, id);
                 if (p.topk_weights) w = f >= 0 ? __ldg(reinterpret_cast<const float *>(p.topk_weights) + f) : 0.f;
                 row = p.d_rows == TALON__MOE_ROWS_PAIR ? f : s0 + t;
-                if constexpr (is_fp8<DT>) { // the row of a slot t was gathered from (padding: zeros)
+                if constexpr (SC) { // the row of a slot t was gathered from (padding: zeros)
                     const unsigned ar = a_row_of(p, s0 + t, id);
                     if (ar != ~0u) ra = __ldg(reinterpret_cast<const float *>(p.a_scale) + ar * p.a_scale_step);
                 }
             }
             ColumnScales cs{};
-            if constexpr (is_fp8<DT>) cs = column_scales<G>(p, ids.e, n0);
+            if constexpr (SC) cs = column_scales<G>(p, ids.e, n0);
+            if constexpr (is_fp8<DT> && !SC) {
+                // block scales: the rows of a this thread's slots come from (padding: row 0's,
+                // zeros), and b's scale rows of the warpgroup's gate (or only) and up rows
+                int arow[MN / 4];
+#pragma unroll
+                for (int i = 0; i < MN / 4; i++) {
+                    const int r = 8 * (i / 2) + 2 * (lane_index() % 4) + i % 2;
+                    arow[i] = 0;
+                    if (8 * (i / 2) < need) { // warp-uniform: id_of is warp-collective
+                        const unsigned ar = a_row_of(p, s0 + r, id_of(ids, j * MN + r));
+                        arow[i] = ar == ~0u ? 0 : int(ar);
+                    }
+                }
+                const float *bs = reinterpret_cast<const float *>(p.b_scale) + ids.e * p.b_scale_expert;
+                // 64 rows: inside one 128-block; a warpgroup wholly past n (its results are not
+                // written) reads block 0's, as its scale rows may lie past b's
+                const int rows0 = (u % p.tiles_n) * 128 + band * 64, brow = rows0 < p.n ? rows0 : 0;
+                consume_chunk_block_scaled<DT, MN, G>(
+                    g, up, pipe, st, kblocks, reinterpret_cast<const float *>(p.a_scale), p.a_scale_ld,
+                    arow, need, bs + (brow / 128) * p.b_scale_ld,
+                    bs + (G ? (p.n + brow) / 128 : 0) * p.b_scale_ld,
+                    [&](uint32_t s, uint64_t &dg, uint64_t &du, uint64_t &da) {
+                        const T *b = sb + s * B_ELEMS + band * 64 * BK;
+                        dg = make_desc_kmajor<Swizzle::B128>(b);
+                        du = make_desc_kmajor<Swizzle::B128>(b + B_ELEMS / 2);
+                        da = make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS);
+                    },
+                    arriver);
+                if (n0 < p.n)
+                    with_act(p.act, [&](auto act) {
+                        epilogue_swap<DT, MN, G, SC, decltype(act)>(g, up, p, s0, need, n0, w, row, ra, cs,
+                                                                    out, w_s + band * 64, row_s + band * 64,
+                                                                    ra_s + band * 64);
+                    });
+                continue;
+            }
             uint32_t prev = 0;
             for (int kb = 0; kb < kblocks; kb++) {
                 pipe->consumer_wait(st);
@@ -740,9 +819,9 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
             release_stage<1>(pipe, prev, arriver);
             if (n0 < p.n)
                 with_act(p.act, [&](auto act) {
-                    epilogue_swap<DT, MN, G, decltype(act)>(g, up, p, s0, need, n0, w, row, ra, cs,
-                                                            out, w_s + band * 64, row_s + band * 64,
-                                                            ra_s + band * 64);
+                    epilogue_swap<DT, MN, G, SC, decltype(act)>(g, up, p, s0, need, n0, w, row, ra, cs,
+                                                                out, w_s + band * 64, row_s + band * 64,
+                                                                ra_s + band * 64);
                 });
         }
     }

@@ -473,15 +473,20 @@ static void test_layouts(void **state) {
         {F8, 20, 6, 32, 24, 136, 1, A_TANH, TOK, PR, 0, ROUTE_UNIFORM, 0, 8, TEN},
         {F8, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, ROW},
         /* fp8 block scales (a's per row of a and k-block, b's per 128 x 128 block): gathered
-           and sorted a, both d layouts, gated n 192 (bn 128) and 128, k-blocks past k (k 200
-           in NaN padding), padding halves skipped, 16 tokens (the 128-row kernel), expert
-           parallelism, bn 256 */
+           and sorted a, both d layouts, gated n 192 (bn 128; transposed: up rows from the
+           middle of a block) and 128, k-blocks past k (k 200 in NaN padding), padding halves
+           skipped, <= 16 tokens (the transposed kernel: a repeated expert, a tile's second
+           half past n), expert parallelism, bn 256 */
         {F8, 300, 4, 8, 192, 272, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, BLK},
         {F8, 257, 3, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 0, 8, BLK},
         {F8, 100, 6, 32, 128, 144, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 16, BLK},
         {F8, 16, 8, 64, 64, 256, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 0, 0, BLK},
         {F8, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, BLK},
         {F8, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, BLK},
+        {F8, 33, 4, 16, 192, 200, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 5, 8, BLK},
+        {F8, 12, 4, 8, 192, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, BLK},
+        {F8, 5, 8, 16, 136, 208, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 16, BLK},
+        {F8, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, BLK},
         {F8, 2048, 8, 32, 768, 1024, 1, A_TANH, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
         {F8, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, ROW},
     };
@@ -500,6 +505,7 @@ static void test_layouts(void **state) {
         {F8, 16, 4, 8, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, ROW},
         {F8, 130, 4, 8, 128, 200, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 8, BLK},
         {F8, 40, 4, 8, 136, 144, 0, A_NONE, PR, PR, 1, ROUTE_MASKED, 5, 16, BLK},
+        {F8, 12, 4, 8, 192, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, BLK},
     };
     const mcase *cases = g_quick ? quick : full;
     const int n = g_quick ? COUNT(quick) : COUNT(full);

@@ -224,10 +224,12 @@ static void test_plan(void **state) {
     assert_int_equal(pl.tiles_n, 16); /* gated: 128 output columns from 256 rows of b */
     talon__moe_gemm_plan_make(65, 8, 2048, 1, 0, 520 + 128 * 127, 131, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 0);
-    /* fp8 block scales: never transposed; gated n not a multiple of 128: bn 128 */
+    /* fp8 block scales: transposed at decode as the others; gated n not a multiple of 128:
+       bn 128 */
     talon__moe_gemm_plan_make(16, 8, 2048, 1, 1, 128 + 128 * 127, 128, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 0);
-    assert_int_equal(pl.skip_padding, 1);
+    assert_int_equal(pl.swap_rows, 16);
+    talon__moe_gemm_plan_make(17, 8, 2048, 1, 1, 136 + 128 * 127, 129, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 0); /* past 16 tokens: the 128-row kernel */
     talon__moe_gemm_plan_make(4096, 8, 960, 1, 1, 49024, 383, 0, 132, &pl);
     assert_int_equal(pl.bn, 128);
     talon__moe_gemm_plan_make(4096, 8, 960, 1, 0, 49024, 383, 0, 132, &pl);
@@ -322,7 +324,8 @@ static const moe_launch_row launch_rows[] = {
            ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), M(tokens, I64, 33),
                M(sorted_capacity, I64, 130 * 128), M(expert_ids_capacity, I64, 130)),
            "talon_moe_gemm_e4m3_row_gated_swap64", 132, 6),
-    /* fp8 block scales: the 128-row kernel at every size; gated n not a multiple of 128: 128 */
+    /* fp8 block scales: the 128-row kernel past 16 tokens (gated n not a multiple of 128: bn
+       128), the transposed one at up to 16 */
     LAUNCH("fp8 block gate/up, token rows -> sorted",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(n, I64, 1024)),
            "talon_moe_gemm_e4m3_block_gated_256", 132, 8),
@@ -332,11 +335,19 @@ static const moe_launch_row launch_rows[] = {
     LAUNCH("fp8 row gate/up n 960: 256",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), M(n, I64, 960)),
            "talon_moe_gemm_e4m3_row_gated_256", 132, 8),
-    LAUNCH("fp8 block, 16 tokens, token -> pair rows: not transposed",
+    LAUNCH("fp8 block, 16 tokens, token -> pair rows: transposed",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(gated, INT, 0), M(n, I64, 2048),
                M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), M(tokens, I64, 16),
                M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
-           "talon_moe_gemm_e4m3_block_128", 132, 16),
+           "talon_moe_gemm_e4m3_block_swap16", 132, 16),
+    LAUNCH("fp8 block gate/up n 960, 16 tokens: transposed",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(n, I64, 960), M(tokens, I64, 16),
+               M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
+           "talon_moe_gemm_e4m3_block_gated_swap16", 132, 8),
+    LAUNCH("fp8 block gate/up, 33 tokens: the 128-row kernel",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(tokens, I64, 33),
+               M(sorted_capacity, I64, 130 * 128), M(expert_ids_capacity, I64, 130)),
+           "talon_moe_gemm_e4m3_block_gated_128", 132, 12),
     LAUNCH("fp8 row, 16 tokens, sorted -> sorted: the 128-row kernel",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), M(gated, INT, 0), M(n, I64, 2048),
                M(a_rows, ENUM, TALON_MOE_ROWS_SORTED), M(tokens, I64, 16),

@@ -83,8 +83,8 @@ static talon_status talon__moe_gemm_launch(talon_ctx *ctx, CUstream stream, cons
     p->blocks = pl->blocks; p->tiles_n = pl->tiles_n; p->group = pl->group;
     p->skip_padding = pl->skip_padding;
     if (pl->swap_rows)
-        TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_swap, 3, (int)dtype, pl->swap_rows,
-                               gated));
+        TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_swap, 4, (int)dtype, pl->swap_rows,
+                               gated, sc));
     else
         TALON__TRY(talon__pick(op, &kernel, TALON__B_moe_gemm_tile, 4, (int)dtype, pl->bn, gated,
                                sc));
