@@ -1176,8 +1176,8 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
      [tokens, k] hidden states, TOKEN rows), b_scale [experts, ceil(rows of b / 128),
      ceil(k / 128)] (gated: n a multiple of 64); each k-block's product scaled before it is
      added, as talon_grouped_gemm's.
-   topk_weights fp32 [tokens, topk]; the three moe_align arrays int32. Accumulation in fp32 on the tensor cores; deterministic (no
-   atomics).
+   topk_weights fp32 [tokens, topk]; the three moe_align arrays int32. Accumulation in fp32 on
+   the tensor cores; deterministic (no atomics).
    Limits: tokens in [1, 65536], topk in [1, 64], experts in [1, 512] (moe_align's);
    block_size 128; sorted_capacity and expert_ids_capacity at least
    talon_moe_align_block_size_capacity's for (tokens, topk, experts, 128), and what was
@@ -1196,9 +1196,9 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    unless a and d are both SORTED) a transposed kernel instead: one CTA per SM, tiles of 128
    output columns (256 rows of b when gated) x the block's slots in chunks of 16, 32 or 64
    (the smallest that holds the tokens); a chunk without a pair is not computed (SORTED d:
-   zeros), nor are a chunk's slots past its last pair. A routing that names an expert more than once
-   per token is still exact; that expert's weights are then read once per chunk with work.
-   No workspace.
+   zeros), nor are a chunk's slots past its last pair. A routing that names an expert more
+   than once per token is still exact; that expert's weights are then read once per chunk
+   with work. No workspace.
    The launch is a programmatic dependent of the stream's previous kernel (cuLaunchKernelEx;
    captured graphs keep the edge), so the down projection starts while the gate/up one drains:
    before it waits for that kernel's grid (griddepcontrol.wait) a CTA only warms L2 with its

@@ -23,7 +23,7 @@
 // fp8, bf16 out: DeepSeek-V3 block scales applied per k-block (tile_parts.cuh's
 // consume_kblocks_block_scaled; a's scales of the row of a each slot comes from), or (SC 1)
 // a scale per tensor or per row of a times one per group or per row of the group's b, applied
-// in the epilogue. The transposed kernel takes the latter only.
+// in the epilogue; the transposed kernel takes both (block scales: its own k-block loop).
 // Checked mode (kernels/dev/check.cuh) records a sorted id above the sentinel (negative ones
 // included; treated as padding, as always) where a thread reads one, and a
 // num_tokens_post_padded (rows_used) outside [0, the rows the grid walks] or a group_rows
