@@ -351,14 +351,14 @@ def quant_groups(x):
 
 def moe_fp8_case(h, model, tokens, block=False):
     """The expert computation in fp8 as an fp8 engine runs it, with per-token x per-channel
-    scales (or, block, DeepSeek-V3's 1 x 128 x 128 x 128 block scales): x quantised per token
-    (per token and group; outside the timing, as rmsnorm_quant_fp8 leaves it), then gate/up
-    (SiLU and mul) -> talon_quant_fp8 per token (group) of the intermediate -> down (router
-    weights) -> moe_sum. Peers: the same with torch._scaled_grouped_mm and torch's row-wise
-    quantisation ("torch_fp8", also the reference the output is checked against: within 2^-4
-    of the output's largest magnitude, 2^-3 with block scales, which quantise differently),
-    its two scaled GEMMs alone on pre-gathered inputs, talon's bf16 moe_gemm pipeline, and
-    (block) talon's row-scaled pipeline ("talon_row")."""
+    scales (or, block, DeepSeek-V3's block scales: 1 x 128 for x, 128 x 128 for the weights):
+    x quantised per token (per token and group; outside the timing, as rmsnorm_quant_fp8 leaves
+    it), then gate/up (SiLU and mul) -> talon_quant_fp8 per token (group) of the intermediate ->
+    down (router weights) -> moe_sum. Peers: the same with torch._scaled_grouped_mm and torch's
+    row-wise quantisation ("torch_fp8", also the reference the output is checked against:
+    within 2^-4 of the output's largest magnitude, 2^-3 with block scales, which quantise
+    differently), its two scaled GEMMs alone on pre-gathered inputs, talon's bf16 moe_gemm
+    pipeline, and (block) talon's row-scaled pipeline ("talon_row")."""
     e, k, hid, inter = MODELS[model]
     pairs = tokens * k
     Args = h.struct("talon_moe_gemm_args")
@@ -473,7 +473,8 @@ def moe_fp8_case(h, model, tokens, block=False):
         got, want = s["out"].float(), torch_fp8(s).float()
         err = (got - want).abs().max().item()
         scale = want.abs().max().item()
-        if not err <= (2.0 ** -3 if block else 2.0 ** -4) * scale or not torch.isfinite(got).all():
+        tol = (2.0 ** -3 if block else 2.0 ** -4) * scale
+        if not err <= tol or not torch.isfinite(got).all():
             raise AssertionError(f"moe_gemm fp8 {model} T={tokens}: max |talon - torch fp8| "
                                  f"{err} against max |out| {scale}")
 
