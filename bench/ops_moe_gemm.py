@@ -429,19 +429,16 @@ def moe_fp8_case(h, model, tokens, block=False):
                                                    dtype=torch.bfloat16))
         return s
 
-    def row_pipeline(s, stream):
-        h.call("talon_moe_gemm", s["up"], stream)
-        h.call("talon_quant_fp8", s["quant"], stream)
-        h.call("talon_moe_gemm", s["down"], stream)
-        h.call("talon_moe_sum", s["sum"], stream)
+    def pipeline(tag):  # the row-scaled calls (tag "") or the block-scaled ones ("_b")
+        def run(s, stream):
+            h.call("talon_moe_gemm", s["up" + tag], stream)
+            h.call("talon_quant_fp8", s["quant" + tag], stream)
+            h.call("talon_moe_gemm", s["down" + tag], stream)
+            h.call("talon_moe_sum", s["sum"], stream)
+        return run
 
-    def block_pipeline(s, stream):
-        h.call("talon_moe_gemm", s["up_b"], stream)
-        h.call("talon_quant_fp8", s["quant_b"], stream)
-        h.call("talon_moe_gemm", s["down_b"], stream)
-        h.call("talon_moe_sum", s["sum"], stream)
-
-    talon = block_pipeline if block else row_pipeline
+    row_pipeline = pipeline("")
+    talon = pipeline("_b") if block else row_pipeline
 
     def torch_fp8(s):
         w13q, s13, w2q, s2 = weights_fp8(model)

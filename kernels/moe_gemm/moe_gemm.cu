@@ -109,13 +109,24 @@ __device__ __forceinline__ int slot_pair(const talon__moe_gemm_params &p, int s)
     return pair_of(p, s, sorted_id(p, s));
 }
 
-// The row of a that slot s is computed from (the slot's own, its token's or its pair's), whose
-// fp8 scales it takes; a padding slot (zeros) reads row 0's, and so does a sorted slot at or
-// past scale_rows (the masked layout's last block).
+// The row of a that slot s (sorted id f) reads (~0: a padding slot, zero-filled): its own
+// (SORTED, as is), its token's or its pair's.
+__device__ __forceinline__ unsigned a_row_of(const talon__moe_gemm_params &p, int s, unsigned f) {
+    if (p.a_rows == TALON__MOE_ROWS_SORTED) return unsigned(s);
+    const int pr = pair_of(p, s, f);
+    if (pr < 0) return ~0u;
+    return p.a_rows == TALON__MOE_ROWS_TOKEN ? unsigned(pr) / unsigned(p.topk) : unsigned(pr);
+}
+
+// The row of a whose fp8 scales slot s (sorted id f) takes: a_row_of's, row 0's for a padding
+// slot (zeros) and for a sorted slot at or past scale_rows (the masked layout's last block).
+__device__ __forceinline__ int scale_row(const talon__moe_gemm_params &p, int s, unsigned f) {
+    const unsigned r = a_row_of(p, s, f);
+    return r < unsigned(p.scale_rows) ? int(r) : 0;
+}
 __device__ __forceinline__ int scale_row(const talon__moe_gemm_params &p, int s) {
-    if (p.a_rows == TALON__MOE_ROWS_SORTED) return s < p.scale_rows ? s : 0;
-    const int f = slot_pair(p, s);
-    return f < 0 ? 0 : p.a_rows == TALON__MOE_ROWS_TOKEN ? f / p.topk : f;
+    // a sorted a needs no id (the grouped GEMM has none to read)
+    return scale_row(p, s, p.a_rows == TALON__MOE_ROWS_SORTED ? 0u : sorted_id(p, s));
 }
 
 // Whether a block's half (64 rows from slot s0, `live` of them below a masked group's count)
@@ -466,15 +477,6 @@ __device__ __forceinline__ unsigned id_of(const SwapIds &ids, int r) {
     return v;
 }
 
-// The row of a that slot s (sorted id f) reads (~0: a padding slot, zero-filled): its own
-// (SORTED, as is), its token's or its pair's.
-__device__ __forceinline__ unsigned a_row_of(const talon__moe_gemm_params &p, int s, unsigned f) {
-    if (p.a_rows == TALON__MOE_ROWS_SORTED) return unsigned(s);
-    const int pr = pair_of(p, s, f);
-    if (pr < 0) return ~0u;
-    return p.a_rows == TALON__MOE_ROWS_TOKEN ? unsigned(pr) / unsigned(p.topk) : unsigned(pr);
-}
-
 // fp8: b's scales of this thread's two output columns (16 w + l / 4 + 8 h of the warpgroup's)
 // in expert e: the gate's (or only) rows' and the up rows'. Columns past n read column 0's.
 struct ColumnScales {
@@ -755,10 +757,8 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
                 const int f = pair_of(p, s0 + t, id);
                 if (p.topk_weights) w = f >= 0 ? __ldg(reinterpret_cast<const float *>(p.topk_weights) + f) : 0.f;
                 row = p.d_rows == TALON__MOE_ROWS_PAIR ? f : s0 + t;
-                if constexpr (SC) { // the row of a slot t was gathered from (padding: zeros)
-                    const unsigned ar = a_row_of(p, s0 + t, id);
-                    if (ar != ~0u) ra = __ldg(reinterpret_cast<const float *>(p.a_scale) + ar * p.a_scale_step);
-                }
+                if constexpr (SC)
+                    ra = __ldg(reinterpret_cast<const float *>(p.a_scale) + scale_row(p, s0 + t, id) * p.a_scale_step);
             }
             ColumnScales cs{};
             if constexpr (SC) cs = column_scales<G>(p, ids.e, n0);
@@ -769,11 +769,8 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
 #pragma unroll
                 for (int i = 0; i < MN / 4; i++) {
                     const int r = 8 * (i / 2) + 2 * (lane_index() % 4) + i % 2;
-                    arow[i] = 0;
-                    if (8 * (i / 2) < need) { // warp-uniform: id_of is warp-collective
-                        const unsigned ar = a_row_of(p, s0 + r, id_of(ids, j * MN + r));
-                        arow[i] = ar == ~0u ? 0 : int(ar);
-                    }
+                    // warp-uniform: id_of is warp-collective
+                    arow[i] = 8 * (i / 2) < need ? scale_row(p, s0 + r, id_of(ids, j * MN + r)) : 0;
                 }
                 const float *bs = reinterpret_cast<const float *>(p.b_scale) + ids.e * p.b_scale_expert;
                 // 64 rows: inside one 128-block; a warpgroup wholly past n (its results are not

@@ -268,6 +268,9 @@ typedef struct moe_launch_row {
     int grid, tiles_n;
 } moe_launch_row;
 #define LAUNCH(NAME, SETS, SYM, GRID, TN) {"moe_gemm launches " NAME, SETS, SYM, GRID, TN}
+/* `t` tokens with moe_align's capacities of `blocks` blocks (3 of a row's edits) */
+#define TOKENS(t, blocks)                                                                      \
+    M(tokens, I64, t), M(sorted_capacity, I64, (blocks) * 128), M(expert_ids_capacity, I64, blocks)
 /* fp8 inputs with scales of kind SC (4 of a row's edits) */
 #define FP8_SCALED(SC)                                                                         \
     M(dtype, ENUM, TALON_DTYPE_FP8_E4M3), M(scale, ENUM, SC), M(a_scale, PTR, P_AS),           \
@@ -288,27 +291,23 @@ static const moe_launch_row launch_rows[] = {
            "talon_moe_gemm_f16_128", 132, 1),
     /* up to 64 tokens: the transposed kernel, tiles of 128 output columns, a chunk of the
        smallest of 16, 32, 64 slots that holds the tokens */
-    LAUNCH("bf16 gated n 64, 16 tokens (one tile)", ONE(M(n, I64, 64), M(tokens, I64, 16),
-           M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
+    LAUNCH("bf16 gated n 64, 16 tokens (one tile)", ONE(M(n, I64, 64), TOKENS(16, 128)),
            "talon_moe_gemm_bf16_gated_swap16", 128, 1),
-    LAUNCH("bf16 gate/up, 33 tokens", ONE(M(tokens, I64, 33),
-           M(sorted_capacity, I64, 130 * 128), M(expert_ids_capacity, I64, 130)),
+    LAUNCH("bf16 gate/up, 33 tokens", ONE(TOKENS(33, 130)),
            "talon_moe_gemm_bf16_gated_swap64", 132, 6),
     LAUNCH("bf16 down, 64 tokens, sorted -> pair rows",
            ONE(M(gated, INT, 0), M(act, ENUM, TALON_GEMM_ACT_NONE), M(n, I64, 2048), M(k, I64, 768),
                M(a_rows, ENUM, TALON_MOE_ROWS_SORTED), M(d_rows, ENUM, TALON_MOE_ROWS_PAIR),
-               M(tokens, I64, 64), M(sorted_capacity, I64, 512 + 128 * 127),
-               M(expert_ids_capacity, I64, 131)),
+               TOKENS(64, 131)),
            "talon_moe_gemm_bf16_swap64", 132, 16),
     LAUNCH("f16 T 1, pair rows -> pair rows, n 72",
            ONE(M(dtype, ENUM, TALON_DTYPE_F16), M(gated, INT, 0), M(n, I64, 72),
                M(a_rows, ENUM, TALON_MOE_ROWS_PAIR), M(d_rows, ENUM, TALON_MOE_ROWS_PAIR),
-               M(tokens, I64, 1), M(sorted_capacity, I64, 8 + 8 * 127), M(expert_ids_capacity, I64, 8)),
+               TOKENS(1, 8)),
            "talon_moe_gemm_f16_swap16", 8, 1),
     LAUNCH("bf16 16 tokens, sorted -> sorted: the 128-row kernel",
            ONE(M(gated, INT, 0), M(n, I64, 2048), M(a_rows, ENUM, TALON_MOE_ROWS_SORTED),
-               M(tokens, I64, 16), M(sorted_capacity, I64, 128 + 128 * 127),
-               M(expert_ids_capacity, I64, 128)),
+               TOKENS(16, 128)),
            "talon_moe_gemm_bf16_128", 132, 16),
     /* fp8 with scales per tensor or row: the 128-row kernel past 64 tokens (gathered a too),
        the transposed one at up to 64 (not with a and d both SORTED) */
@@ -317,12 +316,10 @@ static const moe_launch_row launch_rows[] = {
            "talon_moe_gemm_e4m3_row_gated_256", 132, 6),
     LAUNCH("fp8 tensor, 16 tokens, pair rows: transposed",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_TENSOR), M(gated, INT, 0), M(n, I64, 2048),
-               M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), M(tokens, I64, 16),
-               M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
+               M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), TOKENS(16, 128)),
            "talon_moe_gemm_e4m3_row_swap16", 132, 16),
     LAUNCH("fp8 row gate/up, 33 tokens: transposed",
-           ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), M(tokens, I64, 33),
-               M(sorted_capacity, I64, 130 * 128), M(expert_ids_capacity, I64, 130)),
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), TOKENS(33, 130)),
            "talon_moe_gemm_e4m3_row_gated_swap64", 132, 6),
     /* fp8 block scales: the 128-row kernel past 16 tokens (gated n not a multiple of 128: bn
        128), the transposed one at up to 16 */
@@ -337,21 +334,17 @@ static const moe_launch_row launch_rows[] = {
            "talon_moe_gemm_e4m3_row_gated_256", 132, 8),
     LAUNCH("fp8 block, 16 tokens, token -> pair rows: transposed",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(gated, INT, 0), M(n, I64, 2048),
-               M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), M(tokens, I64, 16),
-               M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
+               M(d_rows, ENUM, TALON_MOE_ROWS_PAIR), TOKENS(16, 128)),
            "talon_moe_gemm_e4m3_block_swap16", 132, 16),
     LAUNCH("fp8 block gate/up n 960, 16 tokens: transposed",
-           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(n, I64, 960), M(tokens, I64, 16),
-               M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(n, I64, 960), TOKENS(16, 128)),
            "talon_moe_gemm_e4m3_block_gated_swap16", 132, 8),
     LAUNCH("fp8 block gate/up, 33 tokens: the 128-row kernel",
-           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(tokens, I64, 33),
-               M(sorted_capacity, I64, 130 * 128), M(expert_ids_capacity, I64, 130)),
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), TOKENS(33, 130)),
            "talon_moe_gemm_e4m3_block_gated_128", 132, 12),
     LAUNCH("fp8 row, 16 tokens, sorted -> sorted: the 128-row kernel",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), M(gated, INT, 0), M(n, I64, 2048),
-               M(a_rows, ENUM, TALON_MOE_ROWS_SORTED), M(tokens, I64, 16),
-               M(sorted_capacity, I64, 128 + 128 * 127), M(expert_ids_capacity, I64, 128)),
+               M(a_rows, ENUM, TALON_MOE_ROWS_SORTED), TOKENS(16, 128)),
            "talon_moe_gemm_e4m3_row_128", 132, 16),
 };
 
