@@ -1192,7 +1192,7 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    64 output columns), chosen on the host from (tokens, topk, n, gated, SM count; BLOCK,
    gated, n not a multiple of 128: 128); a gathered a (TOKEN, PAIR) is copied by the loader's
    128 threads, a SORTED a and b by TMA. At <= 128 tokens a warpgroup whose 64 slots are all
-   padding skips its products (unless a and d are both SORTED). At <= 64 tokens (BLOCK: 16;
+   padding skips its products (unless a and d are both SORTED). At <= 64 tokens (BLOCK: 32;
    unless a and d are both SORTED) a transposed kernel instead: one CTA per SM, tiles of 128
    output columns (256 rows of b when gated) x the block's slots in chunks of 16, 32 or 64
    (the smallest that holds the tokens); a chunk without a pair is not computed (SORTED d:

@@ -551,41 +551,51 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
 }
 
 // The k-blocks [kb0, kb1) of one transposed tile into d with fp8 block scales (DeepSeek-V3's):
-// each k-block's product goes to tmp, is waited for and added to d times a's scale of the
-// register's row of a (the thread holds MN / 4 of them; rows at or past m read row 0's, their
-// results are clipped by the store) and b's scale of the warpgroup's 128-row block, b_row (the
-// scales' row of that block). The stage is released as soon as its wgmmas are done. (Loading
-// the next k-block's scales while this one's wgmmas run measured the same: gemm.md.)
+// each k-block's product goes to a register set of its own, is waited for and added to d
+// times a's scale of the register's row of a (the thread holds MN / 4 of them; rows at or
+// past m read row 0's, their results are clipped by the store) and b's scale of the
+// warpgroup's 128-row block, b_row (the scales' row of that block). Groups of 4 k-blocks (2
+// at MN 64, for registers) are in flight together, their scale loads first; each stage is
+// released as soon as its wgmmas are done.
 template <int DT, int MN, int STAGES, typename Desc, typename Release>
 __device__ __forceinline__ void consume_kblocks_swap_block_scaled(
     float (&d)[MN / 2], Pipeline<STAGES> *pipe, PipeState<STAGES> &st, int kb0, int kb1,
     const talon__gemm_params &p, const float *b_row, Desc desc, Release release) {
+    constexpr int N = MN <= 16 ? 8 : 4;
     const int lane = lane_index();
-    const float *as = reinterpret_cast<const float *>(p.a_scale) + int64_t(kb0) * p.a_scale_ld;
-    float tmp[MN / 2];
+    const float *as = reinterpret_cast<const float *>(p.a_scale);
+    float tmp[N][MN / 2], sa[N][MN / 4], sb[N]; // per set: the product, a's scales (rows
+    uint32_t stage[N];                          // 8 q + 2 (l % 4) + e at 2 q + e), b's scale
     zero(d);
-    for (int kb = kb0; kb < kb1; kb++, as += p.a_scale_ld) {
-        float sa[MN / 4]; // rows 8 q + 2 (l % 4) + e of a, at 2 q + e
+    kblocks_in_groups<N>(kb0, kb1,
+        [&](int kb, auto j) {
+            constexpr int s = decltype(j)::value;
 #pragma unroll
-        for (int i = 0; i < MN / 4; i++) {
-            const int row = 8 * (i / 2) + 2 * (lane % 4) + i % 2;
-            sa[i] = __ldg(as + (row < p.m ? row : 0));
-        }
-        const float sb = __ldg(b_row + kb);
-        pipe->consumer_wait(st);
-        uint64_t da, db;
-        desc(st.stage, da, db);
-        wgmma_fence();
-        mma_kblock<DT, MN>(tmp, da, db, false);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_operand(tmp);
-        release(st.stage);
+            for (int i = 0; i < MN / 4; i++) {
+                const int row = 8 * (i / 2) + 2 * (lane % 4) + i % 2;
+                sa[s][i] = __ldg(as + int64_t(kb) * p.a_scale_ld + (row < p.m ? row : 0));
+            }
+            sb[s] = __ldg(b_row + kb);
+        },
+        [&](int, auto j) {
+            constexpr int s = decltype(j)::value;
+            pipe->consumer_wait(st);
+            uint64_t da, db;
+            desc(st.stage, da, db);
+            wgmma_fence();
+            mma_kblock<DT, MN>(tmp[s], da, db, false);
+            wgmma_commit();
+            stage[s] = st.stage;
+            st.advance();
+        },
+        [&](int, auto j) {
+            constexpr int s = decltype(j)::value;
+            fence_operand(tmp[s]);
+            release(stage[s]);
 #pragma unroll
-        for (int i = 0; i < MN / 2; i++) // register 4 q + 2 h + e: row 8 q + 2 (l % 4) + e
-            d[i] = fmaf(tmp[i], sa[2 * (i / 4) + i % 2] * sb, d[i]);
-        st.advance();
-    }
+            for (int i = 0; i < MN / 2; i++) // register 4 q + 2 h + e: row 8 q + 2 (l % 4) + e
+                d[i] = fmaf(tmp[s][i], sa[s][2 * (i / 4) + i % 2] * sb[s], d[i]);
+        });
 }
 
 template <int DT, int OT, int MN, int SPLIT, int ROWS, int BLOCK_SCALED>

@@ -149,6 +149,57 @@ __device__ __forceinline__ void consume_kblocks(float (&d)[N / 2], Pipeline<STAG
     if (kb1 > kb0) release(prev);
 }
 
+// A compile-time index (of a register set: static, so the sets stay in registers).
+template <int I> struct Slot {
+    static constexpr int value = I;
+};
+template <int I, int N, typename F> __device__ __forceinline__ void static_for(F &&f) {
+    if constexpr (I < N) {
+        f(Slot<I>{});
+        static_for<I + 1, N>(f);
+    }
+}
+
+// N k-blocks from kb in flight together, each in register set j = its index in the group:
+// load(kb + j, Slot<j>) starts the loads it needs beside its product (fp8 scales), issue(kb +
+// j, Slot<j>) waits for its stage and issues its wgmmas (one commit group), retire(kb + j,
+// Slot<j>) runs once they are done, while the group's later wgmmas still run.
+template <int N, typename Load, typename Issue, typename Retire>
+__device__ __forceinline__ void kblock_group(int kb, Load &load, Issue &issue, Retire &retire) {
+    static_for<0, N>([&](auto j) { load(kb + decltype(j)::value, j); });
+    static_for<0, N>([&](auto j) { issue(kb + decltype(j)::value, j); });
+    static_for<0, N>([&](auto j) {
+        wgmma_wait<N - 1 - decltype(j)::value>();
+        retire(kb + decltype(j)::value, j);
+    });
+}
+
+// The last k-blocks [kb, kb1), fewer than 2 H of them, in groups of H, H / 2, .., 1.
+template <int H, typename Load, typename Issue, typename Retire>
+__device__ __forceinline__ void kblocks_rest(int kb, int kb1, Load &load, Issue &issue, Retire &retire) {
+    if constexpr (H >= 1) {
+        if (kb + H <= kb1) {
+            kblock_group<H>(kb, load, issue, retire);
+            kb += H;
+        }
+        kblocks_rest<H / 2>(kb, kb1, load, issue, retire);
+    }
+}
+
+// The k-blocks [kb0, kb1) in groups of N in flight (N a power of two; the rest in groups of
+// N / 2, N / 4, .., 1), for consumers that must read each k-block's product on its own (fp8
+// block scales) and would otherwise wait out every k-block's wgmma and scale-load latency in
+// turn. No wgmma is in flight across the loop's back edge, so ptxas can tell which group
+// each wait covers (a set left in flight from one iteration to the next made it serialise
+// the wgmmas: C7514).
+template <int N, typename Load, typename Issue, typename Retire>
+__device__ __forceinline__ void kblocks_in_groups(int kb0, int kb1, Load load, Issue issue,
+                                                  Retire retire) {
+    int kb = kb0;
+    for (; kb + N <= kb1; kb += N) kblock_group<N>(kb, load, issue, retire);
+    kblocks_rest<N / 2>(kb, kb1, load, issue, retire);
+}
+
 // The k-blocks of a tile in which this warpgroup has no products to compute: wait for each
 // stage and release it at once (the producer refills a stage once every consumer warp has).
 template <int STAGES, typename Release>

@@ -569,45 +569,57 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
 }
 
 // One chunk's k-blocks with fp8 block scales (DeepSeek-V3's): each k-block's product goes to
-// tg (gated: and tu), is waited for and added to g (up) times a's scale of each of the thread's
-// slots (arow: the rows of a they come from, slot 8 q + 2 (l % 4) + e at 2 q + e; slots at or
-// past `need` are skipped) and b's of the warpgroup's 64 rows (bs_g, bs_u: their 128-row
-// block's scales, one per k-block). The stage is released as soon as its wgmmas are done.
-// desc(stage, gate or only b, up b, a): the stage's descriptors.
+// a register set of its own (gated: two), is waited for and added to g (up) times a's scale of
+// each of the thread's slots (arow: the rows of a they come from, slot 8 q + 2 (l % 4) + e at
+// 2 q + e; slots at or past `need` are skipped) and b's of the warpgroup's 64 rows (bs_g,
+// bs_u: their 128-row block's scales, one per k-block). Groups of k-blocks are in flight
+// together, their scale loads first (kblocks_in_groups); each stage is released as soon as
+// its wgmmas are done. desc(stage, gate or only b, up b, a): the stage's descriptors.
 template <int DT, int MN, int G, int STAGES, typename Desc>
 __device__ __forceinline__ void consume_chunk_block_scaled(
     float (&g)[MN / 2], float (&up)[MN / 2], Pipeline<STAGES> *pipe, PipeState<STAGES> &st,
     int kblocks, const float *as, int64_t a_ld, const int (&arow)[MN / 4], int need,
     const float *bs_g, const float *bs_u, Desc desc, bool arriver) {
-    float tg[MN / 2], tu[MN / 2];
+    constexpr int N = (G ? 2 : 1) * MN <= 32 ? 4 : 2;
+    float tg[N][MN / 2], tu[N][G ? MN / 2 : 1], sa[N][MN / 4], sg[N], su[N];
+    uint32_t stage[N];
     zero(g);
     if constexpr (G) zero(up);
-    for (int kb = 0; kb < kblocks; kb++, as += a_ld) {
-        float sa[MN / 4];
+    kblocks_in_groups<N>(0, kblocks,
+        [&](int kb, auto j) {
+            constexpr int s = decltype(j)::value;
 #pragma unroll
-        for (int i = 0; i < MN / 4; i++) sa[i] = 8 * (i / 2) < need ? __ldg(as + arow[i]) : 0.f;
-        const float sg = __ldg(bs_g + kb), su = G ? __ldg(bs_u + kb) : 0.f;
-        pipe->consumer_wait(st);
-        fence_proxy_async(); // a gathered by cp.async (generic proxy), read by the tensor cores
-        uint64_t dg, du, da;
-        desc(st.stage, dg, du, da);
-        wgmma_fence();
-        mma_kblock<DT, MN>(tg, dg, da, false);
-        if constexpr (G) mma_kblock<DT, MN>(tu, du, da, false);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_operand(tg);
-        if constexpr (G) fence_operand(tu);
-        release_stage<1>(pipe, st.stage, arriver);
+            for (int i = 0; i < MN / 4; i++)
+                sa[s][i] = 8 * (i / 2) < need ? __ldg(as + kb * a_ld + arow[i]) : 0.f;
+            sg[s] = __ldg(bs_g + kb);
+            su[s] = G ? __ldg(bs_u + kb) : 0.f;
+        },
+        [&](int, auto j) {
+            constexpr int s = decltype(j)::value;
+            pipe->consumer_wait(st);
+            fence_proxy_async(); // a gathered by cp.async (generic proxy), read by the tensor cores
+            uint64_t dg, du, da;
+            desc(st.stage, dg, du, da);
+            wgmma_fence();
+            mma_kblock<DT, MN>(tg[s], dg, da, false);
+            if constexpr (G) mma_kblock<DT, MN>(tu[s], du, da, false);
+            wgmma_commit();
+            stage[s] = st.stage;
+            st.advance();
+        },
+        [&](int, auto j) {
+            constexpr int s = decltype(j)::value;
+            fence_operand(tg[s]);
+            if constexpr (G) fence_operand(tu[s]);
+            release_stage<1>(pipe, stage[s], arriver);
 #pragma unroll
-        for (int i = 0; i < MN / 2; i++) { // register 4 q + 2 h + e: slot 8 q + 2 (l % 4) + e
-            if (8 * (i / 4) >= need) continue; // warp-uniform
-            const float sc = sa[2 * (i / 4) + i % 2];
-            g[i] = fmaf(tg[i], sc * sg, g[i]);
-            if constexpr (G) up[i] = fmaf(tu[i], sc * su, up[i]);
-        }
-        st.advance();
-    }
+            for (int i = 0; i < MN / 2; i++) { // register 4 q + 2 h + e: slot 8 q + 2 (l % 4) + e
+                if (8 * (i / 4) >= need) continue; // warp-uniform
+                const float sc = sa[s][2 * (i / 4) + i % 2];
+                g[i] = fmaf(tg[s][i], sc * sg[s], g[i]);
+                if constexpr (G) up[i] = fmaf(tu[s][i], sc * su[s], up[i]);
+            }
+        });
 }
 
 // Launched as a programmatic dependent (talon.h), a CTA may start while the previous kernel

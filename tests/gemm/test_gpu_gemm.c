@@ -493,6 +493,10 @@ static void test_fp8(void **state) {
         F8(300, 2112, 1536, 0, 1, RES_NONE, SILU, 1, 0, 0, BLOCK, 0),            /* gated */
         F8(2048, 7168, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),
         F8(16, 4096, 7168, 0, 1, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),
+        /* the transposed consumer's k-blocks in groups of 4 (MN 64: 2) and the rest in 2, 1 */
+        F8(16, 4096, 2432, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),          /* 9, 10 a way */
+        F8(50, 1000, 848, 16, 1, RES_NONE, SILU, 0, 0, 0, BLOCK, 0),          /* 64: 7 */
+        F8(30, 3000, 1408, 0, 0, RES_C, GELU_TANH, 0, 0, 0.5f, BLOCK, 0),     /* 32: 11 */
     };
     const gcase quick[] = {
         F8(7, 72, 48, 16, 1, RES_IN_PLACE, SILU, 0, 0, 0, ROW, 0),            /* m16 */
@@ -507,6 +511,7 @@ static void test_fp8(void **state) {
         F8(7, 2048, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),            /* swap, split 2 */
         F8(20, 14400, 256, 0, 1, RES_NONE, SILU, 0, 0, 0, BLOCK, 0),           /* swap, 128, edge */
         F8(200, 192, 256, 0, 1, RES_C, GELU_ERF, 1, 0, 0, BLOCK, 0),           /* gated */
+        F8(30, 1000, 1408, 0, 1, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),           /* swap 32: 11 */
     };
     gpu_tally t;
     int i;

@@ -487,6 +487,12 @@ static void test_layouts(void **state) {
         {F8, 12, 4, 8, 192, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, BLK},
         {F8, 5, 8, 16, 136, 208, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 16, BLK},
         {F8, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, BLK},
+        /* the transposed kernel's k-blocks in groups of 4 (gated 32-slot chunks: 2) and the
+           rest in 2, 1: 11 and 7; 17..32 tokens */
+        {F8, 16, 8, 16, 256, 1408, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 0, 0, BLK},
+        {F8, 9, 4, 8, 136, 848, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, BLK},
+        {F8, 30, 8, 32, 256, 1408, 1, A_GELU, PR, SRT, 1, ROUTE_ZIPF, 0, 0, BLK},
+        {F8, 25, 4, 16, 136, 848, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 16, BLK},
         {F8, 2048, 8, 32, 768, 1024, 1, A_TANH, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
         {F8, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, ROW},
     };
@@ -506,6 +512,8 @@ static void test_layouts(void **state) {
         {F8, 130, 4, 8, 128, 200, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 8, BLK},
         {F8, 40, 4, 8, 136, 144, 0, A_NONE, PR, PR, 1, ROUTE_MASKED, 5, 16, BLK},
         {F8, 12, 4, 8, 192, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, BLK},
+        {F8, 16, 8, 16, 256, 1408, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 0, 0, BLK},
+        {F8, 30, 8, 32, 256, 1408, 1, A_GELU, PR, SRT, 1, ROUTE_ZIPF, 0, 0, BLK},
     };
     const mcase *cases = g_quick ? quick : full;
     const int n = g_quick ? COUNT(quick) : COUNT(full);

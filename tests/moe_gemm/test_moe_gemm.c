@@ -229,7 +229,11 @@ static void test_plan(void **state) {
     talon__moe_gemm_plan_make(16, 8, 2048, 1, 1, 128 + 128 * 127, 128, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 16);
     talon__moe_gemm_plan_make(17, 8, 2048, 1, 1, 136 + 128 * 127, 129, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 0); /* past 16 tokens: the 128-row kernel */
+    assert_int_equal(pl.swap_rows, 32);
+    talon__moe_gemm_plan_make(32, 8, 2048, 1, 1, 256 + 128 * 127, 129, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 32);
+    talon__moe_gemm_plan_make(33, 8, 2048, 1, 1, 264 + 128 * 127, 130, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 0); /* past 32 tokens: the 128-row kernel */
     talon__moe_gemm_plan_make(4096, 8, 960, 1, 1, 49024, 383, 0, 132, &pl);
     assert_int_equal(pl.bn, 128);
     talon__moe_gemm_plan_make(4096, 8, 960, 1, 0, 49024, 383, 0, 132, &pl);
@@ -321,8 +325,8 @@ static const moe_launch_row launch_rows[] = {
     LAUNCH("fp8 row gate/up, 33 tokens: transposed",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), TOKENS(33, 130)),
            "talon_moe_gemm_e4m3_row_gated_swap64", 132, 6),
-    /* fp8 block scales: the 128-row kernel past 16 tokens (gated n not a multiple of 128: bn
-       128), the transposed one at up to 16 */
+    /* fp8 block scales: the 128-row kernel past 32 tokens (gated n not a multiple of 128: bn
+       128), the transposed one at up to 32 */
     LAUNCH("fp8 block gate/up, token rows -> sorted",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(n, I64, 1024)),
            "talon_moe_gemm_e4m3_block_gated_256", 132, 8),
@@ -339,6 +343,9 @@ static const moe_launch_row launch_rows[] = {
     LAUNCH("fp8 block gate/up n 960, 16 tokens: transposed",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(n, I64, 960), TOKENS(16, 128)),
            "talon_moe_gemm_e4m3_block_gated_swap16", 132, 8),
+    LAUNCH("fp8 block gate/up, 32 tokens: transposed, chunks of 32",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), TOKENS(32, 130)),
+           "talon_moe_gemm_e4m3_block_gated_swap32", 132, 6),
     LAUNCH("fp8 block gate/up, 33 tokens: the 128-row kernel",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), TOKENS(33, 130)),
            "talon_moe_gemm_e4m3_block_gated_128", 132, 12),
