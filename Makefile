@@ -245,8 +245,9 @@ sanitize: $(GPU_TESTS) $(DEV_TEST)
 bench: build/lib/libtalon_bench.so
 	$(Q)python3 bench/ops.py --lib build/lib/libtalon_bench.so --out bench/results
 
-# The exhaustive CPU check behind kv_append's fp8 division (rope.cu, div_scale); not part of
-# `make test`: 8.6e9 quotients, ~20 s with hardware FMA (-march=native).
+# The exhaustive CPU check behind kv_append's fp8 division (kv_cache.cu, div_scale) and the
+# quant ops' (dev/fp8.cuh, E4m3Divider); not part of `make test`: 1.1e10 quotients, ~40 s with
+# hardware FMA (-march=native).
 check-fp8-div: tools/fp8-div-check.c tests/common/ref.c tests/kv_cache/ref_kv_cache.c
 	$(call say,CC,build/bin/fp8-div-check)mkdir -p build/bin
 	$(Q)$(CC) -O3 -march=native -ffp-contract=off -std=c11 $(WARN) $(INC) -Itests/common -Itests/kv_cache $^ -lm $(LIBS) -o build/bin/fp8-div-check

@@ -1,4 +1,5 @@
-/* fp8-div-check: the evidence for kv_append's fp8 division (kernels/kv_cache/kv_cache.cu, div_scale).
+/* fp8-div-check: the evidence for kv_append's fp8 division (kernels/kv_cache/kv_cache.cu, div_scale)
+   and for the quant ops' division by a computed scale (kernels/dev/fp8.cuh, E4m3Divider).
 
    The kernel computes x / scale, rounded to fp32, as y = (x mul) rcp plus one FMA correction,
    with mul = 2^k, div = scale 2^k and rcp = RN(1 / div) from the host (talon__fp8_quant; here
@@ -10,8 +11,14 @@
    2. end to end, every bf16 and f16 bit pattern over special scales (1, 3, 0.1, the smallest
       normal and subnormal, FLT_MAX, ...) and 4000 random positive finite ones (uniform over
       the bit patterns, so every exponent): the e4m3 byte equals that of x / scale.
-   Exit status 0 when both hold. `make check-fp8-div` builds it with -march=native (hardware
-   FMA: part 1 is 8.6e9 quotients, ~20 s on one x86 core); not part of `make test`. */
+   3. talon_quant_fp8's and rmsnorm_quant_fp8's division by a computed scale (E4m3Divider: the
+      same correction, mul and div from s's exponent on the device, the sign copied from x):
+      s = e4m3_scale(amax) for every positive finite bf16 and f16 amax (and 0),
+      over every 16-bit pattern x of the same type with |x| <= amax or NaN: the e4m3 byte of
+      the divider's quotient equals that of x / s.
+   Exit status 0 when all hold. `make check-fp8-div` builds it with -march=native (hardware
+   FMA: part 1 is 8.6e9 quotients, part 3 2.1e9; ~40 s on one x86 core); not part of
+   `make test`. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +36,40 @@ static float from_bits(uint32_t u) {
 static float div_scale(float x, const float q[3]) {
     const float a = x * q[0], y = a * q[2];
     return fabsf(y) > 0x1p-20f && fabsf(y) < 0x1p20f ? fmaf(fmaf(-y, q[1], a), q[2], y) : y;
+}
+
+/* fp8.cuh's e4m3_scale and E4m3Divider. */
+static float e4m3_scale(float amax) { return fmaxf(amax / 448.0f, 0x1p-126f); }
+static float divider_quot(float x, float s) {
+    uint32_t u, e;
+    float mul, div, rcp, a, y;
+    memcpy(&u, &s, 4);
+    e = u >> 23;
+    mul = e < 255 ? from_bits((254u - e) << 23) : 0.0f;
+    div = e < 255 ? from_bits((u & 0x7fffffu) | 0x3f800000u) : 1.0f;
+    rcp = 1.0f / div;
+    a = x * mul;
+    y = a * rcp;
+    return copysignf(fmaf(fmaf(-y, div, a), rcp, y), x);
+}
+
+/* Part 3 for one 16-bit type: the number of e4m3 bytes that differ. */
+static long long check_divider(talon_dtype t, long long *n) {
+    long long bad = 0;
+    for (uint32_t ha = 0; ha < 0x7f80u; ha++) { /* amax: +0 and every positive finite pattern */
+        const float amax = ref_to_f32(t, (uint16_t)ha);
+        if (!isfinite(amax)) continue;
+        const float s = e4m3_scale(amax);
+        for (uint32_t h = 0; h < 65536; h++) {
+            const float x = ref_to_f32(t, (uint16_t)h);
+            if (fabsf(x) > amax) continue;
+            const uint8_t want = ref_e4m3_from_f32(x / s), got = ref_e4m3_from_f32(divider_quot(x, s));
+            if (want != got && bad++ < 5)
+                printf("  x %a / scale %a (amax %a): e4m3 0x%02x, want 0x%02x\n", x, s, amax, got, want);
+            (*n)++;
+        }
+    }
+    return bad;
 }
 
 int main(void) {
@@ -61,5 +102,8 @@ int main(void) {
             }
     }
     printf("end to end: %lld conversions, %lld differ\n", e2e_n, e2e_bad);
-    return core_bad || e2e_bad;
+    long long div_n = 0, div_bad = check_divider(TALON_DTYPE_BF16, &div_n);
+    div_bad += check_divider(TALON_DTYPE_F16, &div_n);
+    printf("computed scales: %lld conversions, %lld differ\n", div_n, div_bad);
+    return core_bad || e2e_bad || div_bad;
 }

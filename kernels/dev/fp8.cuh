@@ -34,17 +34,48 @@ __device__ __forceinline__ uint32_t e4m3x2_from_f32(float lo, float hi) {
 // never 0 or subnormal (an all-zero set gets 2^-126 and quantises to zeros).
 __device__ __forceinline__ float e4m3_scale(float amax) { return fmaxf(__fdiv_rn(amax, 448.f), 0x1p-126f); }
 
-// x[i] / s (the IEEE fp32 quotient) -> e4m3 at dst: VEC bytes, one store (VEC 8: 8-byte aligned).
-template <int VEC> __device__ __forceinline__ void store_e4m3(uint8_t *dst, const float (&x)[VEC], float s) {
+// x / s for a scale computed from the values it divides (s = e4m3_scale(amax), |x| <= amax or x
+// NaN), as the IEEE fp32 quotient gives it to e4m3, without a division a value: x / s =
+// (x mul) / div with mul = 2^-exponent(s) and div = s mul in [1, 2), then div's reciprocal and
+// one FMA correction from the exact residual (Markstein), the sign copied from x (a -0's
+// residual is +0). x mul is exact, or so small that both quotients give +-0 (|x mul| <= 448
+// div: nothing overflows). s = inf (an inf among the values): mul 0, so x / inf = +-0 and inf /
+// inf = NaN as IEEE. Five instructions a value, no branch; `make check-fp8-div` (part 3) finds
+// the same e4m3 byte as x / s for every bf16 and f16 amax and value.
+struct E4m3Divider {
+    float mul, div, rcp;
+    __device__ __forceinline__ explicit E4m3Divider(float s) {
+        const uint32_t u = __float_as_uint(s), e = u >> 23; // s >= 2^-126: e in [1, 255]
+        mul = e < 255 ? __uint_as_float((254u - e) << 23) : 0.f;
+        div = e < 255 ? __uint_as_float((u & 0x7fffffu) | 0x3f800000u) : 1.f;
+        rcp = __frcp_rn(div);
+    }
+    __device__ __forceinline__ float operator()(float x) const {
+        const float a = __fmul_rn(x, mul), y = __fmul_rn(a, rcp);
+        return copysignf(__fmaf_rn(__fmaf_rn(-y, div, a), rcp, y), x);
+    }
+};
+
+// quot(x[i]) -> e4m3 at dst: VEC bytes, one store (VEC 8: 8-byte aligned).
+template <int VEC, typename Quot>
+__device__ __forceinline__ void store_e4m3_quot(uint8_t *dst, const float (&x)[VEC], const Quot &quot) {
     static_assert(VEC == 1 || VEC == 8, "one value or 8");
     if constexpr (VEC == 1) {
-        *dst = e4m3_from_f32(__fdiv_rn(x[0], s));
+        *dst = e4m3_from_f32(quot(x[0]));
     } else {
         uint32_t w[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) w[i] = e4m3x2_from_f32(__fdiv_rn(x[2 * i], s), __fdiv_rn(x[2 * i + 1], s));
+        for (int i = 0; i < 4; i++) w[i] = e4m3x2_from_f32(quot(x[2 * i]), quot(x[2 * i + 1]));
         *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
     }
+}
+// x[i] / s (the IEEE fp32 quotient) -> e4m3 at dst, for any scale s (a given one).
+template <int VEC> __device__ __forceinline__ void store_e4m3(uint8_t *dst, const float (&x)[VEC], float s) {
+    store_e4m3_quot(dst, x, [s](float v) { return __fdiv_rn(v, s); });
+}
+// The same for a computed scale (E4m3Divider): the same bytes.
+template <int VEC> __device__ __forceinline__ void store_e4m3(uint8_t *dst, const float (&x)[VEC], const E4m3Divider &d) {
+    store_e4m3_quot(dst, x, d);
 }
 
 } // namespace talon::dev

@@ -232,15 +232,20 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
             qs = e4m3_scale(block_allreduce(amax, [](float a, float c) { return fmaxf(a, c); }));
             if (threadIdx.x == 0) reinterpret_cast<float *>(p.scale)[row] = qs;
         }
+        // a given scale: the IEEE division; a computed one: its divider (the same bytes, cheaper)
+        const auto quot = [&] {
+            if constexpr (Q == 0) return qs;
+            else return E4m3Divider(qs);
+        }();
 #pragma unroll
         for (int k = 0; k < NV; k++)
             if (live(k)) {
                 rounded(stage[k][threadIdx.x], weight(k), y);
-                store_e4m3(out + at(vi(k)), y, qs);
+                store_e4m3(out + at(vi(k)), y, quot);
             }
         for (int64_t i = vi(NV); i < nvec; i += step) {
             rounded(load_vec<T, VEC>(src + at(i)), load_ro<T, VEC>(w + at(i)), y);
-            store_e4m3(out + at(i), y, qs);
+            store_e4m3(out + at(i), y, quot);
         }
     }
 }

@@ -7,7 +7,8 @@
 // quantises them; per row, reduces |x|'s maximum over the row's threads and quantises the
 // held vectors (a longer row's tail is read again); per group, the 16 threads of a half-warp
 // hold one group's 128 columns and reduce by shuffles. Quantisation is the fp32 quotient
-// x / s (IEEE) rounded to e4m3 with saturation (cvt.rn.satfinite), 8 values per 8-byte store.
+// x / s (IEEE; for a computed scale from its reciprocal, dev/fp8.cuh's E4m3Divider) rounded
+// to e4m3 with saturation (cvt.rn.satfinite), 8 values per 8-byte store.
 #include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
 #include "dev/reduce.cuh"
@@ -26,7 +27,7 @@ template <typename T> __device__ __forceinline__ float amax8(const vec_t<T, 8> &
     return m;
 }
 
-template <typename T> __device__ __forceinline__ void store_q8(uint8_t *dst, const vec_t<T, 8> &v, float s) {
+template <typename T, typename S> __device__ __forceinline__ void store_q8(uint8_t *dst, const vec_t<T, 8> &v, const S &s) {
     float x[8];
     to_f32(v, x);
     store_e4m3(dst, x, s);
@@ -78,13 +79,17 @@ __device__ void quant_fp8(const talon__quant_params &p) {
         s = e4m3_scale(ROWS == 1 ? block_allreduce(amax, max) : warp_allreduce(amax, max));
         if (t == 0) scale[row] = s;
     }
+    // a given scale: the IEEE division; a computed one: its divider (the same bytes, cheaper)
+    const E4m3Divider row_div(s);
+    auto quantise = [&](int64_t i, const V &v) {
+        if constexpr (MODE == TENSOR) store_q8(out + i * 8, v, s);
+        else if constexpr (MODE == TOKEN) store_q8(out + i * 8, v, row_div);
+        else store_q8(out + i * 8, v, E4m3Divider(group_scale(i, v)));
+    };
 #pragma unroll
     for (int k = 0; k < NV; k++)
-        if (vi(k) < nvec) store_q8(out + vi(k) * 8, x[k], MODE == GROUP ? group_scale(vi(k), x[k]) : s);
-    for (int64_t i = vi(NV); i < tail; i += ROW_THREADS) {
-        const V v = load_vec<T, 8>(in + i * 8);
-        store_q8(out + i * 8, v, MODE == GROUP ? group_scale(i, v) : s);
-    }
+        if (vi(k) < nvec) quantise(vi(k), x[k]);
+    for (int64_t i = vi(NV); i < tail; i += ROW_THREADS) quantise(i, load_vec<T, 8>(in + i * 8));
 }
 
 } // namespace talon::quant
