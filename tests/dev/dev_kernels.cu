@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cstdint>
 #include "dev/async.cuh"
+#include "dev/fp8.cuh"
 #include "dev/mbarrier.cuh"
 #include "dev/pipeline.cuh"
 #include "dev/scheduler.cuh"
@@ -471,5 +472,24 @@ extern "C" __global__ void dev_sched_order(int m, int n, int tile_m, int tile_n,
         out[3 * sc.tile] = tc.m;
         out[3 * sc.tile + 1] = tc.n;
         out[3 * sc.tile + 2] = blockIdx.x;
+    }
+}
+
+// ------------------------------------------------------------------ e4m3 by a computed scale
+// Block (a, h / 256): amax = amaxes[a], s = e4m3_scale(amax), x = the 16-bit pattern h (f16 or
+// bf16). out[2 (65536 a + h) + {0, 1}] = the e4m3 bytes of E4m3Divider(s)(x) and of
+// __fdiv_rn(x, s) where |x| <= amax or x is NaN (the divider's domain), else 0xAA twice.
+extern "C" __global__ void __launch_bounds__(256) dev_e4m3_divider(const float *amaxes, int f16, uint8_t *out) {
+    const uint32_t h = blockIdx.y * 256 + threadIdx.x;
+    const float amax = amaxes[blockIdx.x];
+    const unsigned short bits = (unsigned short)h;
+    const float x = f16 ? __half2float(__ushort_as_half(bits)) : __bfloat162float(__ushort_as_bfloat16(bits));
+    const float s = e4m3_scale(amax);
+    uint8_t *o = out + 2 * (size_t(65536) * blockIdx.x + h);
+    if (fabsf(x) <= amax || x != x) {
+        o[0] = e4m3_from_f32(E4m3Divider(s)(x));
+        o[1] = e4m3_from_f32(__fdiv_rn(x, s));
+    } else {
+        o[0] = o[1] = 0xAA;
     }
 }

@@ -887,6 +887,61 @@ static void test_pipe_skip(void **state) {
     check_end(&c);
 }
 
+/* E4m3Divider (kernels/dev/fp8.cuh): for a scale computed from the values (s = e4m3_scale(amax),
+   |x| <= amax), the same e4m3 byte as the IEEE quotient x / s, for every bf16 and f16 pattern
+   x over amaxes at the edges (0, subnormal, around 448 * 2^-126, 1, 448, the largest finite,
+   inf) and 64 random finite ones; the exhaustive CPU evidence is `make check-fp8-div`. */
+static void test_e4m3_divider(void **state) {
+    enum { NA = 74 };
+    float amax[NA];
+    uint8_t *got;
+    CUdeviceptr damax, dout;
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
+    int f16, a;
+    check c;
+    void *params[3] = {&damax, &f16, &dout};
+    (void)state;
+    if (!selected("E4m3Divider against x / s")) return;
+    amax[0] = 0.0f;
+    amax[1] = 0x1p-133f;
+    amax[2] = 0x1.c0p-118f;
+    amax[3] = 0x1.c2p-118f;
+    amax[4] = 1.0f;
+    amax[5] = 448.0f;
+    amax[6] = 65504.0f;
+    amax[7] = 0x1.fep127f;
+    amax[8] = INFINITY;
+    amax[9] = 3.0f;
+    for (a = 10; a < NA; a++) { /* random finite positive fp32 bit patterns of bf16 precision */
+        uint32_t u;
+        do {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            u = (uint32_t)(rng >> 16) & 0x7fff0000u;
+        } while (u >= 0x7f800000u);
+        memcpy(&amax[a], &u, 4);
+    }
+    damax = dev_buf(amax, sizeof amax);
+    dout = dev_buf(NULL, (size_t)2 * 65536 * NA);
+    check_begin(&c, "E4m3Divider against x / s");
+    for (f16 = 0; f16 < 2; f16++) {
+        launch("dev_e4m3_divider", NA, 256, 1, 256, 0, params);
+        got = host_from(dout, (size_t)2 * 65536 * NA);
+        for (a = 0; a < NA; a++) {
+            uint32_t h;
+            for (h = 0; h < 65536; h++) {
+                const uint8_t *g = got + 2 * ((size_t)65536 * a + h);
+                if (g[0] == 0xAA && g[1] == 0xAA) continue; /* outside the domain */
+                check_one(&c, g[0] == g[1], "%s 0x%04x, amax %a: 0x%02x, x / s gives 0x%02x",
+                          f16 ? "f16" : "bf16", h, amax[a], g[0], g[1]);
+            }
+        }
+        free(got);
+    }
+    cu.cuMemFree(damax);
+    cu.cuMemFree(dout);
+    check_end(&c);
+}
+
 /* ---------------------------------------------------------------- main */
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : getenv("TALON_DEV_CUBIN");
@@ -898,7 +953,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_cp_async_mbar),
         cmocka_unit_test(test_tma_multicast), cmocka_unit_test(test_wgmma_tile),
         cmocka_unit_test(test_gemm_ws),       cmocka_unit_test(test_named_bar_any),
-        cmocka_unit_test(test_pipe_skip),
+        cmocka_unit_test(test_pipe_skip),     cmocka_unit_test(test_e4m3_divider),
     };
     const char *q = getenv("TALON_TEST_QUICK");
     quick = q && strcmp(q, "0") != 0;
