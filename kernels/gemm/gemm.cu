@@ -554,9 +554,9 @@ __device__ __forceinline__ void epilogue_swap(const float (&d)[MN / 2],
 // each k-block's product goes to a register set of its own, is waited for and added to d
 // times a's scale of the register's row of a (the thread holds MN / 4 of them; rows at or
 // past m read row 0's, their results are clipped by the store) and b's scale of the
-// warpgroup's 128-row block, b_row (the scales' row of that block). Groups of 4 k-blocks (2
-// at MN 64, for registers) are in flight together, their scale loads first; each stage is
-// released as soon as its wgmmas are done.
+// warpgroup's 128-row block, b_row (the scales' row of that block). Groups of 8 k-blocks (4
+// at MN 32 and 64: registers, and no gain at 32) are in flight together, their scale loads
+// first; each stage is released as soon as its wgmmas are done.
 template <int DT, int MN, int STAGES, typename Desc, typename Release>
 __device__ __forceinline__ void consume_kblocks_swap_block_scaled(
     float (&d)[MN / 2], Pipeline<STAGES> *pipe, PipeState<STAGES> &st, int kb0, int kb1,

@@ -493,7 +493,7 @@ static void test_fp8(void **state) {
         F8(300, 2112, 1536, 0, 1, RES_NONE, SILU, 1, 0, 0, BLOCK, 0),            /* gated */
         F8(2048, 7168, 2048, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),
         F8(16, 4096, 7168, 0, 1, RES_NONE, NONE, 0, 0, 0, BLOCK, 1),
-        /* the transposed consumer's k-blocks in groups of 4 (MN 64: 2) and the rest in 2, 1 */
+        /* the transposed consumer's k-blocks in groups of 8 (MN 32, 64: 4), the rest in 4, 2, 1 */
         F8(16, 4096, 2432, 0, 0, RES_NONE, NONE, 0, 0, 0, BLOCK, 0),          /* 9, 10 a way */
         F8(50, 1000, 848, 16, 1, RES_NONE, SILU, 0, 0, 0, BLOCK, 0),          /* 64: 7 */
         F8(30, 3000, 1408, 0, 0, RES_C, GELU_TANH, 0, 0, 0.5f, BLOCK, 0),     /* 32: 11 */
