@@ -799,33 +799,27 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
                         da = make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS);
                     },
                     arriver);
-                if (n0 < p.n)
-                    with_act(p.act, [&](auto act) {
-                        epilogue_swap<DT, MN, G, SC, decltype(act)>(g, up, p, s0, need, n0, w, row, ra, cs,
-                                                                    out, w_s + band * 64, row_s + band * 64,
-                                                                    ra_s + band * 64);
-                    });
-                continue;
+            } else {
+                uint32_t prev = 0;
+                for (int kb = 0; kb < kblocks; kb++) {
+                    pipe->consumer_wait(st);
+                    fence_proxy_async(); // a gathered by cp.async (generic proxy), read by the tensor cores
+                    const T *b = sb + st.stage * B_ELEMS + band * 64 * BK;
+                    const uint64_t da = make_desc_kmajor<Swizzle::B128>(sa + st.stage * A_ELEMS);
+                    wgmma_fence();
+                    mma_kblock<DT, MN>(g, make_desc_kmajor<Swizzle::B128>(b), da, kb > 0);
+                    if constexpr (G) mma_kblock<DT, MN>(up, make_desc_kmajor<Swizzle::B128>(b + B_ELEMS / 2), da, kb > 0);
+                    wgmma_commit();
+                    wgmma_wait<1>(); // the previous k-block's wgmmas are done: its stage may be refilled
+                    if (kb > 0) release_stage<1>(pipe, prev, arriver);
+                    prev = st.stage;
+                    st.advance();
+                }
+                wgmma_wait<0>();
+                fence_operand(g);
+                if constexpr (G) fence_operand(up);
+                release_stage<1>(pipe, prev, arriver);
             }
-            uint32_t prev = 0;
-            for (int kb = 0; kb < kblocks; kb++) {
-                pipe->consumer_wait(st);
-                fence_proxy_async(); // a gathered by cp.async (generic proxy), read by the tensor cores
-                const T *b = sb + st.stage * B_ELEMS + band * 64 * BK;
-                const uint64_t da = make_desc_kmajor<Swizzle::B128>(sa + st.stage * A_ELEMS);
-                wgmma_fence();
-                mma_kblock<DT, MN>(g, make_desc_kmajor<Swizzle::B128>(b), da, kb > 0);
-                if constexpr (G) mma_kblock<DT, MN>(up, make_desc_kmajor<Swizzle::B128>(b + B_ELEMS / 2), da, kb > 0);
-                wgmma_commit();
-                wgmma_wait<1>(); // the previous k-block's wgmmas are done: its stage may be refilled
-                if (kb > 0) release_stage<1>(pipe, prev, arriver);
-                prev = st.stage;
-                st.advance();
-            }
-            wgmma_wait<0>();
-            fence_operand(g);
-            if constexpr (G) fence_operand(up);
-            release_stage<1>(pipe, prev, arriver);
             if (n0 < p.n)
                 with_act(p.act, [&](auto act) {
                     epilogue_swap<DT, MN, G, SC, decltype(act)>(g, up, p, s0, need, n0, w, row, ra, cs,
