@@ -1075,9 +1075,10 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
    (elements, 0 = cols) at least cols, in_stride a multiple of 8 and out_stride of 16; in and
    out 16-byte aligned, scale 4-byte aligned; out and the scales written must not overlap the
    inputs or each other.
-   Kernel: one warp per row of up to 1024 elements (8 rows a block), else one block per row,
-   of 128 or 256 threads (the fewest whole warps that keep a row of up to 8192 elements on
-   chip).
+   Kernel: TENSOR and TOKEN, one warp per row of up to 1024 elements (8 rows a block), else
+   one block per row, of 128 or 256 threads (the fewest whole warps that keep a row of up to
+   8192 elements on chip); GROUP, 8 threads per group, the groups of all rows numbered together
+   (32 a block; past 2^31 groups, 512 GiB of input, one launch per chunk of rows).
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
    out of range or not multiples, unsupported dtype or mode, a scale layout that is not one,
    overlaps. Thread-safe; legal inside stream capture (after preload). */

@@ -11,14 +11,20 @@
    2. end to end, every bf16 and f16 bit pattern over special scales (1, 3, 0.1, the smallest
       normal and subnormal, FLT_MAX, ...) and 4000 random positive finite ones (uniform over
       the bit patterns, so every exponent): the e4m3 byte equals that of x / scale.
-   3. talon_quant_fp8's and rmsnorm_quant_fp8's division by a computed scale (E4m3Divider: the
-      same correction, mul and div from s's exponent on the device, the sign copied from x):
-      s = e4m3_scale(amax) for every positive finite bf16 and f16 amax (and 0),
+   3. talon_quant_fp8's and rmsnorm_quant_fp8's division by a computed scale (E4m3Divider:
+      x RN(1 / s) and the same correction, x and s times 2^64 first when s < 2^-90, no sign
+      copy): s = e4m3_scale(amax) for every positive bf16 and f16 amax (0 and inf among them),
       over every 16-bit pattern x of the same type with |x| <= amax or NaN: the e4m3 byte of
       the divider's quotient equals that of x / s.
+   4. e4m3_scale itself (amax RN(1 / 448) and one correction): for every fp32 amax from +0 to
+      +inf, bit for bit max(amax / 448, 2^-126).
+   5. The division by a given scale (E4m3GivenDivider, TALON_QUANT_TENSOR): for s in [2^-60,
+      2^60], x clamped to +-1024 s (NaN kept), then x RN(1 / s) and the same correction: every
+      bf16 and f16 pattern over special scales in that range and 4000 random ones (uniform
+      over its bit patterns): the e4m3 byte equals that of x / s.
    Exit status 0 when all hold. `make check-fp8-div` builds it with -march=native (hardware
-   FMA: part 1 is 8.6e9 quotients, part 3 2.1e9; ~40 s on one x86 core); not part of
-   `make test`. */
+   FMA: part 1 is 8.6e9 quotients, part 3 2.1e9, part 4 2.1e9, part 5 5.3e8; ~70 s on one x86
+   core); not part of `make test`. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,28 +44,34 @@ static float div_scale(float x, const float q[3]) {
     return fabsf(y) > 0x1p-20f && fabsf(y) < 0x1p20f ? fmaf(fmaf(-y, q[1], a), q[2], y) : y;
 }
 
-/* fp8.cuh's e4m3_scale and E4m3Divider. */
-static float e4m3_scale(float amax) { return fmaxf(amax / 448.0f, 0x1p-126f); }
-static float divider_quot(float x, float s) {
-    uint32_t u, e;
-    float mul, div, rcp, a, y;
-    memcpy(&u, &s, 4);
-    e = u >> 23;
-    mul = e < 255 ? from_bits((254u - e) << 23) : 0.0f;
-    div = e < 255 ? from_bits((u & 0x7fffffu) | 0x3f800000u) : 1.0f;
-    rcp = 1.0f / div;
-    a = x * mul;
-    y = a * rcp;
-    return copysignf(fmaf(fmaf(-y, div, a), rcp, y), x);
+/* fp8.cuh's e4m3_scale and E4m3Divider, and the IEEE scale they stand for. */
+static float ieee_scale(float amax) { return fmaxf(amax / 448.0f, 0x1p-126f); }
+static float e4m3_scale(float amax) {
+    const float r = 1.0f / 448.0f, q = amax * r, c = fmaf(fmaf(-q, 448.0f, amax), r, q);
+    return amax == INFINITY ? amax : fmaxf(c, 0x1p-126f);
+}
+static float divider_quot(float x, float scale) {
+    const int prescale = scale < 0x1p-90f;
+    const float s = scale == INFINITY ? 1.0f : prescale ? scale * 0x1p64f : scale;
+    const float rcp = scale == INFINITY ? 0.0f : 1.0f / s, xs = prescale ? x * 0x1p64f : x;
+    const float q = xs * rcp;
+    return fmaf(fmaf(q, s, -xs), -rcp, q);
+}
+
+/* fp8.cuh's E4m3GivenDivider on its fast range (s in [2^-60, 2^60]). */
+static float given_quot(float x, float s) {
+    const float lim = 1024.0f * s, rcp = 1.0f / s;
+    const float c = isnan(x) ? x : fminf(fmaxf(x, -lim), lim), q = c * rcp;
+    return fmaf(fmaf(q, s, -c), -rcp, q);
 }
 
 /* Part 3 for one 16-bit type: the number of e4m3 bytes that differ. */
 static long long check_divider(talon_dtype t, long long *n) {
     long long bad = 0;
-    for (uint32_t ha = 0; ha < 0x7f80u; ha++) { /* amax: +0 and every positive finite pattern */
+    for (uint32_t ha = 0; ha <= 0x7f80u; ha++) { /* amax: +0 up to +inf (f16: 0x7c00) */
         const float amax = ref_to_f32(t, (uint16_t)ha);
-        if (!isfinite(amax)) continue;
-        const float s = e4m3_scale(amax);
+        if (isnan(amax) || (t == TALON_DTYPE_F16 && ha > 0x7c00u)) continue;
+        const float s = ieee_scale(amax);
         for (uint32_t h = 0; h < 65536; h++) {
             const float x = ref_to_f32(t, (uint16_t)h);
             if (fabsf(x) > amax) continue;
@@ -105,5 +117,31 @@ int main(void) {
     long long div_n = 0, div_bad = check_divider(TALON_DTYPE_BF16, &div_n);
     div_bad += check_divider(TALON_DTYPE_F16, &div_n);
     printf("computed scales: %lld conversions, %lld differ\n", div_n, div_bad);
-    return core_bad || e2e_bad || div_bad;
+    long long scale_bad = 0;
+    for (uint32_t u = 0; u <= 0x7f800000u; u++) {
+        const float amax = from_bits(u), want = ieee_scale(amax), got = e4m3_scale(amax);
+        if (memcmp(&want, &got, 4) && scale_bad++ < 5)
+            printf("  e4m3_scale(%a) = %a, want %a\n", amax, got, want);
+    }
+    printf("e4m3_scale: 2^31 + 1 amaxes, %lld differ\n", scale_bad);
+    static const float given_specials[] = {0x1p-60f, 0x1p60f, 0x1.fffffep-61f * 2.0f, 1.0f,
+                                           3.0f, 0.1f, 1.0f / 448.0f, 1e-3f, 0x1.000002p-60f,
+                                           0x1.fffffep59f, 65504.0f / 448.0f};
+    const int n_given_specials = (int)(sizeof given_specials / sizeof given_specials[0]);
+    long long given_bad = 0, given_n = 0;
+    for (int i = 0; i < n_given_specials + 4000; i++) {
+        float s = i < n_given_specials ? given_specials[i] : 0.0f;
+        while (!(s >= 0x1p-60f && s <= 0x1p60f))
+            s = from_bits(0x21800000u + (uint32_t)(ref_next64(&rng) % (0x5d800001ull - 0x21800000ull)));
+        for (uint32_t h = 0; h < 65536; h++)
+            for (int f16 = 0; f16 < 2; f16++) {
+                const float x = ref_to_f32(f16 ? TALON_DTYPE_F16 : TALON_DTYPE_BF16, (uint16_t)h);
+                const uint8_t want = ref_e4m3_from_f32(x / s), got = ref_e4m3_from_f32(given_quot(x, s));
+                if (want != got && given_bad++ < 5)
+                    printf("  x %a / given scale %a: e4m3 0x%02x, want 0x%02x\n", x, s, got, want);
+                given_n++;
+            }
+    }
+    printf("given scales: %lld conversions, %lld differ\n", given_n, given_bad);
+    return core_bad || e2e_bad || div_bad || scale_bad || given_bad;
 }

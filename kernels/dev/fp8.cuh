@@ -31,28 +31,44 @@ __device__ __forceinline__ uint32_t e4m3x2_from_f32(float lo, float hi) {
 }
 
 // The scale of values whose largest magnitude is amax, for e4m3's 448: amax / 448 (IEEE),
-// never 0 or subnormal (an all-zero set gets 2^-126 and quantises to zeros).
-__device__ __forceinline__ float e4m3_scale(float amax) { return fmaxf(__fdiv_rn(amax, 448.f), 0x1p-126f); }
+// never 0 or subnormal (an all-zero set gets 2^-126 and quantises to zeros). The quotient comes
+// from 1 / 448's rounding and one FMA correction (Markstein), not a division: `make
+// check-fp8-div` (part 4) finds it equal to the IEEE quotient for every fp32 amax, inf apart
+// (the residual would be NaN).
+__device__ __forceinline__ float e4m3_scale(float amax) {
+    constexpr float r = 1.f / 448.f;
+    const float q = __fmul_rn(amax, r), c = __fmaf_rn(__fmaf_rn(-q, 448.f, amax), r, q);
+    return amax == INFINITY ? amax : fmaxf(c, 0x1p-126f);
+}
 
 // x / s for a scale computed from the values it divides (s = e4m3_scale(amax), |x| <= amax or x
-// NaN), as the IEEE fp32 quotient gives it to e4m3, without a division a value: x / s =
-// (x mul) / div with mul = 2^-exponent(s) and div = s mul in [1, 2), then div's reciprocal and
-// one FMA correction from the exact residual (Markstein), the sign copied from x (a -0's
-// residual is +0). x mul is exact, or so small that both quotients give +-0 (|x mul| <= 448
-// div: nothing overflows). s = inf (an inf among the values): mul 0, so x / inf = +-0 and inf /
-// inf = NaN as IEEE. Five instructions a value, no branch; `make check-fp8-div` (part 3) finds
-// the same e4m3 byte as x / s for every bf16 and f16 amax and value.
+// NaN), as the IEEE fp32 quotient gives it to e4m3, without a division a value: q = x RN(1 / s),
+// then one FMA correction from the residual x - q s (Markstein), three instructions. The
+// residual is exact while s >= 2^-90 (a smaller x's quotient is e4m3 +-0 either way); below
+// that (amax under about 2^-81, an all-zero row among them) x and s are first multiplied by
+// 2^64, one more instruction. The sign survives without a copy: for x = +-0 the residual is +0
+// and +0 (-rcp) + q = q. s = inf (an inf among the values): s 1, rcp 0, so x / inf = +-0 and
+// inf / inf = NaN as IEEE. `make check-fp8-div` (part 3) finds the same e4m3 byte as x / s for
+// every bf16 and f16 amax and value.
 struct E4m3Divider {
-    float mul, div, rcp;
-    __device__ __forceinline__ explicit E4m3Divider(float s) {
-        const uint32_t u = __float_as_uint(s), e = u >> 23; // s >= 2^-126: e in [1, 255]
-        mul = e < 255 ? __uint_as_float((254u - e) << 23) : 0.f;
-        div = e < 255 ? __uint_as_float((u & 0x7fffffu) | 0x3f800000u) : 1.f;
-        rcp = __frcp_rn(div);
+    float s, rcp;  // the divisor (times 2^64 when prescaled; 1 for inf) and RN(1 / s) (0 for inf)
+    bool prescale; // s < 2^-90: x is multiplied by 2^64 too
+    __device__ __forceinline__ explicit E4m3Divider(float scale) {
+        prescale = scale < 0x1p-90f;
+        s = scale == INFINITY ? 1.f : prescale ? scale * 0x1p64f : scale;
+        rcp = scale == INFINITY ? 0.f : __frcp_rn(s);
     }
-    __device__ __forceinline__ float operator()(float x) const {
-        const float a = __fmul_rn(x, mul), y = __fmul_rn(a, rcp);
-        return copysignf(__fmaf_rn(__fmaf_rn(-y, div, a), rcp, y), x);
+    // x' / s for x' = x, or x 2^64 when prescaled (the caller's branch: store_e4m3)
+    __device__ __forceinline__ float quot(float x) const {
+        const float q = __fmul_rn(x, rcp);
+        return __fmaf_rn(__fmaf_rn(q, s, -x), -rcp, q);
+    }
+    __device__ __forceinline__ float operator()(float x) const { return quot(prescale ? x * 0x1p64f : x); }
+    // f(q) with q(x) = x / s as one branch-free functor: the prescaling decided once, here, for
+    // all the values f divides (a row's loop), not per value or per store.
+    template <typename F> __device__ __forceinline__ void dispatch(F &&f) const {
+        if (prescale) f([this](float x) { return quot(x * 0x1p64f); });
+        else f([this](float x) { return quot(x); });
     }
 };
 
@@ -73,9 +89,10 @@ __device__ __forceinline__ void store_e4m3_quot(uint8_t *dst, const float (&x)[V
 template <int VEC> __device__ __forceinline__ void store_e4m3(uint8_t *dst, const float (&x)[VEC], float s) {
     store_e4m3_quot(dst, x, [s](float v) { return __fdiv_rn(v, s); });
 }
-// The same for a computed scale (E4m3Divider): the same bytes.
+// The same for a computed scale (E4m3Divider): the same bytes, the prescaling decided per store
+// (a loop over many stores: E4m3Divider::dispatch around it).
 template <int VEC> __device__ __forceinline__ void store_e4m3(uint8_t *dst, const float (&x)[VEC], const E4m3Divider &d) {
-    store_e4m3_quot(dst, x, d);
+    d.dispatch([&](const auto &quot) { store_e4m3_quot(dst, x, quot); });
 }
 
 } // namespace talon::dev

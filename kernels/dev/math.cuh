@@ -1,5 +1,7 @@
-// Fast math for inner loops and epilogues (PTX ISA: ex2, rcp).
+// Fast math for inner loops and epilogues (PTX ISA: ex2, rcp), and division by a
+// launch-constant divisor.
 #pragma once
+#include <cstdint>
 
 namespace talon::dev {
 
@@ -22,5 +24,9 @@ __device__ __forceinline__ float rcp_ftz(float x) {
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
+
+// n / d without a divide, for n < 2^31: (umulhi(n, m) + n) >> l with the host's l = ceil(log2
+// d) and m = floor(2^32 (2^l - d) / d) + 1 (talon__div_magic; the sum stays below 2^32).
+__device__ __forceinline__ uint32_t div_magic(uint32_t n, uint32_t m, uint32_t l) { return (__umulhi(n, m) + n) >> l; }
 
 } // namespace talon::dev

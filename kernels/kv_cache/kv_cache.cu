@@ -18,6 +18,7 @@
 #include "dev/check.cuh"
 #include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
+#include "dev/math.cuh"
 #include "talon/kernels/kv_cache.def"
 
 namespace talon::kv_cache {
@@ -50,7 +51,7 @@ __device__ __forceinline__ void kv_copy(const talon__kv_params &p) {
         const uint32_t unit = (blockIdx.x * U + i) * blockDim.x + threadIdx.x;
         slot[i] = -1;
         if (unit >= p.units) continue;
-        const uint32_t t = (__umulhi(unit, p.div_m) + unit) >> p.div_l; // unit / units_per_token
+        const uint32_t t = div_magic(unit, p.div_m, p.div_l); // unit / units_per_token
         const uint32_t r = unit - t * units_per_token;
         which[i] = r >= p.row_vecs;
         const int64_t e = (int64_t)(which[i] ? r - p.row_vecs : r) * VEC;
@@ -70,7 +71,7 @@ __device__ __forceinline__ void kv_copy(const talon__kv_params &p) {
             // token's first unit (its index recomputed here, off the hot path)
             if (checking(p.check) && slot[i] >= p.num_slots) {
                 const uint32_t unit = (blockIdx.x * U + i) * blockDim.x + threadIdx.x;
-                const uint32_t t = (__umulhi(unit, p.div_m) + unit) >> p.div_l;
+                const uint32_t t = div_magic(unit, p.div_m, p.div_l);
                 if (unit == t * units_per_token)
                     check_fail(p.check, TALON__CHECK_KV_APPEND_SLOT, t, slot[i], p.num_slots);
             }

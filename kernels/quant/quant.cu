@@ -1,16 +1,21 @@
 // quant.cu - bf16/f16 -> fp8 e4m3 with fp32 scales (talon_quant_fp8): a given per-tensor
 // scale, or one computed per row or per group of 128 columns, s = max(amax / 448, 2^-126).
 //
-// Strategy: one block per row (rows of up to 1024 elements: one warp per row, 8 rows a
-// block), 16-byte loads of 8 elements. Each thread issues the loads of its first
-// TALON__QUANT_CACHE vectors before any arithmetic (one memory round trip), then: per tensor,
-// quantises them; per row, reduces |x|'s maximum over the row's threads and quantises the
-// held vectors (a longer row's tail is read again); per group, the 16 threads of a half-warp
-// hold one group's 128 columns and reduce by shuffles. Quantisation is the fp32 quotient
-// x / s (IEEE; for a computed scale from its reciprocal, dev/fp8.cuh's E4m3Divider) rounded
-// to e4m3 with saturation (cvt.rn.satfinite), 8 values per 8-byte store.
+// Strategy, per tensor and per row (quant_fp8): one block per row (rows of up to 1024
+// elements: one warp per row, 8 rows a block), 16-byte loads of 8 elements. Each thread issues
+// the loads of its first TALON__QUANT_CACHE vectors before any arithmetic (one memory round
+// trip), then: per tensor, quantises them; per row, reduces |x|'s maximum over the row's
+// threads and quantises the held vectors (a longer row's tail is read again).
+// Per group (quant_fp8_groups): a group needs nothing from the rest of its row, so the groups
+// of all rows are numbered together and each takes 8 threads (2 vectors each) of a 256-thread
+// block: no block waits on a row's end or holds a row's registers, and the group's maximum is
+// 3 shuffles of the whole warp.
+// Quantisation is the fp32 quotient x / s (IEEE; for a computed scale from its reciprocal,
+// dev/fp8.cuh's E4m3Divider) rounded to e4m3 with saturation (cvt.rn.satfinite), 8 values per
+// 8-byte store.
 #include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
+#include "dev/math.cuh"
 #include "dev/reduce.cuh"
 #include "talon/kernels/quant.def"
 
@@ -27,10 +32,11 @@ template <typename T> __device__ __forceinline__ float amax8(const vec_t<T, 8> &
     return m;
 }
 
-template <typename T, typename S> __device__ __forceinline__ void store_q8(uint8_t *dst, const vec_t<T, 8> &v, const S &s) {
+// quot: x -> x / s in fp32 (the IEEE quotient, or one equal to it in e4m3)
+template <typename T, typename Quot> __device__ __forceinline__ void store_q8(uint8_t *dst, const vec_t<T, 8> &v, const Quot &quot) {
     float x[8];
     to_f32(v, x);
-    store_e4m3(dst, x, s);
+    store_e4m3_quot(dst, x, quot);
 }
 
 // ROW_THREADS: threads per row (BLOCK: a block's; 32: a warp's, BLOCK / 32 rows a block).
@@ -40,6 +46,7 @@ __device__ void quant_fp8(const talon__quant_params &p) {
     using V = vec_t<T, 8>;
     constexpr int NV = TALON__QUANT_CACHE, ROWS = BLOCK / ROW_THREADS;
     static_assert(ROWS == 1 || ROW_THREADS == 32, "a row per block or per warp");
+    static_assert(MODE == TENSOR || MODE == TOKEN, "groups: quant_fp8_groups");
     const int t = ROWS == 1 ? int(threadIdx.x) : int(threadIdx.x) % ROW_THREADS;
     const int64_t row = int64_t(blockIdx.x) * ROWS + int(threadIdx.x) / ROW_THREADS, nvec = p.cols / 8;
     if (ROWS > 1 && row >= p.rows) return; // a whole warp past the last row
@@ -56,21 +63,10 @@ __device__ void quant_fp8(const talon__quant_params &p) {
     for (int k = 0; k < NV; k++)
         if (vi(k) < nvec) x[k] = load_vec<T, 8>(in + vi(k) * 8);
 
-    // The scale of vector i (x): per tensor the given one; per group the maximum over the 16
-    // vectors of its half-warp (all live or all not: cols is a multiple of 128), written by the
-    // first; per row the block's, computed below.
+    // The scale: per tensor the given one; per row the block's (or warp's), computed here.
     float s = 0.f;
     if constexpr (MODE == TENSOR) s = __ldg(scale);
-    auto group_scale = [&](int64_t i, const V &v) {
-        const unsigned half = 0xffffu << (threadIdx.x & 16);
-        float m = amax8(v);
-#pragma unroll
-        for (int o = 8; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(half, m, o));
-        const float g = e4m3_scale(m);
-        if (i % 16 == 0) scale[row * p.scale_row_stride + (i / 16) * p.scale_group_stride] = g;
-        return g;
-    };
-    if constexpr (MODE == TOKEN) {
+    else {
 #pragma unroll
         for (int k = 0; k < NV; k++)
             if (vi(k) < nvec) amax = fmaxf(amax, amax8(x[k]));
@@ -79,17 +75,48 @@ __device__ void quant_fp8(const talon__quant_params &p) {
         s = e4m3_scale(ROWS == 1 ? block_allreduce(amax, max) : warp_allreduce(amax, max));
         if (t == 0) scale[row] = s;
     }
-    // a given scale: the IEEE division; a computed one: its divider (the same bytes, cheaper)
-    const E4m3Divider row_div(s);
-    auto quantise = [&](int64_t i, const V &v) {
-        if constexpr (MODE == TENSOR) store_q8(out + i * 8, v, s);
-        else if constexpr (MODE == TOKEN) store_q8(out + i * 8, v, row_div);
-        else store_q8(out + i * 8, v, E4m3Divider(group_scale(i, v)));
-    };
+    auto quantise_row = [&](const auto &quot) {
 #pragma unroll
-    for (int k = 0; k < NV; k++)
-        if (vi(k) < nvec) quantise(vi(k), x[k]);
-    for (int64_t i = vi(NV); i < tail; i += ROW_THREADS) quantise(i, load_vec<T, 8>(in + i * 8));
+        for (int k = 0; k < NV; k++)
+            if (vi(k) < nvec) store_q8(out + vi(k) * 8, x[k], quot);
+        for (int64_t i = vi(NV); i < tail; i += ROW_THREADS) store_q8(out + i * 8, load_vec<T, 8>(in + i * 8), quot);
+    };
+    // a given scale: the IEEE division; a computed one: its divider (the same bytes, cheaper)
+    if constexpr (MODE == TENSOR) quantise_row([s](float v) { return __fdiv_rn(v, s); });
+    else E4m3Divider(s).dispatch(quantise_row);
+}
+
+// GT threads a group of 128 columns, 16 / GT vectors each: thread j of a group takes its
+// vectors j, j + GT, .. (a warp's load covers 32 / GT groups' pieces of 16 GT bytes whole).
+template <int DT, int BLOCK, int GT>
+__device__ void quant_fp8_groups(const talon__quant_params &p) {
+    using T = elem<DT>;
+    using V = vec_t<T, 8>;
+    constexpr int NV = TALON__QUANT_GROUP / 8 / GT;
+    const uint32_t unit = blockIdx.x * (BLOCK / GT) + threadIdx.x / GT, j = threadIdx.x % GT;
+    // a group past the last (the last block's) reads the last one again and stores nothing
+    const bool live = unit < p.units;
+    const uint32_t read = live ? unit : p.units - 1;
+    const uint32_t row = div_magic(read, p.div_m, p.div_l), g = read - row * p.groups_per_row;
+    const int64_t col = int64_t(g) * TALON__QUANT_GROUP + j * 8;
+    const T *in = reinterpret_cast<const T *>(p.in) + row * p.in_stride + col;
+    V x[NV];
+    float m = 0.f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        x[k] = load_vec<T, 8>(in + k * GT * 8);
+        m = fmaxf(m, amax8(x[k]));
+    }
+    // every lane shuffles (the whole warp's mask); a group's lanes only with each other
+#pragma unroll
+    for (int o = GT / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (!live) return;
+    const float s = e4m3_scale(m);
+    if (j == 0) reinterpret_cast<float *>(p.scale)[row * p.scale_row_stride + g * p.scale_group_stride] = s;
+    const E4m3Divider d(s);
+    uint8_t *out = reinterpret_cast<uint8_t *>(p.out) + row * p.out_stride + col;
+#pragma unroll
+    for (int k = 0; k < NV; k++) store_q8(out + k * GT * 8, x[k], d);
 }
 
 } // namespace talon::quant

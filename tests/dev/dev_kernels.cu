@@ -477,8 +477,9 @@ extern "C" __global__ void dev_sched_order(int m, int n, int tile_m, int tile_n,
 
 // ------------------------------------------------------------------ e4m3 by a computed scale
 // Block (a, h / 256): amax = amaxes[a], s = e4m3_scale(amax), x = the 16-bit pattern h (f16 or
-// bf16). out[2 (65536 a + h) + {0, 1}] = the e4m3 bytes of E4m3Divider(s)(x) and of
-// __fdiv_rn(x, s) where |x| <= amax or x is NaN (the divider's domain), else 0xAA twice.
+// bf16). out[2 (65536 a + h) + {0, 1}] = the e4m3 bytes of x / s by E4m3Divider(s) (as the
+// quant kernels store it, store_e4m3) and by __fdiv_rn(x, s) where |x| <= amax or x is NaN (the
+// divider's domain), else 0xAA twice.
 extern "C" __global__ void __launch_bounds__(256) dev_e4m3_divider(const float *amaxes, int f16, uint8_t *out) {
     const uint32_t h = blockIdx.y * 256 + threadIdx.x;
     const float amax = amaxes[blockIdx.x];
@@ -487,9 +488,27 @@ extern "C" __global__ void __launch_bounds__(256) dev_e4m3_divider(const float *
     const float s = e4m3_scale(amax);
     uint8_t *o = out + 2 * (size_t(65536) * blockIdx.x + h);
     if (fabsf(x) <= amax || x != x) {
-        o[0] = e4m3_from_f32(E4m3Divider(s)(x));
+        const float xs[1] = {x};
+        store_e4m3(o, xs, E4m3Divider(s));
         o[1] = e4m3_from_f32(__fdiv_rn(x, s));
     } else {
         o[0] = o[1] = 0xAA;
     }
 }
+
+// Thread i of the grid, for every fp32 pattern u = i, i + stride, .. up to +inf: counts in
+// *differ the amaxes whose e4m3_scale differs in any bit from max(__fdiv_rn(amax, 448), 2^-126),
+// and keeps the first one in *first.
+extern "C" __global__ void __launch_bounds__(256) dev_e4m3_scale_all(unsigned *differ, unsigned *first) {
+    const uint32_t stride = gridDim.x * blockDim.x;
+    unsigned n = 0;
+    for (uint32_t u = blockIdx.x * blockDim.x + threadIdx.x; u <= 0x7f800000u; u += stride) {
+        const float amax = __uint_as_float(u);
+        if (__float_as_uint(e4m3_scale(amax)) != __float_as_uint(fmaxf(__fdiv_rn(amax, 448.f), 0x1p-126f))) {
+            n++;
+            atomicMin(first, u);
+        }
+    }
+    if (n) atomicAdd(differ, n);
+}
+

@@ -889,10 +889,11 @@ static void test_pipe_skip(void **state) {
 
 /* E4m3Divider (kernels/dev/fp8.cuh): for a scale computed from the values (s = e4m3_scale(amax),
    |x| <= amax), the same e4m3 byte as the IEEE quotient x / s, for every bf16 and f16 pattern
-   x over amaxes at the edges (0, subnormal, around 448 * 2^-126, 1, 448, the largest finite,
-   inf) and 64 random finite ones; the exhaustive CPU evidence is `make check-fp8-div`. */
+   x over amaxes at the edges (0, subnormal, around 448 * 2^-126 and 448 * 2^-90 where the
+   divider starts prescaling, 1, 448, the largest finite, inf) and 64 random finite ones; the
+   exhaustive CPU evidence is `make check-fp8-div`. */
 static void test_e4m3_divider(void **state) {
-    enum { NA = 74 };
+    enum { NA = 76 };
     float amax[NA];
     uint8_t *got;
     CUdeviceptr damax, dout;
@@ -912,7 +913,9 @@ static void test_e4m3_divider(void **state) {
     amax[7] = 0x1.fep127f;
     amax[8] = INFINITY;
     amax[9] = 3.0f;
-    for (a = 10; a < NA; a++) { /* random finite positive fp32 bit patterns of bf16 precision */
+    amax[10] = 0x1.c0p-82f; /* s = 2^-90: the direct quotient */
+    amax[11] = 0x1.bep-82f; /* just below: prescaled */
+    for (a = 12; a < NA; a++) { /* random finite positive fp32 bit patterns of bf16 precision */
         uint32_t u;
         do {
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -942,6 +945,37 @@ static void test_e4m3_divider(void **state) {
     check_end(&c);
 }
 
+/* A kernel over a range of fp32 patterns (a thread a value) that counts the values whose result
+   differs from the IEEE one and keeps the first: none may. */
+static void run_all_floats(const char *name, const char *kernel) {
+    const unsigned zero = 0, none = 0xffffffffu;
+    CUdeviceptr differ, first;
+    unsigned *got_differ, *got_first;
+    void *params[2] = {&differ, &first};
+    check c;
+    if (!selected(name)) return;
+    differ = dev_buf(&zero, sizeof zero);
+    first = dev_buf(&none, sizeof none);
+    check_begin(&c, name);
+    launch(kernel, 4096, 1, 1, 256, 0, params);
+    got_differ = (unsigned *)host_from(differ, sizeof zero);
+    got_first = (unsigned *)host_from(first, sizeof none);
+    check_one(&c, *got_differ == 0, "%u inputs differ, the first 0x%08x", *got_differ, *got_first);
+    free(got_differ);
+    free(got_first);
+    cu.cuMemFree(differ);
+    cu.cuMemFree(first);
+    check_end(&c);
+}
+/* e4m3_scale (kernels/dev/fp8.cuh) against max(amax / 448, 2^-126) by the IEEE division, bit
+   for bit, for every fp32 amax from +0 to +inf on the device itself (the CPU model's proof is
+   `make check-fp8-div`, part 4). */
+static void test_e4m3_scale(void **state) {
+    (void)state;
+    run_all_floats("e4m3_scale against amax / 448", "dev_e4m3_scale_all");
+}
+
+
 /* ---------------------------------------------------------------- main */
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : getenv("TALON_DEV_CUBIN");
@@ -954,6 +988,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_tma_multicast), cmocka_unit_test(test_wgmma_tile),
         cmocka_unit_test(test_gemm_ws),       cmocka_unit_test(test_named_bar_any),
         cmocka_unit_test(test_pipe_skip),     cmocka_unit_test(test_e4m3_divider),
+        cmocka_unit_test(test_e4m3_scale),
     };
     const char *q = getenv("TALON_TEST_QUICK");
     quick = q && strcmp(q, "0") != 0;

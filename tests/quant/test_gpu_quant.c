@@ -1,6 +1,8 @@
 /* GPU tests of talon_quant_fp8 (H100/H200): per-tensor, per-row and per-group (128) scales,
    bf16 and f16 inputs, odd shapes (rows 1, 7, 129, 1000; cols 16 to 16384: rows of a warp,
-   8 a block, up to 1024, and rows longer than a block holds in registers), strided views, both group scale layouts, against the CPU reference
+   8 a block, up to 1024, and rows longer than a block holds in registers; per group 1, 3, 6,
+   .. 128 groups a row, the last block's groups partly past the end), strided views, both
+   group scale layouts, against the CPU reference
    of ref_quant.h, bit-exact on every output byte and every scale. Rows span magnitudes 2^-12 to
    2^12; some rows hold zeros only, a NaN, an inf or (per tensor) values far past the scale's
    range (saturation). Outputs are poisoned first: the padding between rows of out, a guard
@@ -207,7 +209,7 @@ static void run_case(gpu_tally *t, const qcase *c, uint64_t seed) {
 
 static void test_modes(void **state) {
     static const int64_t rows_full[] = {1, 7, 129, 1000}, rows_quick[] = {7, 129};
-    static const int64_t cols_full[] = {16, 144, 768, 1024, 1040, 4096, 4112, 7168, 16384},
+    static const int64_t cols_full[] = {16, 128, 144, 384, 768, 1024, 1040, 4096, 4112, 7168, 16384},
                          cols_quick[] = {16, 1024, 4112, 16384};
     const int64_t *rows = g_quick ? rows_quick : rows_full, *cols = g_quick ? cols_quick : cols_full;
     const int nr = g_quick ? COUNT(rows_quick) : COUNT(rows_full);

@@ -126,17 +126,61 @@ static const quant_launch_row launch_rows[] = {
     {"quant: f16 per tensor, 7168 cols", ONE(Q(dtype, ENUM, TALON_DTYPE_F16),
      Q(mode, ENUM, TALON_QUANT_TENSOR), Q(cols, I64, 7168)), "talon_quant_fp8_f16_tensor_b256", 0, 0},
     {"quant: group-major scales, rows rounded up to 4", ONE(Q(mode, ENUM, TALON_QUANT_GROUP),
-     Q(rows, I64, 4093)), "talon_quant_fp8_bf16_group_b128", 1, 4096},
+     Q(rows, I64, 4093)), "talon_quant_fp8_bf16_group_g8", 1, 4096},
     {"quant: row-major group scales, 16384 cols", ONE(Q(mode, ENUM, TALON_QUANT_GROUP),
      Q(cols, I64, 16384), Q(scale_row_stride, I64, 128), Q(scale_group_stride, I64, 1)),
-     "talon_quant_fp8_bf16_group_b256", 128, 1},
+     "talon_quant_fp8_bf16_group_g8", 128, 1},
     {"quant: per token, 768 cols, 4093 rows: a warp per row", ONE(Q(cols, I64, 768),
      Q(rows, I64, 4093)), "talon_quant_fp8_bf16_token_w32", 0, 0},
     {"quant: f16 per tensor, 16 cols: a warp per row", ONE(Q(dtype, ENUM, TALON_DTYPE_F16),
      Q(mode, ENUM, TALON_QUANT_TENSOR), Q(cols, I64, 16)), "talon_quant_fp8_f16_tensor_w32", 0, 0},
-    {"quant: group scales, 1024 cols: a warp per row", ONE(Q(mode, ENUM, TALON_QUANT_GROUP),
-     Q(cols, I64, 1024), Q(rows, I64, 9)), "talon_quant_fp8_bf16_group_w32", 1, 12},
+    {"quant: group scales, 1024 cols, 9 rows", ONE(Q(mode, ENUM, TALON_QUANT_GROUP),
+     Q(cols, I64, 1024), Q(rows, I64, 9)), "talon_quant_fp8_bf16_group_g8", 1, 12},
+    {"quant: f16 group scales, 7168 cols, 7 rows", ONE(Q(dtype, ENUM, TALON_DTYPE_F16),
+     Q(mode, ENUM, TALON_QUANT_GROUP), Q(cols, I64, 7168), Q(rows, I64, 7)),
+     "talon_quant_fp8_f16_group_g8", 1, 8},
+    {"quant: group scales, 128 cols (one group a row)", ONE(Q(mode, ENUM, TALON_QUANT_GROUP),
+     Q(cols, I64, 128), Q(rows, I64, 33)), "talon_quant_fp8_bf16_group_g8", 1, 36},
 };
+
+/* A group kernel's launch: 32 groups a block over all rows, and its division by the groups of
+   a row right for the units it numbers. */
+static void expect_group_launch(int64_t rows, int64_t groups) {
+    const talon__quant_params *p = (const talon__quant_params *)fake.last.params;
+    const uint32_t d = (uint32_t)groups, units = (uint32_t)(rows * groups);
+    const uint32_t ns[] = {0, 1, d - 1, d, d + 1, 3 * d + 7, units - 1, units + 31, 0x7fffffffu};
+    size_t i;
+    assert_int_equal(fake.last.grid[0], (rows * groups + 31) / 32);
+    assert_int_equal(fake.last.block[0], 256);
+    assert_int_equal(p->units, units);
+    assert_int_equal(p->groups_per_row, d);
+    for (i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        assert_int_equal(((uint32_t)((uint64_t)ns[i] * p->div_m >> 32) + ns[i]) >> p->div_l,
+                         ns[i] / d); /* the kernel's 32-bit sum */
+}
+
+/* The group kernels number a launch's groups in 32 bits: past 2^31 - 256 groups (512 GiB of
+   input) rows go in several launches, each with its rows' pointers. */
+static void test_group_launches(void **state) {
+    const int64_t groups = (1 << 24) / 128, per = talon__quant_group_rows_per_launch(groups);
+    const talon__quant_params *p = (const talon__quant_params *)fake.last.params;
+    talon_quant_fp8_args a;
+    (void)state;
+    assert_int_equal(per, 16383);
+    assert_true(per * groups <= ((int64_t)1 << 31) - 256 && (per + 1) * groups > ((int64_t)1 << 31) - 256);
+    assert_int_equal(talon__quant_group_rows_per_launch(1), ((int64_t)1 << 31) - 256);
+    valid_args(&a);
+    a.mode = TALON_QUANT_GROUP; a.rows = 1 << 20; a.cols = 1 << 24;
+    a.out = 1ull << 48; a.in = 1ull << 50; a.scale = 1ull << 46;
+    a.scale_row_stride = groups; a.scale_group_stride = 1;
+    assert_int_equal(talon_quant_fp8(g_ctx, STREAM, &a), TALON_SUCCESS);
+    assert_int_equal(fake.launches, 65); /* 64 x 16383 rows, then 64 */
+    expect_group_launch(64, groups);
+    assert_int_equal(p->rows, 64);
+    assert_int_equal(p->in, a.in + (uint64_t)64 * 16383 * a.cols * 2);
+    assert_int_equal(p->out, a.out + (uint64_t)64 * 16383 * a.cols);
+    assert_int_equal(p->scale, a.scale + (uint64_t)64 * 16383 * groups * 4);
+}
 
 static void test_launch(void **state) {
     const quant_launch_row *row = (const quant_launch_row *)*state;
@@ -147,9 +191,12 @@ static void test_launch(void **state) {
     assert_int_equal(talon_quant_fp8(g_ctx, STREAM, &a), TALON_SUCCESS);
     assert_int_equal(fake.launches, 1);
     assert_int_equal(fake.last.fn, fake_handle_for(row->symbol));
-    /* a block per row, or (w32) a warp per row, 8 rows a block */
-    assert_int_equal(fake.last.grid[0], strstr(row->symbol, "w32") ? (a.rows + 7) / 8 : a.rows);
-    assert_int_equal(fake.last.block[0], strstr(row->symbol, "b128") ? 128 : 256);
+    if (a.mode == TALON_QUANT_GROUP) {
+        expect_group_launch(a.rows, a.cols / 128);
+    } else { /* a block per row, or (w32) a warp per row, 8 rows a block */
+        assert_int_equal(fake.last.grid[0], strstr(row->symbol, "w32") ? (a.rows + 7) / 8 : a.rows);
+        assert_int_equal(fake.last.block[0], strstr(row->symbol, "b128") ? 128 : 256);
+    }
     assert_int_equal(fake.last.param_size, sizeof(talon__quant_params));
     p = (const talon__quant_params *)fake.last.params;
     assert_int_equal(p->out, a.out);
@@ -238,6 +285,7 @@ int main(void) {
         test_add(bad_rows[i].name, test_invalid_argument, &bad_rows[i]);
     test_add("quant: accepts the edges", test_accepts, NULL);
     test_add("quant: block size", test_block, NULL);
+    test_add("quant: group launches past 2^31 groups", test_group_launches, NULL);
     for (i = 0; i < sizeof launch_rows / sizeof launch_rows[0]; i++)
         test_add(launch_rows[i].name, test_launch, &launch_rows[i]);
     test_add("rmsnorm_quant_fp8: rules", test_norm_rules, NULL);

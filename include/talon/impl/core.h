@@ -670,6 +670,21 @@ static talon_status talon__launch(talon_ctx *ctx, CUstream stream, const char *o
     return talon__launch2d(ctx, stream, op, k, blocks, 1, params);
 }
 
+/* The smallest l with 2^l >= v (log2 of a power of two). */
+static uint32_t talon__ceil_log2(uint64_t v) {
+    uint32_t l = 0;
+    while ((1ull << l) < v) l++;
+    return l;
+}
+
+/* A kernel's n / d without a divide (dev/math.cuh div_magic), for 1 <= d < 2^31 and n < 2^31:
+   n / d = (umulhi(n, m) + n) >> l with l = ceil(log2 d), m = floor(2^32 (2^l - d) / d) + 1
+   (the round-up method). */
+static void talon__div_magic(uint64_t d, uint32_t *m, uint32_t *l) {
+    *l = talon__ceil_log2(d);
+    *m = (uint32_t)((((1ull << *l) - d) << 32) / d + 1);
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -91,8 +91,7 @@ talon_status talon_kv_append(talon_ctx *ctx, CUstream stream, const talon_kv_app
     p.head_dim = (uint32_t)a->head_dim;
     p.page_shift = talon__ceil_log2((uint64_t)a->page_size);
     p.row_vecs = (uint32_t)(row / vec);
-    p.div_l = talon__ceil_log2(2ull * p.row_vecs);
-    p.div_m = (uint32_t)((((1ull << p.div_l) - 2ull * p.row_vecs) << 32) / (2ull * p.row_vecs) + 1);
+    talon__div_magic(2ull * p.row_vecs, &p.div_m, &p.div_l);
     p.units = (uint32_t)(units * a->tokens);
     TALON__TRY(talon__pick(op, &k, fp8 ? TALON__B_kv_append_fp8 : TALON__B_kv_append, 2,
                            (int)a->dtype, vec));

@@ -3,13 +3,6 @@
 #ifndef TALON_IMPL_PAGED_KV_H
 #define TALON_IMPL_PAGED_KV_H
 
-/* The smallest l with 2^l >= v (log2 of a power of two). */
-static uint32_t talon__ceil_log2(uint64_t v) {
-    uint32_t l = 0;
-    while ((1ull << l) < v) l++;
-    return l;
-}
-
 /* The paged cache's geometry for `layout` (kv_append, decode): s[0] rows of s[1] per page (a
    slot's row in NHD, a head's in HND), s[1] the stride between slots of a page and s[2] between
    kv heads, in units of one head's row (unit: D elements or D * element bytes). */

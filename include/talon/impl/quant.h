@@ -5,9 +5,9 @@
 
 #define TALON__QUANT_COLS_MAX (1LL << 24)
 
-/* Threads per row and per block (quant.def): rows a warp holds in registers
-   (TALON__QUANT_CACHE vectors of 8 per thread) take a warp each, 8 rows a 256-thread block;
-   rows a 128-thread block holds a 128-thread block each; longer ones 256 threads. */
+/* Per tensor and per row, threads per row and per block (quant.def): rows a warp holds in
+   registers (TALON__QUANT_CACHE vectors of 8 per thread) take a warp each, 8 rows a 256-thread
+   block; rows a 128-thread block holds a 128-thread block each; longer ones 256 threads. */
 typedef struct talon__quant_plan {
     int row_threads, block;
 } talon__quant_plan;
@@ -18,6 +18,16 @@ static talon__quant_plan talon__quant_plan_make(int64_t cols) {
                      : cols <= 128 * 8 * TALON__QUANT_CACHE ? 128 : 256;
     pl.block = pl.row_threads == 32 ? 256 : pl.row_threads;
     return pl;
+}
+
+/* Per group (quant_fp8_groups, any cols): 8 threads a group, 256 a block (other shapes of
+   both measured no faster: docs/notes/quant.md); the groups of the rows a launch takes are
+   numbered row-major in 32-bit units, so a launch takes at most (2^31 - 256) / groups_per_row
+   rows (fewer than all only past 512 GiB of input: then one launch per chunk of rows). */
+#define TALON__QUANT_GROUP_THREADS 8
+#define TALON__QUANT_GROUP_BLOCK 256
+static int64_t talon__quant_group_rows_per_launch(int64_t groups_per_row) {
+    return (((int64_t)1 << 31) - 256) / groups_per_row;
 }
 
 talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_fp8_args *a) {
@@ -94,6 +104,25 @@ talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_
                            talon__overlap(a->scale, scale_bytes, a->out, out_bytes) ? "out"
                                                                                           : "in");
     p.out = a->out; p.in = a->in; p.scale = a->scale; p.rows = a->rows; p.cols = a->cols;
+    if (a->mode == TALON_QUANT_GROUP) {
+        const int64_t per_launch = talon__quant_group_rows_per_launch(groups);
+        const int per_block = TALON__QUANT_GROUP_BLOCK / TALON__QUANT_GROUP_THREADS;
+        int64_t r0;
+        TALON__TRY(talon__pick(op, &k, TALON__B_quant_fp8_groups, 3, (int)a->dtype,
+                               TALON__QUANT_GROUP_BLOCK, TALON__QUANT_GROUP_THREADS));
+        p.groups_per_row = (uint32_t)groups;
+        talon__div_magic((uint64_t)groups, &p.div_m, &p.div_l);
+        for (r0 = 0; r0 < a->rows; r0 += per_launch) {
+            talon__quant_params q = p;
+            q.rows = a->rows - r0 < per_launch ? a->rows - r0 : per_launch;
+            q.in += (CUdeviceptr)(r0 * p.in_stride * 2);
+            q.out += (CUdeviceptr)(r0 * p.out_stride);
+            q.scale += (CUdeviceptr)(r0 * p.scale_row_stride * 4);
+            q.units = (uint32_t)(q.rows * groups);
+            TALON__TRY(talon__launch(ctx, stream, op, k, (q.units + per_block - 1) / per_block, &q));
+        }
+        return TALON_SUCCESS;
+    }
     pl = talon__quant_plan_make(a->cols);
     TALON__TRY(talon__pick(op, &k, TALON__B_quant_fp8, 4, (int)a->dtype, (int)a->mode, pl.block,
                            pl.row_threads));
