@@ -232,9 +232,9 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
             qs = e4m3_scale(block_allreduce(amax, [](float a, float c) { return fmaxf(a, c); }));
             if (threadIdx.x == 0) reinterpret_cast<float *>(p.scale)[row] = qs;
         }
-        // a given scale: the IEEE division; a computed one: its divider (the same bytes, cheaper)
+        // the IEEE quotient's bytes, by the divider for a given or a computed scale
         const auto quot = [&] {
-            if constexpr (Q == 0) return qs;
+            if constexpr (Q == 0) return E4m3GivenDivider(qs);
             else return E4m3Divider(qs);
         }();
 #pragma unroll

@@ -10,9 +10,9 @@
 // of all rows are numbered together and each takes 8 threads (2 vectors each) of a 256-thread
 // block: no block waits on a row's end or holds a row's registers, and the group's maximum is
 // 3 shuffles of the whole warp.
-// Quantisation is the fp32 quotient x / s (IEEE; for a computed scale from its reciprocal,
-// dev/fp8.cuh's E4m3Divider) rounded to e4m3 with saturation (cvt.rn.satfinite), 8 values per
-// 8-byte store.
+// Quantisation is the fp32 quotient x / s (its e4m3 bytes, from s's reciprocal and one
+// correction: dev/fp8.cuh's E4m3Divider and E4m3GivenDivider) rounded to e4m3 with saturation
+// (cvt.rn.satfinite), 8 values per 8-byte store.
 #include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
 #include "dev/math.cuh"
@@ -81,8 +81,8 @@ __device__ void quant_fp8(const talon__quant_params &p) {
             if (vi(k) < nvec) store_q8(out + vi(k) * 8, x[k], quot);
         for (int64_t i = vi(NV); i < tail; i += ROW_THREADS) store_q8(out + i * 8, load_vec<T, 8>(in + i * 8), quot);
     };
-    // a given scale: the IEEE division; a computed one: its divider (the same bytes, cheaper)
-    if constexpr (MODE == TENSOR) quantise_row([s](float v) { return __fdiv_rn(v, s); });
+    // the IEEE quotient's bytes, by the divider for a given or a computed scale
+    if constexpr (MODE == TENSOR) E4m3GivenDivider(s).dispatch(quantise_row);
     else E4m3Divider(s).dispatch(quantise_row);
 }
 

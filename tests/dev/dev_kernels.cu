@@ -496,6 +496,20 @@ extern "C" __global__ void __launch_bounds__(256) dev_e4m3_divider(const float *
     }
 }
 
+// Block (a, h / 256): s = scales[a] (any fp32), x = the 16-bit pattern h (f16 or bf16).
+// out[2 (65536 a + h) + {0, 1}] = the e4m3 bytes of x / s by E4m3GivenDivider(s) (as the kernels
+// store it) and by __fdiv_rn(x, s).
+extern "C" __global__ void __launch_bounds__(256) dev_e4m3_given_divider(const float *scales, int f16, uint8_t *out) {
+    const uint32_t h = blockIdx.y * 256 + threadIdx.x;
+    const float s = scales[blockIdx.x];
+    const unsigned short bits = (unsigned short)h;
+    const float x = f16 ? __half2float(__ushort_as_half(bits)) : __bfloat162float(__ushort_as_bfloat16(bits));
+    uint8_t *o = out + 2 * (size_t(65536) * blockIdx.x + h);
+    const float xs[1] = {x};
+    store_e4m3(o, xs, E4m3GivenDivider(s));
+    o[1] = e4m3_from_f32(__fdiv_rn(x, s));
+}
+
 // Thread i of the grid, for every fp32 pattern u = i, i + stride, .. up to +inf: counts in
 // *differ the amaxes whose e4m3_scale differs in any bit from max(__fdiv_rn(amax, 448), 2^-126),
 // and keeps the first one in *first.

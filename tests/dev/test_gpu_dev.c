@@ -945,6 +945,53 @@ static void test_e4m3_divider(void **state) {
     check_end(&c);
 }
 
+/* E4m3GivenDivider (kernels/dev/fp8.cuh): for a given scale (any s, any x), the same e4m3 byte as
+   the IEEE quotient x / s, for every bf16 and f16 pattern x over scales at the edges of its
+   direct range [2^-60, 2^60] and outside it (0, -0, negative, subnormal, inf, NaN, the largest
+   finite), and 48 random positive ones over every exponent; the CPU evidence is `make
+   check-fp8-div`, part 5. */
+static void test_e4m3_given_divider(void **state) {
+    enum { NS = 64 };
+    static const float edges[] = {0x1p-60f, 0x1.000002p-60f, 0x1.fffffep-61f, 0x1p60f,
+                                  0x1.fffffep59f, 0x1.000002p60f, 0.0f, -0.0f, -1.0f, 1e-40f,
+                                  INFINITY, NAN, 3.4028235e38f, 1.0f, 1.0f / 448.0f, 3e-3f};
+    float scale[NS];
+    uint8_t *got;
+    CUdeviceptr dscale, dout;
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    int f16, a;
+    check c;
+    void *params[3] = {&dscale, &f16, &dout};
+    (void)state;
+    if (!selected("E4m3GivenDivider against x / s")) return;
+    for (a = 0; a < NS; a++) {
+        uint32_t u;
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        u = (uint32_t)(rng >> 33) % 0x7f800000u;
+        if (a < (int)(sizeof edges / sizeof edges[0])) scale[a] = edges[a];
+        else memcpy(&scale[a], &u, 4);
+    }
+    dscale = dev_buf(scale, sizeof scale);
+    dout = dev_buf(NULL, (size_t)2 * 65536 * NS);
+    check_begin(&c, "E4m3GivenDivider against x / s");
+    for (f16 = 0; f16 < 2; f16++) {
+        launch("dev_e4m3_given_divider", NS, 256, 1, 256, 0, params);
+        got = host_from(dout, (size_t)2 * 65536 * NS);
+        for (a = 0; a < NS; a++) {
+            uint32_t h;
+            for (h = 0; h < 65536; h++) {
+                const uint8_t *g = got + 2 * ((size_t)65536 * a + h);
+                check_one(&c, g[0] == g[1], "%s 0x%04x, scale %a: 0x%02x, x / s gives 0x%02x",
+                          f16 ? "f16" : "bf16", h, scale[a], g[0], g[1]);
+            }
+        }
+        free(got);
+    }
+    cu.cuMemFree(dscale);
+    cu.cuMemFree(dout);
+    check_end(&c);
+}
+
 /* A kernel over a range of fp32 patterns (a thread a value) that counts the values whose result
    differs from the IEEE one and keeps the first: none may. */
 static void run_all_floats(const char *name, const char *kernel) {
@@ -988,7 +1035,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_tma_multicast), cmocka_unit_test(test_wgmma_tile),
         cmocka_unit_test(test_gemm_ws),       cmocka_unit_test(test_named_bar_any),
         cmocka_unit_test(test_pipe_skip),     cmocka_unit_test(test_e4m3_divider),
-        cmocka_unit_test(test_e4m3_scale),
+        cmocka_unit_test(test_e4m3_scale),    cmocka_unit_test(test_e4m3_given_divider),
     };
     const char *q = getenv("TALON_TEST_QUICK");
     quick = q && strcmp(q, "0") != 0;
