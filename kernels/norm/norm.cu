@@ -224,9 +224,15 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
 #pragma unroll
                 for (int j = 0; j < VEC; j++) amax = fmaxf(amax, fabsf(y[j]));
             };
+            // 16-byte vectors: their rounded values replace them in the stage, and the pass
+            // after the reduction only quantises them (a longer row's tail is normalised
+            // again; the narrower paths spill with it)
 #pragma unroll
             for (int k = 0; k < NV; k++)
-                if (live(k)) track(stage[k][threadIdx.x], weight(k));
+                if (live(k)) {
+                    track(stage[k][threadIdx.x], weight(k));
+                    if constexpr (VEC == 8) stage[k][threadIdx.x] = to_vec<T, VEC>(y);
+                }
             for (int64_t i = vi(NV); i < nvec; i += step)
                 track(load_vec<T, VEC>(src + at(i)), load_ro<T, VEC>(w + at(i)));
             qs = e4m3_scale(block_allreduce(amax, [](float a, float c) { return fmaxf(a, c); }));
@@ -240,7 +246,8 @@ __device__ __forceinline__ void norm_row(const talon__norm_params &p) {
 #pragma unroll
         for (int k = 0; k < NV; k++)
             if (live(k)) {
-                rounded(stage[k][threadIdx.x], weight(k), y);
+                if constexpr (Q == 1 && VEC == 8) to_f32(stage[k][threadIdx.x], y);
+                else rounded(stage[k][threadIdx.x], weight(k), y);
                 store_e4m3(out + at(vi(k)), y, quot);
             }
         for (int64_t i = vi(NV); i < nvec; i += step) {
