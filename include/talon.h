@@ -1190,16 +1190,17 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    aligned (a ROW b_scale 8-byte); the scales 0 with bf16/f16. d must not overlap any input.
    Kernel: one persistent launch (CTAs of 384 threads in clusters of 2: a loader warpgroup,
    two wgmma warpgroups of 64 rows), tiles of one block x 256 or 128 rows of b (gated: 128 or
-   64 output columns), chosen on the host from (tokens, topk, n, gated, SM count; BLOCK,
-   gated, n not a multiple of 128: 128); a gathered a (TOKEN, PAIR) is copied by the loader's
-   128 threads, a SORTED a and b by TMA. At <= 128 tokens a warpgroup whose 64 slots are all
-   padding skips its products (unless a and d are both SORTED). At <= 64 tokens (BLOCK: 32;
-   unless a and d are both SORTED) a transposed kernel instead: one CTA per SM, tiles of 128
-   output columns (256 rows of b when gated) x the block's slots in chunks of 16, 32 or 64
-   (the smallest that holds the tokens); a chunk without a pair is not computed (SORTED d:
-   zeros), nor are a chunk's slots past its last pair. A routing that names an expert more
-   than once per token is still exact; that expert's weights are then read once per chunk
-   with work. No workspace.
+   64 output columns), chosen on the host from (tokens, topk, experts, n, gated, SM count;
+   BLOCK, gated, n not a multiple of 128: 128); a gathered a (TOKEN, PAIR) is copied by the
+   loader's 128 threads, a SORTED a and b by TMA. At <= 128 tokens a warpgroup whose 64 slots
+   are all padding skips its products (unless a and d are both SORTED). At <= 64 tokens
+   (BLOCK: 32; unless a and d are both SORTED) a transposed kernel instead: one CTA per SM,
+   tiles of 128 output columns (256 rows of b when gated) x the block's slots in chunks of 16,
+   32 or 64 (the smallest that holds twice an expert's average rows, tokens x topk / experts,
+   or else the tokens); a chunk without a pair is not computed (SORTED d: zeros), nor are a
+   chunk's slots past its last pair. An expert with more rows than a chunk (skewed routing, or a
+   routing that names it more than once per token) is still exact; its weights are then read
+   once per chunk with work. No workspace.
    The launch is a programmatic dependent of the stream's previous kernel (cuLaunchKernelEx;
    captured graphs keep the edge), so the down projection starts while the gate/up one drains:
    before it waits for that kernel's grid (griddepcontrol.wait) a CTA only warms L2 with its

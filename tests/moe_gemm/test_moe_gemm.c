@@ -195,7 +195,7 @@ static void test_plan(void **state) {
     talon__moe_gemm_plan pl;
     (void)state;
     /* Qwen3-30B-A3B gate/up, T 4096: 256 busy blocks x 6 column tiles of 128 (bn 256) */
-    talon__moe_gemm_plan_make(4096, 8, 768, 1, 0, 49024, 383, 0, 132, &pl);
+    talon__moe_gemm_plan_make(4096, 8, 128, 768, 1, 0, 49024, 383, 0, 132, &pl);
     assert_int_equal(pl.bn, 256);
     assert_int_equal(pl.blocks, 383);
     assert_int_equal(pl.tiles_n, 6);
@@ -205,63 +205,77 @@ static void test_plan(void **state) {
     assert_int_equal(pl.swap_rows, 0);
     /* DeepSeek-V3 down (n 7168), T 1, a and d both sorted: one busy block; 56 tiles of 128
        fill more SMs than 28 of 256 */
-    talon__moe_gemm_plan_make(1, 8, 7168, 0, 0, 8 + 8 * 127, 8, 1, 132, &pl);
+    talon__moe_gemm_plan_make(1, 8, 256, 7168, 0, 0, 8 + 8 * 127, 8, 1, 132, &pl);
     assert_int_equal(pl.bn, 128);
     expect_decode_plan(&pl, 0, 1);
     /* the same with a gathered a or pair rows of d: the transposed kernel, 128 columns a tile,
        chunks of 16 slots */
-    talon__moe_gemm_plan_make(1, 8, 7168, 0, 0, 8 + 8 * 127, 8, 0, 132, &pl);
+    talon__moe_gemm_plan_make(1, 8, 256, 7168, 0, 0, 8 + 8 * 127, 8, 0, 132, &pl);
     expect_decode_plan(&pl, 16, 0);
-    /* chunk rows: the smallest of 16, 32, 64 that holds the tokens; none past 64 */
-    talon__moe_gemm_plan_make(16, 8, 2048, 1, 0, 128 + 128 * 127, 128, 0, 132, &pl);
+    /* chunk rows: the smallest of 16, 32, 64 that holds twice an expert's average rows
+       (tokens x topk / experts, rounded up), or the tokens; none past 64 tokens. 128 experts,
+       top 8: at most 8 rows */
+    talon__moe_gemm_plan_make(16, 8, 128, 2048, 1, 0, 128 + 128 * 127, 128, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 16);
-    talon__moe_gemm_plan_make(17, 8, 2048, 1, 0, 136 + 128 * 127, 129, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 32);
-    talon__moe_gemm_plan_make(33, 8, 2048, 1, 0, 264 + 128 * 127, 130, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 64);
-    talon__moe_gemm_plan_make(64, 8, 2048, 1, 0, 512 + 128 * 127, 131, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 64);
+    talon__moe_gemm_plan_make(33, 8, 128, 2048, 1, 0, 264 + 128 * 127, 130, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 16);
+    talon__moe_gemm_plan_make(64, 8, 128, 2048, 1, 0, 512 + 128 * 127, 131, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 16);
     assert_int_equal(pl.tiles_n, 16); /* gated: 128 output columns from 256 rows of b */
-    talon__moe_gemm_plan_make(65, 8, 2048, 1, 0, 520 + 128 * 127, 131, 0, 132, &pl);
+    talon__moe_gemm_plan_make(65, 8, 128, 2048, 1, 0, 520 + 128 * 127, 131, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 0);
+    /* 8 experts, top 2 (Mixtral): 64 tokens, 16 rows each on average: 32; 33 tokens: 2 x 9 */
+    talon__moe_gemm_plan_make(64, 2, 8, 4096, 0, 0, 128 + 8 * 127, 8, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 32);
+    talon__moe_gemm_plan_make(33, 2, 8, 4096, 0, 0, 66 + 8 * 127, 8, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 32);
+    talon__moe_gemm_plan_make(32, 2, 8, 4096, 0, 0, 64 + 8 * 127, 8, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 16);
+    /* every token to each of 8 experts: twice the tokens, so the tokens: 17 -> 32, 33 -> 64 */
+    talon__moe_gemm_plan_make(17, 8, 8, 4096, 0, 0, 136 + 8 * 127, 8, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 32);
+    talon__moe_gemm_plan_make(33, 8, 8, 4096, 0, 0, 264 + 8 * 127, 8, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 64);
+    talon__moe_gemm_plan_make(64, 8, 8, 4096, 0, 0, 512 + 8 * 127, 8, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 64);
     /* fp8 block scales: transposed at decode as the others; gated n not a multiple of 128:
        bn 128 */
-    talon__moe_gemm_plan_make(16, 8, 2048, 1, 1, 128 + 128 * 127, 128, 0, 132, &pl);
+    talon__moe_gemm_plan_make(16, 8, 128, 2048, 1, 1, 128 + 128 * 127, 128, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 16);
-    talon__moe_gemm_plan_make(17, 8, 2048, 1, 1, 136 + 128 * 127, 129, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 32);
-    talon__moe_gemm_plan_make(32, 8, 2048, 1, 1, 256 + 128 * 127, 129, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 32);
-    talon__moe_gemm_plan_make(33, 8, 2048, 1, 1, 264 + 128 * 127, 130, 0, 132, &pl);
+    talon__moe_gemm_plan_make(32, 8, 128, 2048, 1, 1, 256 + 128 * 127, 129, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 16);
+    talon__moe_gemm_plan_make(32, 8, 16, 2048, 1, 1, 256 + 16 * 127, 129, 0, 132, &pl);
+    assert_int_equal(pl.swap_rows, 32); /* 16 experts: 16 rows each on average */
+    talon__moe_gemm_plan_make(33, 8, 128, 2048, 1, 1, 264 + 128 * 127, 130, 0, 132, &pl);
     assert_int_equal(pl.swap_rows, 0); /* past 32 tokens: the 128-row kernel */
-    talon__moe_gemm_plan_make(4096, 8, 960, 1, 1, 49024, 383, 0, 132, &pl);
+    talon__moe_gemm_plan_make(4096, 8, 128, 960, 1, 1, 49024, 383, 0, 132, &pl);
     assert_int_equal(pl.bn, 128);
-    talon__moe_gemm_plan_make(4096, 8, 960, 1, 0, 49024, 383, 0, 132, &pl);
+    talon__moe_gemm_plan_make(4096, 8, 128, 960, 1, 0, 49024, 383, 0, 132, &pl);
     assert_int_equal(pl.bn, 256);
     /* padding halves skip their products up to 128 tokens (an expert fills one block) */
-    talon__moe_gemm_plan_make(128, 8, 2048, 0, 0, 1024 + 128 * 127, 128 * 2, 0, 132, &pl);
+    talon__moe_gemm_plan_make(128, 8, 128, 2048, 0, 0, 1024 + 128 * 127, 128 * 2, 0, 132, &pl);
     assert_int_equal(pl.skip_padding, 1);
-    talon__moe_gemm_plan_make(129, 8, 2048, 0, 0, 1032 + 128 * 127, 128 * 2, 0, 132, &pl);
+    talon__moe_gemm_plan_make(129, 8, 128, 2048, 0, 0, 1032 + 128 * 127, 128 * 2, 0, 132, &pl);
     assert_int_equal(pl.skip_padding, 0);
     /* a narrow gated n: 64 output columns fill bn 128's tiles exactly, 256's half */
-    talon__moe_gemm_plan_make(100, 2, 64, 1, 0, 100 * 2 + 8 * 127, 10, 0, 132, &pl);
+    talon__moe_gemm_plan_make(100, 2, 8, 64, 1, 0, 100 * 2 + 8 * 127, 10, 0, 132, &pl);
     assert_int_equal(pl.bn, 128);
     assert_int_equal(pl.tiles_n, 1);
     assert_int_equal(pl.blocks, 9); /* 1216 slots: 9 whole blocks */
     assert_int_equal(pl.grid, 8);   /* whole clusters of 2 */
     /* blocks: no more than end inside sorted_capacity */
-    talon__moe_gemm_plan_make(4, 2, 256, 0, 0, 200, 100, 1, 132, &pl);
+    talon__moe_gemm_plan_make(4, 2, 8, 256, 0, 0, 200, 100, 1, 132, &pl);
     assert_int_equal(pl.blocks, 1);
     assert_int_equal(pl.bn, 128);
     assert_int_equal(pl.grid, 2);
-    talon__moe_gemm_plan_make(4, 2, 256, 0, 0, 1024, 100, 1, 132, &pl);
+    talon__moe_gemm_plan_make(4, 2, 8, 256, 0, 0, 1024, 100, 1, 132, &pl);
     assert_int_equal(pl.blocks, 8);
-    talon__moe_gemm_plan_make(4, 2, 256, 0, 0, 200, 100, 0, 132, &pl); /* transposed: no clusters */
+    talon__moe_gemm_plan_make(4, 2, 8, 256, 0, 0, 200, 100, 0, 132, &pl); /* transposed: no clusters */
     assert_int_equal(pl.blocks, 1);
     assert_int_equal(pl.tiles_n, 2);
     assert_int_equal(pl.grid, 2);
     /* the SM count bounds the grid */
-    talon__moe_gemm_plan_make(4096, 8, 768, 1, 0, 49024, 383, 0, 78, &pl);
+    talon__moe_gemm_plan_make(4096, 8, 128, 768, 1, 0, 49024, 383, 0, 78, &pl);
     assert_int_equal(pl.grid, 78);
 }
 
@@ -294,16 +308,19 @@ static const moe_launch_row launch_rows[] = {
                M(a_rows, ENUM, TALON_MOE_ROWS_PAIR), M(d_rows, ENUM, TALON_MOE_ROWS_PAIR)),
            "talon_moe_gemm_f16_128", 132, 1),
     /* up to 64 tokens: the transposed kernel, tiles of 128 output columns, a chunk of the
-       smallest of 16, 32, 64 slots that holds the tokens */
+       smallest of 16, 32, 64 slots that holds twice an expert's average rows (128 experts,
+       top 8: 16) or the tokens */
     LAUNCH("bf16 gated n 64, 16 tokens (one tile)", ONE(M(n, I64, 64), TOKENS(16, 128)),
            "talon_moe_gemm_bf16_gated_swap16", 128, 1),
     LAUNCH("bf16 gate/up, 33 tokens", ONE(TOKENS(33, 130)),
-           "talon_moe_gemm_bf16_gated_swap64", 132, 6),
+           "talon_moe_gemm_bf16_gated_swap16", 132, 6),
+    LAUNCH("bf16 gate/up, 33 tokens over 8 experts: chunks of 64",
+           ONE(TOKENS(33, 130), M(experts, I64, 8)), "talon_moe_gemm_bf16_gated_swap64", 132, 6),
     LAUNCH("bf16 down, 64 tokens, sorted -> pair rows",
            ONE(M(gated, INT, 0), M(act, ENUM, TALON_GEMM_ACT_NONE), M(n, I64, 2048), M(k, I64, 768),
                M(a_rows, ENUM, TALON_MOE_ROWS_SORTED), M(d_rows, ENUM, TALON_MOE_ROWS_PAIR),
                TOKENS(64, 131)),
-           "talon_moe_gemm_bf16_swap64", 132, 16),
+           "talon_moe_gemm_bf16_swap16", 132, 16),
     LAUNCH("f16 T 1, pair rows -> pair rows, n 72",
            ONE(M(dtype, ENUM, TALON_DTYPE_F16), M(gated, INT, 0), M(n, I64, 72),
                M(a_rows, ENUM, TALON_MOE_ROWS_PAIR), M(d_rows, ENUM, TALON_MOE_ROWS_PAIR),
@@ -324,6 +341,9 @@ static const moe_launch_row launch_rows[] = {
            "talon_moe_gemm_e4m3_row_swap16", 132, 16),
     LAUNCH("fp8 row gate/up, 33 tokens: transposed",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), TOKENS(33, 130)),
+           "talon_moe_gemm_e4m3_row_gated_swap16", 132, 6),
+    LAUNCH("fp8 row gate/up, 33 tokens over 8 experts: chunks of 64",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), TOKENS(33, 130), M(experts, I64, 8)),
            "talon_moe_gemm_e4m3_row_gated_swap64", 132, 6),
     /* fp8 block scales: the 128-row kernel past 32 tokens (gated n not a multiple of 128: bn
        128), the transposed one at up to 32 */
@@ -343,8 +363,11 @@ static const moe_launch_row launch_rows[] = {
     LAUNCH("fp8 block gate/up n 960, 16 tokens: transposed",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), M(n, I64, 960), TOKENS(16, 128)),
            "talon_moe_gemm_e4m3_block_gated_swap16", 132, 8),
-    LAUNCH("fp8 block gate/up, 32 tokens: transposed, chunks of 32",
+    LAUNCH("fp8 block gate/up, 32 tokens: transposed",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), TOKENS(32, 130)),
+           "talon_moe_gemm_e4m3_block_gated_swap16", 132, 6),
+    LAUNCH("fp8 block gate/up, 32 tokens over 16 experts: chunks of 32",
+           ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), TOKENS(32, 130), M(experts, I64, 16)),
            "talon_moe_gemm_e4m3_block_gated_swap32", 132, 6),
     LAUNCH("fp8 block gate/up, 33 tokens: the 128-row kernel",
            ONE(FP8_SCALED(TALON_GEMM_SCALE_BLOCK), TOKENS(33, 130)),

@@ -184,8 +184,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     talon__gemm_span(a->topk_weights, 1, a->tokens * a->topk, 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "topk_weights", a->topk_weights, s));
 
-    talon__moe_gemm_plan_make(a->tokens, a->topk, a->n, a->gated, block, a->sorted_capacity,
-                              a->expert_ids_capacity,
+    talon__moe_gemm_plan_make(a->tokens, a->topk, a->experts, a->n, a->gated, block,
+                              a->sorted_capacity, a->expert_ids_capacity,
                               a->a_rows == TALON_MOE_ROWS_SORTED &&
                                   a->d_rows == TALON_MOE_ROWS_SORTED,
                               ctx->sms, &pl);

@@ -52,16 +52,20 @@ static void talon__moe_gemm_plan_blocks(int64_t busy_rows, int64_t blocks, int64
    T=16384 0.87-0.90x, as slow as with no pairing at all; T <= 64: 1.01-1.02x;
    docs/notes/moe_gemm.md).
    At up to 64 tokens (an expert then has at most that many rows) the transposed kernel instead
-   (moe_gemm_swap): tiles of 128 output columns x the block's slots in chunks of the smallest of
-   16, 32, 64 rows that holds the tokens, one CTA per SM, no clusters. Not where no_swap: a and
+   (moe_gemm_swap): tiles of 128 output columns x the block's slots in chunks of MN rows, one
+   CTA per SM, no clusters. MN is the smallest of 16, 32, 64 that holds twice the rows an
+   expert gets on average (tokens x topk / experts), or the tokens if fewer: a chunk's rows of
+   a take a stage's shared memory whether used or not (H200, Qwen3-30B-A3B T=64, 4 rows an
+   expert: 16-row chunks 1.05x 64-row ones in fp8), while an expert past its chunk streams its
+   weights once more for each further chunk with rows (docs/notes/moe_gemm.md). Not where no_swap: a and
    d both SORTED (every slot of such a block is computed from a[s] as is, padding included).
    block: fp8 block scales, where gated with n not a multiple of 128 rules out bn 256 (as the
    grouped GEMM's), and the transposed kernel, which waits for each k-block's products to
    scale them (a few k-blocks in flight), is taken at up to 32 tokens only (H200: T=32
    DeepSeek-V3 1.16x, Qwen3-30B-A3B 1.12x the 128-row kernel; gated chunks of 64 would spill;
    docs/notes/moe_gemm.md). */
-static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t n, int gated,
-                                      int block, int64_t sorted_capacity,
+static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t experts, int64_t n,
+                                      int gated, int block, int64_t sorted_capacity,
                                       int64_t expert_ids_capacity, int no_swap, int sms,
                                       talon__moe_gemm_plan *pl) {
     const int64_t sorted_blocks = sorted_capacity / 128;
@@ -71,7 +75,9 @@ static void talon__moe_gemm_plan_make(int64_t tokens, int64_t topk, int64_t n, i
     pl->skip_padding = tokens <= 128;
     if (tokens <= (block ? 32 : 64) && !no_swap) {
         const int64_t tiles = blocks * ((n + 127) / 128);
-        pl->swap_rows = tokens <= 16 ? 16 : tokens <= 32 ? 32 : 64;
+        const int64_t twice = 2 * ((tokens * topk + experts - 1) / experts);
+        const int64_t rows = twice < tokens ? twice : tokens;
+        pl->swap_rows = rows <= 16 ? 16 : rows <= 32 ? 32 : 64;
         pl->tiles_n = (int)((n + 127) / 128);
         pl->grid = (int)(tiles < sms ? tiles : sms);
         if (pl->grid < 1) pl->grid = 1;
