@@ -58,7 +58,7 @@ struct E4m3Divider {
         s = scale == INFINITY ? 1.f : prescale ? scale * 0x1p64f : scale;
         rcp = scale == INFINITY ? 0.f : __frcp_rn(s);
     }
-    // x' / s for x' = x, or x 2^64 when prescaled (the caller's branch: store_e4m3)
+    // x' / s for x' = x, or x 2^64 when prescaled (the choice: dispatch)
     __device__ __forceinline__ float quot(float x) const {
         const float q = __fmul_rn(x, rcp);
         return __fmaf_rn(__fmaf_rn(q, s, -x), -rcp, q);

@@ -525,4 +525,3 @@ extern "C" __global__ void __launch_bounds__(256) dev_e4m3_scale_all(unsigned *d
     }
     if (n) atomicAdd(differ, n);
 }
-

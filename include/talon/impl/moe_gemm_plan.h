@@ -57,8 +57,9 @@ static void talon__moe_gemm_plan_blocks(int64_t busy_rows, int64_t blocks, int64
    expert gets on average (tokens x topk / experts), or the tokens if fewer: a chunk's rows of
    a take a stage's shared memory whether used or not (H200, Qwen3-30B-A3B T=64, 4 rows an
    expert: 16-row chunks 1.05x 64-row ones in fp8), while an expert past its chunk streams its
-   weights once more for each further chunk with rows (docs/notes/moe_gemm.md). Not where no_swap: a and
-   d both SORTED (every slot of such a block is computed from a[s] as is, padding included).
+   weights once more for each further chunk with rows (docs/notes/moe_gemm.md, step 14). Not
+   where no_swap: a and d both SORTED (every slot of such a block is computed from a[s] as is,
+   padding included).
    block: fp8 block scales, where gated with n not a multiple of 128 rules out bn 256 (as the
    grouped GEMM's), and the transposed kernel, which waits for each k-block's products to
    scale them (a few k-blocks in flight), is taken at up to 32 tokens only (H200: T=32

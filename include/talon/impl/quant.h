@@ -115,9 +115,11 @@ talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_
         for (r0 = 0; r0 < a->rows; r0 += per_launch) {
             talon__quant_params q = p;
             q.rows = a->rows - r0 < per_launch ? a->rows - r0 : per_launch;
-            q.in += (CUdeviceptr)(r0 * p.in_stride * 2);
-            q.out += (CUdeviceptr)(r0 * p.out_stride);
-            q.scale += (CUdeviceptr)(r0 * p.scale_row_stride * 4);
+            /* unsigned: spans past 2^63 bytes pass the overlap checks (they meet nothing
+               nearer), and the addresses wrap as the kernels' would */
+            q.in += (CUdeviceptr)r0 * (CUdeviceptr)p.in_stride * 2u;
+            q.out += (CUdeviceptr)r0 * (CUdeviceptr)p.out_stride;
+            q.scale += (CUdeviceptr)r0 * (CUdeviceptr)p.scale_row_stride * 4u;
             q.units = (uint32_t)(q.rows * groups);
             TALON__TRY(talon__launch(ctx, stream, op, k, (q.units + per_block - 1) / per_block, &q));
         }
