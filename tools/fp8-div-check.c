@@ -44,25 +44,25 @@ static float div_scale(float x, const float q[3]) {
     return fabsf(y) > 0x1p-20f && fabsf(y) < 0x1p20f ? fmaf(fmaf(-y, q[1], a), q[2], y) : y;
 }
 
-/* fp8.cuh's e4m3_scale and E4m3Divider, and the IEEE scale they stand for. */
+/* fp8.cuh's quot_by_rcp, e4m3_scale, E4m3Divider and E4m3GivenDivider (on its fast range, s in
+   [2^-60, 2^60]), and the IEEE scale they stand for. */
+static float quot_by_rcp(float x, float s, float rcp) {
+    const float q = x * rcp;
+    return fmaf(fmaf(q, s, -x), -rcp, q);
+}
 static float ieee_scale(float amax) { return fmaxf(amax / 448.0f, 0x1p-126f); }
 static float e4m3_scale(float amax) {
-    const float r = 1.0f / 448.0f, q = amax * r, c = fmaf(fmaf(-q, 448.0f, amax), r, q);
-    return amax == INFINITY ? amax : fmaxf(c, 0x1p-126f);
+    return amax == INFINITY ? amax : fmaxf(quot_by_rcp(amax, 448.0f, 1.0f / 448.0f), 0x1p-126f);
 }
 static float divider_quot(float x, float scale) {
     const int prescale = scale < 0x1p-90f;
     const float s = scale == INFINITY ? 1.0f : prescale ? scale * 0x1p64f : scale;
-    const float rcp = scale == INFINITY ? 0.0f : 1.0f / s, xs = prescale ? x * 0x1p64f : x;
-    const float q = xs * rcp;
-    return fmaf(fmaf(q, s, -xs), -rcp, q);
+    const float rcp = scale == INFINITY ? 0.0f : 1.0f / s;
+    return quot_by_rcp(prescale ? x * 0x1p64f : x, s, rcp);
 }
-
-/* fp8.cuh's E4m3GivenDivider on its fast range (s in [2^-60, 2^60]). */
 static float given_quot(float x, float s) {
-    const float lim = 1024.0f * s, rcp = 1.0f / s;
-    const float c = isnan(x) ? x : fminf(fmaxf(x, -lim), lim), q = c * rcp;
-    return fmaf(fmaf(q, s, -c), -rcp, q);
+    const float lim = 1024.0f * s;
+    return quot_by_rcp(isnan(x) ? x : fminf(fmaxf(x, -lim), lim), s, 1.0f / s);
 }
 
 /* Part 3 for one 16-bit type: the number of e4m3 bytes that differ. */

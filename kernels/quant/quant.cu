@@ -113,10 +113,11 @@ __device__ void quant_fp8_groups(const talon__quant_params &p) {
     if (!live) return;
     const float s = e4m3_scale(m);
     if (j == 0) reinterpret_cast<float *>(p.scale)[row * p.scale_row_stride + g * p.scale_group_stride] = s;
-    const E4m3Divider d(s);
     uint8_t *out = reinterpret_cast<uint8_t *>(p.out) + row * p.out_stride + col;
+    E4m3Divider(s).dispatch([&](const auto &quot) {
 #pragma unroll
-    for (int k = 0; k < NV; k++) store_q8(out + k * GT * 8, x[k], d);
+        for (int k = 0; k < NV; k++) store_q8(out + k * GT * 8, x[k], quot);
+    });
 }
 
 } // namespace talon::quant

@@ -887,6 +887,40 @@ static void test_pipe_skip(void **state) {
     check_end(&c);
 }
 
+/* Runs `kernel`(values, f16, out) over NV values x every bf16 and f16 pattern (blocks (v, h /
+   256)); out holds per pair the divider's e4m3 byte and __fdiv_rn's, which must agree (a pair
+   both 0xAA: outside the divider's domain, or equal anyway). `what` names the value in a
+   mismatch's report. */
+static void check_e4m3_pairs(const char *name, const char *kernel, const float *values, int nv,
+                             const char *what) {
+    uint8_t *got;
+    CUdeviceptr dvalues, dout;
+    int f16, v;
+    check c;
+    void *params[3] = {&dvalues, &f16, &dout};
+    if (!selected(name)) return;
+    dvalues = dev_buf(values, sizeof(float) * (size_t)nv);
+    dout = dev_buf(NULL, (size_t)2 * 65536 * nv);
+    check_begin(&c, name);
+    for (f16 = 0; f16 < 2; f16++) {
+        launch(kernel, (unsigned)nv, 256, 1, 256, 0, params);
+        got = host_from(dout, (size_t)2 * 65536 * nv);
+        for (v = 0; v < nv; v++) {
+            uint32_t h;
+            for (h = 0; h < 65536; h++) {
+                const uint8_t *g = got + 2 * ((size_t)65536 * v + h);
+                if (g[0] == 0xAA && g[1] == 0xAA) continue;
+                check_one(&c, g[0] == g[1], "%s 0x%04x, %s %a: 0x%02x, x / s gives 0x%02x",
+                          f16 ? "f16" : "bf16", h, what, values[v], g[0], g[1]);
+            }
+        }
+        free(got);
+    }
+    cu.cuMemFree(dvalues);
+    cu.cuMemFree(dout);
+    check_end(&c);
+}
+
 /* E4m3Divider (kernels/dev/fp8.cuh): for a scale computed from the values (s = e4m3_scale(amax),
    |x| <= amax), the same e4m3 byte as the IEEE quotient x / s, for every bf16 and f16 pattern
    x over amaxes at the edges (0, subnormal, around 448 * 2^-126 and 448 * 2^-90 where the
@@ -894,55 +928,27 @@ static void test_pipe_skip(void **state) {
    exhaustive CPU evidence is `make check-fp8-div`. */
 static void test_e4m3_divider(void **state) {
     enum { NA = 76 };
+    static const float edges[] = {0.0f, 0x1p-133f, 0x1.c0p-118f, 0x1.c2p-118f, 1.0f, 448.0f,
+                                  65504.0f, 0x1.fep127f, INFINITY, 3.0f,
+                                  0x1.c0p-82f,  /* s = 2^-90: the direct quotient */
+                                  0x1.bep-82f}; /* just below: prescaled */
     float amax[NA];
-    uint8_t *got;
-    CUdeviceptr damax, dout;
     uint64_t rng = 0x2545F4914F6CDD1Dull;
-    int f16, a;
-    check c;
-    void *params[3] = {&damax, &f16, &dout};
+    int a;
     (void)state;
-    if (!selected("E4m3Divider against x / s")) return;
-    amax[0] = 0.0f;
-    amax[1] = 0x1p-133f;
-    amax[2] = 0x1.c0p-118f;
-    amax[3] = 0x1.c2p-118f;
-    amax[4] = 1.0f;
-    amax[5] = 448.0f;
-    amax[6] = 65504.0f;
-    amax[7] = 0x1.fep127f;
-    amax[8] = INFINITY;
-    amax[9] = 3.0f;
-    amax[10] = 0x1.c0p-82f; /* s = 2^-90: the direct quotient */
-    amax[11] = 0x1.bep-82f; /* just below: prescaled */
-    for (a = 12; a < NA; a++) { /* random finite positive fp32 bit patterns of bf16 precision */
+    for (a = 0; a < NA; a++) { /* then random finite positive fp32 patterns of bf16 precision */
         uint32_t u;
+        if (a < (int)(sizeof edges / sizeof edges[0])) {
+            amax[a] = edges[a];
+            continue;
+        }
         do {
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
             u = (uint32_t)(rng >> 16) & 0x7fff0000u;
         } while (u >= 0x7f800000u);
         memcpy(&amax[a], &u, 4);
     }
-    damax = dev_buf(amax, sizeof amax);
-    dout = dev_buf(NULL, (size_t)2 * 65536 * NA);
-    check_begin(&c, "E4m3Divider against x / s");
-    for (f16 = 0; f16 < 2; f16++) {
-        launch("dev_e4m3_divider", NA, 256, 1, 256, 0, params);
-        got = host_from(dout, (size_t)2 * 65536 * NA);
-        for (a = 0; a < NA; a++) {
-            uint32_t h;
-            for (h = 0; h < 65536; h++) {
-                const uint8_t *g = got + 2 * ((size_t)65536 * a + h);
-                if (g[0] == 0xAA && g[1] == 0xAA) continue; /* outside the domain */
-                check_one(&c, g[0] == g[1], "%s 0x%04x, amax %a: 0x%02x, x / s gives 0x%02x",
-                          f16 ? "f16" : "bf16", h, amax[a], g[0], g[1]);
-            }
-        }
-        free(got);
-    }
-    cu.cuMemFree(damax);
-    cu.cuMemFree(dout);
-    check_end(&c);
+    check_e4m3_pairs("E4m3Divider against x / s", "dev_e4m3_divider", amax, NA, "amax");
 }
 
 /* E4m3GivenDivider (kernels/dev/fp8.cuh): for a given scale (any s, any x), the same e4m3 byte as
@@ -956,14 +962,9 @@ static void test_e4m3_given_divider(void **state) {
                                   0x1.fffffep59f, 0x1.000002p60f, 0.0f, -0.0f, -1.0f, 1e-40f,
                                   INFINITY, NAN, 3.4028235e38f, 1.0f, 1.0f / 448.0f, 3e-3f};
     float scale[NS];
-    uint8_t *got;
-    CUdeviceptr dscale, dout;
     uint64_t rng = 0x9E3779B97F4A7C15ull;
-    int f16, a;
-    check c;
-    void *params[3] = {&dscale, &f16, &dout};
+    int a;
     (void)state;
-    if (!selected("E4m3GivenDivider against x / s")) return;
     for (a = 0; a < NS; a++) {
         uint32_t u;
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -971,25 +972,7 @@ static void test_e4m3_given_divider(void **state) {
         if (a < (int)(sizeof edges / sizeof edges[0])) scale[a] = edges[a];
         else memcpy(&scale[a], &u, 4);
     }
-    dscale = dev_buf(scale, sizeof scale);
-    dout = dev_buf(NULL, (size_t)2 * 65536 * NS);
-    check_begin(&c, "E4m3GivenDivider against x / s");
-    for (f16 = 0; f16 < 2; f16++) {
-        launch("dev_e4m3_given_divider", NS, 256, 1, 256, 0, params);
-        got = host_from(dout, (size_t)2 * 65536 * NS);
-        for (a = 0; a < NS; a++) {
-            uint32_t h;
-            for (h = 0; h < 65536; h++) {
-                const uint8_t *g = got + 2 * ((size_t)65536 * a + h);
-                check_one(&c, g[0] == g[1], "%s 0x%04x, scale %a: 0x%02x, x / s gives 0x%02x",
-                          f16 ? "f16" : "bf16", h, scale[a], g[0], g[1]);
-            }
-        }
-        free(got);
-    }
-    cu.cuMemFree(dscale);
-    cu.cuMemFree(dout);
-    check_end(&c);
+    check_e4m3_pairs("E4m3GivenDivider against x / s", "dev_e4m3_given_divider", scale, NS, "scale");
 }
 
 /* A kernel over a range of fp32 patterns (a thread a value) that counts the values whose result

@@ -190,6 +190,16 @@ static void expect_decode_plan(const talon__moe_gemm_plan *pl, int swap_rows, in
     assert_int_equal(pl->grid, 132);
 }
 
+/* The transposed kernel's chunk rows (0: the 128-row kernel) for a gated n 2048 with moe_align's
+   capacities of the arguments. */
+static int chunk_rows_of(int64_t tokens, int64_t topk, int64_t experts, int block) {
+    const int64_t sorted = tokens * topk + experts * 127;
+    talon__moe_gemm_plan pl;
+    talon__moe_gemm_plan_make(tokens, topk, experts, 2048, 1, block, sorted, (sorted + 127) / 128,
+                              0, 132, &pl);
+    return pl.swap_rows;
+}
+
 /* The plan from host values alone. */
 static void test_plan(void **state) {
     talon__moe_gemm_plan pl;
@@ -215,39 +225,26 @@ static void test_plan(void **state) {
     /* chunk rows: the smallest of 16, 32, 64 that holds twice an expert's average rows
        (tokens x topk / experts, rounded up), or the tokens; none past 64 tokens. 128 experts,
        top 8: at most 8 rows */
-    talon__moe_gemm_plan_make(16, 8, 128, 2048, 1, 0, 128 + 128 * 127, 128, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 16);
-    talon__moe_gemm_plan_make(33, 8, 128, 2048, 1, 0, 264 + 128 * 127, 130, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 16);
+    assert_int_equal(chunk_rows_of(16, 8, 128, 0), 16);
+    assert_int_equal(chunk_rows_of(33, 8, 128, 0), 16);
+    assert_int_equal(chunk_rows_of(64, 8, 128, 0), 16);
+    assert_int_equal(chunk_rows_of(65, 8, 128, 0), 0);
     talon__moe_gemm_plan_make(64, 8, 128, 2048, 1, 0, 512 + 128 * 127, 131, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 16);
     assert_int_equal(pl.tiles_n, 16); /* gated: 128 output columns from 256 rows of b */
-    talon__moe_gemm_plan_make(65, 8, 128, 2048, 1, 0, 520 + 128 * 127, 131, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 0);
     /* 8 experts, top 2 (Mixtral): 64 tokens, 16 rows each on average: 32; 33 tokens: 2 x 9 */
-    talon__moe_gemm_plan_make(64, 2, 8, 4096, 0, 0, 128 + 8 * 127, 8, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 32);
-    talon__moe_gemm_plan_make(33, 2, 8, 4096, 0, 0, 66 + 8 * 127, 8, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 32);
-    talon__moe_gemm_plan_make(32, 2, 8, 4096, 0, 0, 64 + 8 * 127, 8, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 16);
+    assert_int_equal(chunk_rows_of(64, 2, 8, 0), 32);
+    assert_int_equal(chunk_rows_of(33, 2, 8, 0), 32);
+    assert_int_equal(chunk_rows_of(32, 2, 8, 0), 16);
     /* every token to each of 8 experts: twice the tokens, so the tokens: 17 -> 32, 33 -> 64 */
-    talon__moe_gemm_plan_make(17, 8, 8, 4096, 0, 0, 136 + 8 * 127, 8, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 32);
-    talon__moe_gemm_plan_make(33, 8, 8, 4096, 0, 0, 264 + 8 * 127, 8, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 64);
-    talon__moe_gemm_plan_make(64, 8, 8, 4096, 0, 0, 512 + 8 * 127, 8, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 64);
-    /* fp8 block scales: transposed at decode as the others; gated n not a multiple of 128:
-       bn 128 */
-    talon__moe_gemm_plan_make(16, 8, 128, 2048, 1, 1, 128 + 128 * 127, 128, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 16);
-    talon__moe_gemm_plan_make(32, 8, 128, 2048, 1, 1, 256 + 128 * 127, 129, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 16);
-    talon__moe_gemm_plan_make(32, 8, 16, 2048, 1, 1, 256 + 16 * 127, 129, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 32); /* 16 experts: 16 rows each on average */
-    talon__moe_gemm_plan_make(33, 8, 128, 2048, 1, 1, 264 + 128 * 127, 130, 0, 132, &pl);
-    assert_int_equal(pl.swap_rows, 0); /* past 32 tokens: the 128-row kernel */
+    assert_int_equal(chunk_rows_of(17, 8, 8, 0), 32);
+    assert_int_equal(chunk_rows_of(33, 8, 8, 0), 64);
+    assert_int_equal(chunk_rows_of(64, 8, 8, 0), 64);
+    /* fp8 block scales: transposed at decode as the others, up to 32 tokens; gated n not a
+       multiple of 128: bn 128 */
+    assert_int_equal(chunk_rows_of(16, 8, 128, 1), 16);
+    assert_int_equal(chunk_rows_of(32, 8, 128, 1), 16);
+    assert_int_equal(chunk_rows_of(32, 8, 16, 1), 32); /* 16 experts: 16 rows each on average */
+    assert_int_equal(chunk_rows_of(33, 8, 128, 1), 0); /* past 32 tokens: the 128-row kernel */
     talon__moe_gemm_plan_make(4096, 8, 128, 960, 1, 1, 49024, 383, 0, 132, &pl);
     assert_int_equal(pl.bn, 128);
     talon__moe_gemm_plan_make(4096, 8, 128, 960, 1, 0, 49024, 383, 0, 132, &pl);

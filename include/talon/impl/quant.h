@@ -20,12 +20,11 @@ static talon__quant_plan talon__quant_plan_make(int64_t cols) {
     return pl;
 }
 
-/* Per group (quant_fp8_groups, any cols): 8 threads a group, 256 a block (other shapes of
-   both measured no faster: docs/notes/quant.md); the groups of the rows a launch takes are
-   numbered row-major in 32-bit units, so a launch takes at most (2^31 - 256) / groups_per_row
-   rows (fewer than all only past 512 GiB of input: then one launch per chunk of rows). */
-#define TALON__QUANT_GROUP_THREADS 8
-#define TALON__QUANT_GROUP_BLOCK 256
+/* Per group (quant_fp8_groups, any cols): TALON__QUANT_GROUP_THREADS threads a group,
+   TALON__QUANT_GROUP_BLOCK a block (quant.def; other shapes of both measured no faster:
+   docs/notes/quant.md); the groups of the rows a launch takes are numbered row-major in 32-bit
+   units, so a launch takes at most (2^31 - 256) / groups_per_row rows (fewer than all only past
+   512 GiB of input: then one launch per chunk of rows). */
 static int64_t talon__quant_group_rows_per_launch(int64_t groups_per_row) {
     return (((int64_t)1 << 31) - 256) / groups_per_row;
 }
