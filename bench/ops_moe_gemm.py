@@ -3,8 +3,10 @@
 One routing per case (uniform: each token's k experts distinct and uniformly drawn; or Zipf
 1.2 skewed), aligned once by talon_moe_align_block_size (block 128) outside the timing, as
 an engine does once per layer; inputs x [T, H] N(0, 1), weights N(0, 1) / sqrt(fan-in), bf16.
-talon (timed): gate/up (x by token, SwiGLU fused, sorted rows [sorted, I]) -> down (router
-weights in the epilogue, rows [T * k, H]) -> talon_moe_sum into [T, H].
+talon (timed): gate/up (x by token, SwiGLU fused, sorted rows [sorted, I]; at decode, T <= 64,
+pair rows [T * k, I], talon.h's recipe) -> down (router weights in the epilogue, rows
+[T * k, H]) -> talon_moe_sum into [T, H]. "talon_sorted" (decode): the same with the
+intermediate in sorted rows.
 Peers on the same routing and tensors:
   "torch": the same work in torch ops: index_select gather of x into expert-grouped rows
     (each group padded to 16 rows, as torch._grouped_mm's users pad), torch._grouped_mm
@@ -44,6 +46,10 @@ contiguous only) and torch._grouped_mm on bf16 copies ("grouped_mm": what the bf
 costs). The check dequantizes with the block scales. "fp8 row" cases: talon with the same
 row-wise scales as torch._scaled_grouped_mm (scale TALON_GEMM_SCALE_ROW: the same work), its
 output also checked against that peer's.
+gpt-oss-20b / -120b cases: the moe_gemm pipeline with gpt-oss's expert biases (both GEMMs) and
+its SwiGLU with a limit (TALON_GEMM_ACT_CLAMPED_SWIGLU, alpha 1.702, limit 7) fused; torch's
+pipeline adds each row's expert bias after its grouped GEMMs and runs the clamped SwiGLU as
+gpt-oss's reference code does. Weights bf16 (the released MXFP4 experts dequantised).
 """
 import torch
 import torch.nn.functional as F
@@ -54,11 +60,16 @@ BF16, FP8 = 0, 4
 SCALE_ROW, SCALE_BLOCK = 2, 3
 ROWS = {"sorted": 0, "token": 1, "pair": 2}
 SILU, NONE = 2, 0
+CLAMPED_SWIGLU = 5
+OSS_ALPHA, OSS_LIMIT = 1.702, 7.0  # gpt-oss's SwiGLU
 MODELS = {  # experts, k, hidden, intermediate
     "Mixtral-8x7B": (8, 2, 4096, 14336),
     "Qwen3-30B-A3B": (128, 8, 2048, 768),
     "DeepSeek-V3": (256, 8, 7168, 2048),
+    "gpt-oss-20b": (32, 4, 2880, 2880),
+    "gpt-oss-120b": (128, 4, 2880, 2880),
 }
+_biases = {}  # gpt-oss: the experts' biases of the model in _weights
 _weights = {}  # one model's weights at a time (DeepSeek-V3's are 22.5 GB)
 _case_weights = {}  # the grouped case being measured: its b (and fp8 scales, bf16 copy)
 
@@ -78,6 +89,24 @@ def weights(model):
     return _weights[model]
 
 
+def biases(model):
+    """gpt-oss's expert biases: b13 [E, 2I] (gate, up), b2 [E, H], N(0, 1) / 4, bf16."""
+    if model not in _biases:
+        _biases.clear()
+        e, _, hid, inter = MODELS[model]
+        g = torch.Generator(device="cuda").manual_seed(29)
+        _biases[model] = tuple((torch.randn(*shape, device="cuda", generator=g) / 4).to(torch.bfloat16)
+                               for shape in ((e, 2 * inter), (e, hid)))
+    return _biases[model]
+
+
+def oss_glu(gate, up):
+    """gpt-oss's SwiGLU with a limit (talon's TALON_GEMM_ACT_CLAMPED_SWIGLU)."""
+    gate = gate.clamp(max=OSS_LIMIT)
+    up = up.clamp(min=-OSS_LIMIT, max=OSS_LIMIT)
+    return gate * torch.sigmoid(OSS_ALPHA * gate) * (up + 1)
+
+
 def routing(tokens, experts, k, zipf, seed):
     g = torch.Generator(device="cuda").manual_seed(seed)
     if zipf:
@@ -89,10 +118,11 @@ def routing(tokens, experts, k, zipf, seed):
     return ids.int().contiguous(), w.contiguous()
 
 
-def check_block(model, what, xe, ids, topw, out):
+def check_block(model, what, xe, ids, topw, out, oss=False):
     """16 tokens of out against an fp64 reference of their experts (the module docstring's
-    tolerance)."""
+    tolerance); oss: gpt-oss's biases and SwiGLU."""
     w13, w2 = weights(model)
+    b13, b2 = biases(model) if oss else (None, None)
     _, k, hid, inter = MODELS[model]
     tokens = out.shape[0]
     for t in torch.linspace(0, tokens - 1, min(tokens, 16)).long().tolist():
@@ -103,8 +133,13 @@ def check_block(model, what, xe, ids, topw, out):
         for j in range(k):
             ex = int(ids[t, j])
             g = w13[ex].double() @ x
-            hh = (F.silu(g[:inter]) * g[inter:]).to(torch.bfloat16).double()
-            y = float(topw[t, j]) * (w2[ex].double() @ hh)
+            if oss:
+                g += b13[ex].double()
+                hh = oss_glu(g[:inter], g[inter:]).to(torch.bfloat16).double()
+                y = float(topw[t, j]) * (w2[ex].double() @ hh + b2[ex].double())
+            else:
+                hh = (F.silu(g[:inter]) * g[inter:]).to(torch.bfloat16).double()
+                y = float(topw[t, j]) * (w2[ex].double() @ hh)
             ref += y
             mag += y.abs()
             terms += float(topw[t, j]) * (w2[ex].double().abs() @ hh.abs())
@@ -156,6 +191,8 @@ def block_case(h, model, tokens, targets=()):
     pairs = tokens * k
     scap = pairs + min(e, pairs) * 127
     bcap = (scap + 127) // 128
+    decode = tokens <= 64  # the intermediate in pair rows (talon.h's MoE recipe)
+    h_rows = ROWS["pair"] if decode else ROWS["sorted"]
 
     def make():
         w13, w2 = weights(model)
@@ -167,7 +204,7 @@ def block_case(h, model, tokens, targets=()):
              "experts": torch.empty(bcap, dtype=torch.int32, device="cuda"),
              "npost": torch.empty(1, dtype=torch.int32, device="cuda"),
              "xe": torch.randn(tokens, hid, device="cuda", dtype=torch.bfloat16),
-             "h": torch.empty(scap, inter, device="cuda", dtype=torch.bfloat16),
+             "h": torch.empty(pairs if decode else scap, inter, device="cuda", dtype=torch.bfloat16),
              "y": torch.empty(pairs, hid, device="cuda", dtype=torch.bfloat16),
              "out": torch.empty(tokens, hid, device="cuda", dtype=torch.bfloat16)}
         s["router"] = h.struct("talon_moe_router_topk_args")(
@@ -183,9 +220,9 @@ def block_case(h, model, tokens, targets=()):
                       num_tokens_post_padded=ptr(s["npost"]), tokens=tokens, topk=k, experts=e,
                       block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap, dtype=BF16)
         s["up"] = Args(d=ptr(s["h"]), a=ptr(s["xe"]), b=ptr(w13), n=inter, k=hid, gated=1,
-                       act=SILU, a_rows=ROWS["token"], d_rows=ROWS["sorted"], **common)
+                       act=SILU, a_rows=ROWS["token"], d_rows=h_rows, **common)
         s["down"] = Args(d=ptr(s["y"]), a=ptr(s["h"]), b=ptr(w2), topk_weights=ptr(s["topw"]),
-                         n=hid, k=inter, act=NONE, a_rows=ROWS["sorted"], d_rows=ROWS["pair"],
+                         n=hid, k=inter, act=NONE, a_rows=h_rows, d_rows=ROWS["pair"],
                          **common)
         s["sum"] = h.struct("talon_moe_sum_args")(out=ptr(s["out"]), **{"in": ptr(s["y"])},
                                                    tokens=tokens, k=k, hidden=hid, dtype=BF16)
@@ -221,7 +258,10 @@ def block_case(h, model, tokens, targets=()):
 
 
 def moe_case(h, model, tokens, zipf=False, targets=()):
+    """oss (the gpt-oss models): biases on both GEMMs and CLAMPED_SWIGLU; torch's pipeline adds
+    them (the bias of each row's expert) around its grouped GEMMs."""
     e, k, hid, inter = MODELS[model]
+    oss = model.startswith("gpt-oss")
     pairs = tokens * k
     label = f"{model} T={tokens}{' zipf' if zipf else ''}"
     Args = h.struct("talon_moe_gemm_args")
@@ -231,11 +271,15 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
         "scap", "bcap", "total", "tok", "roww", "offs", "touched"))
     sorted_ids, expert_ids, npost = L["sorted"], L["experts"], L["npost"]
 
+    decode = tokens <= 64
+    # the intermediate's rows: pairs at decode (talon.h's MoE recipe), else sorted slots
+    h_rows = ROWS["pair"] if decode else ROWS["sorted"]
+
     def make():
         w13, w2 = weights(model)
         # x: the first T rows of xe, whose last row is the zero row torch's padding reads
         s = {"xe": torch.randn(tokens + 1, hid, device="cuda", dtype=torch.bfloat16),
-             "h": torch.empty(scap, inter, device="cuda", dtype=torch.bfloat16),
+             "h": torch.empty(pairs if decode else scap, inter, device="cuda", dtype=torch.bfloat16),
              "y": torch.empty(pairs, hid, device="cuda", dtype=torch.bfloat16),
              "out": torch.empty(tokens, hid, device="cuda", dtype=torch.bfloat16)}
         s["xe"][tokens].zero_()
@@ -243,11 +287,24 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
                       num_tokens_post_padded=ptr(npost), tokens=tokens, topk=k, experts=e,
                       block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap,
                       dtype=BF16)
+        up_epi, down_epi = dict(act=SILU), {}
+        if oss:
+            b13, b2 = biases(model)
+            up_epi = dict(act=CLAMPED_SWIGLU, act_alpha=OSS_ALPHA, act_limit=OSS_LIMIT, bias=ptr(b13))
+            down_epi = dict(bias=ptr(b2))
         s["up"] = Args(d=ptr(s["h"]), a=ptr(s["xe"]), b=ptr(w13), n=inter, k=hid, gated=1,
-                       act=SILU, a_rows=ROWS["token"], d_rows=ROWS["sorted"], **common)
+                       a_rows=ROWS["token"], d_rows=h_rows, **up_epi, **common)
         s["down"] = Args(d=ptr(s["y"]), a=ptr(s["h"]), b=ptr(w2), topk_weights=ptr(topw),
-                         n=hid, k=inter, act=NONE, a_rows=ROWS["sorted"], d_rows=ROWS["pair"],
-                         **common)
+                         n=hid, k=inter, act=NONE, a_rows=h_rows, d_rows=ROWS["pair"],
+                         **down_epi, **common)
+        if decode:  # the sorted intermediate at decode, for the "talon_sorted" peer
+            s["hs16"] = torch.empty(scap, inter, device="cuda", dtype=torch.bfloat16)
+            s["up_s"] = Args(d=ptr(s["hs16"]), a=ptr(s["xe"]), b=ptr(w13), n=inter, k=hid,
+                             gated=1, a_rows=ROWS["token"], d_rows=ROWS["sorted"], **up_epi,
+                             **common)
+            s["down_s"] = Args(d=ptr(s["y"]), a=ptr(s["hs16"]), b=ptr(w2), topk_weights=ptr(topw),
+                               n=hid, k=inter, act=NONE, a_rows=ROWS["sorted"],
+                               d_rows=ROWS["pair"], **down_epi, **common)
         s["sum"] = h.struct("talon_moe_sum_args")(out=ptr(s["out"]), **{"in": ptr(s["y"])},
                                                    tokens=tokens, k=k, hidden=hid, dtype=BF16)
         # the torch peers' pre-gathered inputs (grouped_mm alone)
@@ -260,12 +317,29 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
         h.call("talon_moe_gemm", s["down"], stream)
         h.call("talon_moe_sum", s["sum"], stream)
 
+    # the expert of each of torch's grouped rows (its biases' row)
+    row_expert = torch.repeat_interleave(torch.arange(e, device="cuda"),
+                                         torch.diff(offs, prepend=offs.new_zeros(1)).long())
+
+    def talon_sorted(s):
+        stream = torch.cuda.current_stream().cuda_stream
+        h.call("talon_moe_gemm", s["up_s"], stream)
+        h.call("talon_moe_gemm", s["down_s"], stream)
+        h.call("talon_moe_sum", s["sum"], stream)
+
     def torch_pipeline(s):
         w13, w2 = weights(model)
         xs = s["xe"].index_select(0, tok)
         y1 = torch._grouped_mm(xs, w13.transpose(-2, -1), offs=offs)
-        hh = F.silu(y1[:, :inter]) * y1[:, inter:]
-        y2 = torch._grouped_mm(hh, w2.transpose(-2, -1), offs=offs) * roww[:, None]
+        if oss:
+            b13, b2 = biases(model)
+            y1 = y1 + b13.index_select(0, row_expert)
+            hh = oss_glu(y1[:, :inter], y1[:, inter:])
+            y2 = (torch._grouped_mm(hh, w2.transpose(-2, -1), offs=offs)
+                  + b2.index_select(0, row_expert)) * roww[:, None]
+        else:
+            hh = F.silu(y1[:, :inter]) * y1[:, inter:]
+            y2 = torch._grouped_mm(hh, w2.transpose(-2, -1), offs=offs) * roww[:, None]
         out = torch.zeros(tokens + 1, hid, device="cuda", dtype=torch.bfloat16)
         return out.index_add_(0, tok, y2)[:tokens]
 
@@ -282,18 +356,19 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
     def check(s):
         talon(s, torch.cuda.current_stream().cuda_stream)
         torch.cuda.synchronize()
-        check_block(model, f"moe_gemm {label}", s["xe"], ids, topw, s["out"])
+        check_block(model, f"moe_gemm {label}", s["xe"], ids, topw, s["out"], oss)
 
     flops = 2 * pairs * (2 * inter * hid + hid * inter)
-    decode = tokens <= 64
     bytes_ = (touched * 3 * inter * hid + 2 * tokens * hid) * 2 if decode else None
-    return Case("moe_gemm", label, make, talon,
-                {"torch": torch_pipeline, "grouped_mm": grouped_mm, "dense": dense},
+    peers = {"torch": torch_pipeline, "grouped_mm": grouped_mm, "dense": dense}
+    if decode:
+        peers["talon_sorted"] = talon_sorted
+    return Case("moe_gemm", label, make, talon, peers,
                 bytes=bytes_, check=check, targets=targets, flops=flops,
                 runs=30 if flops > 1e12 else 100,
                 meta={"model": model, "tokens": tokens, "experts": e, "k": k, "hidden": hid,
                       "inter": inter, "routing": "zipf" if zipf else "uniform",
-                      "experts_touched": touched})
+                      "experts_touched": touched, "epilogue": "bias, clamped SwiGLU" if oss else "SwiGLU"})
 
 
 _weights_fp8 = {}  # one model's e4m3 weights and per-channel scales
@@ -372,48 +447,58 @@ def moe_fp8_case(h, model, tokens, block=False):
         sc = x.abs().amax(1).float().clamp_min(2.0 ** -126) / 448
         return (x.float() / sc[:, None]).to(torch.float8_e4m3fn), sc
 
+    decode = tokens <= 64
+
     def make():
         w13q, s13, w2q, s2 = weights_fp8(model)
         w13, w2 = weights(model)
         if block:
             w13b, s13b, w2b, s2b = weights_fp8_block(model)
         s = {"xe": torch.randn(tokens + 1, hid, device="cuda", dtype=torch.bfloat16),
-             "h": torch.zeros(scap, inter, device="cuda", dtype=torch.bfloat16),
-             "hq": torch.empty(scap, inter, device="cuda", dtype=torch.float8_e4m3fn),
-             "sh": torch.empty(scap, device="cuda"),
              "y": torch.empty(pairs, hid, device="cuda", dtype=torch.bfloat16),
              "out": torch.empty(tokens, hid, device="cuda", dtype=torch.bfloat16),
              "h16": torch.empty(scap, inter, device="cuda", dtype=torch.bfloat16)}
         s["xe"][tokens].zero_()
         s["xq"], s["sx"] = quant_rows(s["xe"])
+        if block:
+            s["xb"], s["sxb"] = quant_groups(s["xe"][:tokens])
         common = dict(sorted_token_ids=ptr(sorted_ids), expert_ids=ptr(expert_ids),
                       num_tokens_post_padded=ptr(npost), tokens=tokens, topk=k, experts=e,
                       block_size=128, sorted_capacity=scap, expert_ids_capacity=bcap)
-        s["up"] = Args(d=ptr(s["h"]), a=ptr(s["xq"]), b=ptr(w13q), n=inter, k=hid, gated=1,
-                       act=SILU, a_rows=ROWS["token"], d_rows=ROWS["sorted"], dtype=FP8,
-                       scale=SCALE_ROW, a_scale=ptr(s["sx"]), b_scale=ptr(s13), **common)
-        s["quant"] = h.struct("talon_quant_fp8_args")(
-            out=ptr(s["hq"]), scale=ptr(s["sh"]), rows=scap, cols=inter, mode=1, dtype=BF16,
-            **{"in": ptr(s["h"])})
-        s["down"] = Args(d=ptr(s["y"]), a=ptr(s["hq"]), b=ptr(w2q), topk_weights=ptr(topw),
-                         n=hid, k=inter, act=NONE, a_rows=ROWS["sorted"], d_rows=ROWS["pair"],
-                         dtype=FP8, scale=SCALE_ROW, a_scale=ptr(s["sh"]), b_scale=ptr(s2),
-                         **common)
-        if block:  # talon's block pipeline; the row one above is the "talon_row" peer
-            s["xb"], s["sxb"] = quant_groups(s["xe"][:tokens])
-            s["shb"] = torch.empty(inter // 128, (scap + 3) // 4 * 4, device="cuda")
-            s["up_b"] = Args(d=ptr(s["h"]), a=ptr(s["xb"]), b=ptr(w13b), n=inter, k=hid,
-                             gated=1, act=SILU, a_rows=ROWS["token"], d_rows=ROWS["sorted"],
-                             dtype=FP8, scale=SCALE_BLOCK, a_scale=ptr(s["sxb"]),
-                             b_scale=ptr(s13b), **common)
-            s["quant_b"] = h.struct("talon_quant_fp8_args")(
-                out=ptr(s["hq"]), scale=ptr(s["shb"]), rows=scap, cols=inter, mode=2,
-                dtype=BF16, **{"in": ptr(s["h"])})
-            s["down_b"] = Args(d=ptr(s["y"]), a=ptr(s["hq"]), b=ptr(w2b),
-                               topk_weights=ptr(topw), n=hid, k=inter, act=NONE,
-                               a_rows=ROWS["sorted"], d_rows=ROWS["pair"], dtype=FP8,
-                               scale=SCALE_BLOCK, a_scale=ptr(s["shb"]), b_scale=ptr(s2b),
-                               **common)
+
+        def calls(tag, h_rows):
+            """gate/up, quant and down (tag "" or "_s": row scales, "_b" or "_b_s": block
+            scales) with the intermediate h in h_rows' layout (its own buffers, keys ending in
+            tag)."""
+            rows = pairs if h_rows == ROWS["pair"] else scap
+            hb, hq = (torch.zeros(rows, inter, device="cuda", dtype=torch.bfloat16),
+                      torch.empty(rows, inter, device="cuda", dtype=torch.float8_e4m3fn))
+            blocked = tag.startswith("_b")
+            if blocked:  # block scales: group-major [I / 128, rows rounded up to 4]
+                sh = torch.empty(inter // 128, (rows + 3) // 4 * 4, device="cuda")
+                ax, sx, wu, su, wd, sd, scale = s["xb"], s["sxb"], w13b, s13b, w2b, s2b, SCALE_BLOCK
+            else:
+                sh = torch.empty(rows, device="cuda")
+                ax, sx, wu, su, wd, sd, scale = s["xq"], s["sx"], w13q, s13, w2q, s2, SCALE_ROW
+            s["bufs" + tag] = (hb, hq, sh)
+            s["up" + tag] = Args(d=ptr(hb), a=ptr(ax), b=ptr(wu), n=inter, k=hid, gated=1, act=SILU,
+                                 a_rows=ROWS["token"], d_rows=h_rows, dtype=FP8, scale=scale,
+                                 a_scale=ptr(sx), b_scale=ptr(su), **common)
+            s["quant" + tag] = h.struct("talon_quant_fp8_args")(
+                out=ptr(hq), scale=ptr(sh), rows=rows, cols=inter, mode=2 if blocked else 1,
+                dtype=BF16, **{"in": ptr(hb)})
+            s["down" + tag] = Args(d=ptr(s["y"]), a=ptr(hq), b=ptr(wd), topk_weights=ptr(topw),
+                                   n=hid, k=inter, act=NONE, a_rows=h_rows, d_rows=ROWS["pair"],
+                                   dtype=FP8, scale=scale, a_scale=ptr(sh), b_scale=ptr(sd),
+                                   **common)
+
+        # the intermediate in pair rows at decode (talon.h's MoE recipe), else sorted; at
+        # decode also sorted (tags "_s"), the "talon_sorted" peer. Block: talon's pipeline is
+        # the block one, the row one the "talon_row" peer.
+        for tag in ("", "_b") if block else ("",):
+            calls(tag, ROWS["pair"] if decode else ROWS["sorted"])
+            if decode:
+                calls(tag + "_s", ROWS["sorted"])
         s["sum"] = h.struct("talon_moe_sum_args")(out=ptr(s["out"]), **{"in": ptr(s["y"])},
                                                    tokens=tokens, k=k, hidden=hid, dtype=BF16)
         s["up16"] = Args(d=ptr(s["h16"]), a=ptr(s["xe"]), b=ptr(w13), n=inter, k=hid, gated=1,
@@ -477,10 +562,13 @@ def moe_fp8_case(h, model, tokens, block=False):
 
     flops = 2 * pairs * (2 * inter * hid + hid * inter)
     # decode: the e4m3 weight bytes of the experts touched (and x in, out)
-    bytes_ = touched * 3 * inter * hid + 3 * tokens * hid if tokens <= 64 else None
+    bytes_ = touched * 3 * inter * hid + 3 * tokens * hid if decode else None
     peers = {"torch_fp8": torch_fp8, "scaled_grouped_mm": scaled_gemms, "talon_bf16": talon_bf16}
     if block:
         peers["talon_row"] = lambda s: row_pipeline(s, torch.cuda.current_stream().cuda_stream)
+    if decode:  # talon's pipeline with the intermediate in sorted rows
+        sorted_pipeline = pipeline("_b_s" if block else "_s")
+        peers["talon_sorted"] = lambda s: sorted_pipeline(s, torch.cuda.current_stream().cuda_stream)
     kind = "fp8 block" if block else "fp8 row"
     return Case("moe_gemm", f"{kind} {model} T={tokens}", make, talon, peers,
                 bytes=bytes_, check=check, flops=flops, runs=30 if flops > 1e12 else 100,
@@ -689,4 +777,5 @@ def cases(h):
     out.append(block_case(h, "DeepSeek-V3", 16, targets=[
         ("gemms_over_talon", ">=", 1 / 1.15, "<= 1.15x the time of its two GEMMs alone")]))
     out.append(block_case(h, "Qwen3-30B-A3B", 16))
+    out += [moe_case(h, model, t) for model in ("gpt-oss-20b", "gpt-oss-120b") for t in (4096, 64, 16)]
     return out

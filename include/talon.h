@@ -1013,17 +1013,22 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
    SMs). No workspace.
    docs/notes/gemm.md has the plan's rules and measurements.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
-   out of range or not multiples of 8 (16), unsupported dtype / out_dtype / act / scale (a
-   scale mode or scale pointer with 16-bit inputs, or none with fp8), gated not 0/1, a
-   non-finite alpha or beta; DRIVER if the driver rejects a tensor map. Thread-safe; legal
-   inside stream capture (after preload; the tensor maps are built on the host and passed by
-   value, so a captured graph keeps them). */
+   out of range or not multiples of 8 (16), unsupported dtype / out_dtype / act (NONE ..
+   GELU_TANH) / scale (a scale mode or scale pointer with 16-bit inputs, or none with fp8),
+   gated not 0/1, a non-finite alpha or beta; DRIVER if the driver rejects a tensor map.
+   Thread-safe; legal inside stream capture (after preload; the tensor maps are built on the
+   host and passed by value, so a captured graph keeps them). */
 typedef enum talon_gemm_act {
     TALON_GEMM_ACT_NONE = 0,
     TALON_GEMM_ACT_RELU = 1,
     TALON_GEMM_ACT_SILU = 2,      /* x / (1 + exp(-x)); gated: SwiGLU */
     TALON_GEMM_ACT_GELU_ERF = 3,  /* 0.5 x (1 + erf(x / sqrt 2)); gated: GeGLU */
-    TALON_GEMM_ACT_GELU_TANH = 4  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    TALON_GEMM_ACT_GELU_TANH = 4, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    /* gated only, talon_moe_gemm and talon_grouped_gemm only (gpt-oss's SwiGLU with a limit):
+       y = g / (1 + exp(-alpha g)) * (u + 1), g = min(x_gate, limit),
+       u = min(max(x_up, -limit), limit); alpha and limit from the args (act_alpha,
+       act_limit); a NaN gate or up gives NaN */
+    TALON_GEMM_ACT_CLAMPED_SWIGLU = 5
 } talon_gemm_act;
 
 /* How fp8 operands are scaled (fp32 scales; real value = stored value x scale). */
@@ -1135,8 +1140,10 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    and every slot s of it, with f = sorted_token_ids[s] (the pair t * topk + j, or the
    sentinel tokens * topk for a padding slot):
      x = the row of a that a_rows names (below); padding slots: zeros (a SORTED: a[s] as is)
-     y = act(x . b[e, j, :]) for each output column j < n, in fp32 (act: talon_gemm_act)
-     gated: y = act(x . b[e, j, :]) * (x . b[e, n + j, :])   (b holds gate then up rows)
+     z_j = x . b[e, j, :] + bias[e, j]   in fp32, for each row j of b (bias optional; a
+                                         padding slot takes none)
+     y = act(z_j) for each output column j < n (act: talon_gemm_act)
+     gated: y = act(z_j) * z_(n+j)   (b holds gate then up rows; CLAMPED_SWIGLU: its rule)
      y *= topk_weights[f] when topk_weights is given (padding slots: 0)
      the row of d that d_rows names = y, rounded to dtype once
    Row layouts (talon_moe_rows):
@@ -1159,6 +1166,14 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
      talon_moe_gemm(a = h SORTED, b = w2 [experts, H, I], topk_weights,
                     d = y PAIR [tokens * topk, H])
      talon_moe_sum(y -> out [tokens, H], weights 0: they were applied)
+   At decode (up to 64 tokens) keep h in PAIR rows ([tokens * topk, I]; a_rows PAIR on the
+   down call): a SORTED h there is mostly padding slots, which the gate/up call writes (zeros)
+   and an fp8 pipeline's talon_quant_fp8 of h reads; PAIR rows hold only the pairs.
+   gpt-oss's experts: the same with act CLAMPED_SWIGLU (act_alpha 1.702, act_limit 7), bias
+   w13's [experts, 2I] on the gate/up call and w2's [experts, H] on the down call (added before
+   the router weight multiplies the row), and w13's gate and up rows de-interleaved once at
+   load time (gpt-oss stores them alternating: gate rows are its even rows, up rows its odd
+   ones).
    Blocks past num_tokens_post_padded, and blocks of an expert outside [0, experts) (expert
    parallelism: experts on another GPU; moe_align's -1 blocks), are skipped: their d rows are
    not written. Everything is read on the device: no host synchronisation, capturable. A sorted
@@ -1177,8 +1192,10 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
      [tokens, k] hidden states, TOKEN rows), b_scale [experts, ceil(rows of b / 128),
      ceil(k / 128)] (gated: n a multiple of 64); each k-block's product scaled before it is
      added, as talon_grouped_gemm's.
-   topk_weights fp32 [tokens, topk]; the three moe_align arrays int32. Accumulation in fp32 on
-   the tensor cores; deterministic (no atomics).
+   topk_weights fp32 [tokens, topk]; the three moe_align arrays int32; bias of d's type (bf16
+   with fp8), [experts, gated ? 2n : n] (gated: each expert's n gate biases, then its n up
+   biases), added after the fp8 scales. Accumulation in fp32 on the tensor cores;
+   deterministic (no atomics).
    Limits: tokens in [1, 65536], topk in [1, 64], experts in [1, 512] (moe_align's);
    block_size 128; sorted_capacity and expert_ids_capacity at least
    talon_moe_align_block_size_capacity's for (tokens, topk, experts, 128), and what was
@@ -1186,8 +1203,11 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    ceil(n / 64) <= 2^30 always fits: the kernel's tile count); strides in elements (0 =
    contiguous: lda = k, ldb = k, ldd = n), at least a row, multiples of 8 (fp8: lda and ldb
    of 16, so k too when they are 0) and at most 2^36; b is [experts, gated ? 2n : n, k] with
-   row stride ldb and the experts back to back; a, b and d 16-byte aligned, the others 4-byte
-   aligned (a ROW b_scale 8-byte); the scales 0 with bf16/f16. d must not overlap any input.
+   row stride ldb and the experts back to back; a, b and d 16-byte aligned, the others
+   (bias too) 4-byte aligned (a ROW b_scale 8-byte); the scales 0 with bf16/f16. d must not
+   overlap any input.
+   act_alpha and act_limit: CLAMPED_SWIGLU's, alpha finite and > 0, limit > 0 (+inf: no
+   clamping), 0 with every other act.
    Kernel: one persistent launch (CTAs of 384 threads in clusters of 2: a loader warpgroup,
    two wgmma warpgroups of 64 rows), tiles of one block x 256 or 128 rows of b (gated: 128 or
    64 output columns), chosen on the host from (tokens, topk, experts, n, gated, SM count;
@@ -1210,7 +1230,8 @@ talon_status talon_rmsnorm_quant_fp8(talon_ctx *ctx, CUstream stream,
    programmatic stream serialization must wait (griddepcontrol.wait) before it reads d.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes, strides or
    capacities out of range, block_size not 128, an unsupported dtype, scale, act or row layout
-   (d_rows TOKEN), gated not 0/1, d overlapping an input; DRIVER if the driver rejects a
+   (d_rows TOKEN), gated not 0/1, d overlapping an input, act CLAMPED_SWIGLU without gating,
+   act_alpha or act_limit out of range or set with another act; DRIVER if the driver rejects a
    tensor map. Thread-safe; legal inside stream capture (after preload). */
 typedef enum talon_moe_rows {
     TALON_MOE_ROWS_SORTED = 0, /* row s of the sorted layout */
@@ -1235,6 +1256,8 @@ typedef struct talon_moe_gemm_args {
     talon_dtype dtype;               /* a, b: bf16 or f16 (d the same), or fp8 e4m3 (d bf16) */
     talon_gemm_scale scale;          /* bf16/f16: NONE; fp8: TENSOR, ROW or BLOCK */
     CUdeviceptr a_scale, b_scale;    /* fp8 only: fp32 scales (above) */
+    CUdeviceptr bias;                /* optional: [experts, gated ? 2n : n] of d's type */
+    float act_alpha, act_limit;      /* CLAMPED_SWIGLU only (e.g. gpt-oss: 1.702, 7); else 0 */
 } talon_moe_gemm_args;
 talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gemm_args *args);
 
@@ -1276,22 +1299,25 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
      block of each group's b; gated: of its [2n, k] rows, so n must be a multiple of 64); each
      k-block's product is scaled in fp32 before it is added.
    b is [groups, gated ? 2n : n, k] with row stride ldb and the groups back to back (gated:
-   each group's gate rows, then its up rows). Accumulation in fp32 on the tensor cores;
-   deterministic.
+   each group's gate rows, then its up rows). bias (optional) as talon_moe_gemm's, per group
+   ([groups, gated ? 2n : n] of d's type), added to every row's sums (after the fp8 scales,
+   before act). Accumulation in fp32 on the tensor cores; deterministic.
    Limits: groups in [1, 65536]; CONTIGUOUS rows a multiple of 128 in [128, 2^31 - 128];
    MASKED rows in [1, 2^20] and groups x rows < 2^31; n and k in [8, 2^20], multiples of 8
    (tiles: row blocks x ceil(n / 64) <= 2^30); strides as talon_moe_gemm's (0 = contiguous;
    fp8: lda and ldb multiples of 16, so k too when they are 0). a, b and d 16-byte aligned;
    tile_groups, rows_used, group_rows and the scales 4-byte aligned; the pointer of the
    other layout must be 0 (CONTIGUOUS: group_rows; MASKED: tile_groups and rows_used), the
-   scales 0 with bf16/f16. d must not overlap any input.
+   scales 0 with bf16/f16; bias 4-byte aligned. act_alpha and act_limit as talon_moe_gemm's.
+   d must not overlap any input.
    Kernel: talon_moe_gemm's (one persistent launch; tile width 256 or 128 rows of b from
    (rows, n, gated, SM count); fp8 block scales, gated, n not a multiple of 128: 128), a
    programmatic dependent of the stream's previous kernel as there. No workspace.
    Errors (INVALID_ARGUMENT, nothing launched): NULL, misaligned or stray pointers, sizes or
    strides out of range, an unsupported dtype, scale, act or layout, gated not 0/1, d
-   overlapping an input; DRIVER if the driver rejects a tensor map. Thread-safe; legal inside
-   stream capture (after preload). */
+   overlapping an input, act CLAMPED_SWIGLU without gating, act_alpha or act_limit out of range
+   or set with another act; DRIVER if the driver rejects a tensor map. Thread-safe; legal
+   inside stream capture (after preload). */
 typedef enum talon_grouped_layout {
     TALON_GROUPED_CONTIGUOUS = 0, /* [rows, .]: groups back to back, 128-row tiles */
     TALON_GROUPED_MASKED = 1      /* [groups, rows, .]: the first group_rows[g] of each */
@@ -1314,6 +1340,8 @@ typedef struct talon_grouped_gemm_args {
     talon_gemm_scale scale;  /* bf16/f16: NONE; fp8: TENSOR, ROW or BLOCK */
     int gated;               /* 0 or 1 */
     talon_dtype dtype;       /* a, b (and d): bf16 or f16; fp8 e4m3 with d bf16 */
+    CUdeviceptr bias;        /* optional: [groups, gated ? 2n : n] of d's type */
+    float act_alpha, act_limit; /* CLAMPED_SWIGLU only; else 0 */
 } talon_grouped_gemm_args;
 talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream,
                                 const talon_grouped_gemm_args *args);

@@ -35,4 +35,26 @@ struct GeluTanh {
     }
 };
 
+// gpt-oss's gated activation ("SwiGLU with a limit"), for gated GEMM epilogues only: the gate
+// clamped above at limit and the up into [-limit, limit], then g sigmoid(alpha g) (u + 1).
+// A NaN gate or up stays NaN (min/max.NaN; fminf would return the limit).
+struct ClampedSwiglu {
+    float neg_alpha_log2e, limit; // sigmoid(alpha g) = 1 / (1 + 2^(g neg_alpha_log2e))
+    __device__ ClampedSwiglu(float alpha, float lim)
+        : neg_alpha_log2e(-alpha * kLog2e), limit(lim) {}
+    __device__ float glu(float g, float u) const {
+        g = min_nan(g, limit);
+        u = min_nan(max_nan(u, -limit), limit);
+        return g * rcp_ftz(1.f + exp2_ftz(g * neg_alpha_log2e)) * (u + 1.f);
+    }
+};
+
+// A gated epilogue's value from the gate's and the up's sums: act(g) u, or the act's own rule.
+template <typename Act> __device__ __forceinline__ float glu(const Act &, float g, float u) {
+    return Act::f(g) * u;
+}
+__device__ __forceinline__ float glu(const ClampedSwiglu &act, float g, float u) {
+    return act.glu(g, u);
+}
+
 } // namespace talon::dev

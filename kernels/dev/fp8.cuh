@@ -5,6 +5,8 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "math.cuh"
+
 namespace talon::dev {
 
 // The two e4m3 values in the low 16 bits of w -> f16x2 (exact: cvt.rn.f16x2.e4m3x2).
@@ -92,10 +94,7 @@ struct E4m3GivenDivider {
     template <typename F> __device__ __forceinline__ void dispatch(F &&f) const {
         if (direct) {
             f([this](float x) {
-                float c;
-                asm("max.NaN.f32 %0, %1, %2;" : "=f"(c) : "f"(x), "f"(-lim));
-                asm("min.NaN.f32 %0, %1, %2;" : "=f"(c) : "f"(c), "f"(lim));
-                return quot_by_rcp(c, s, rcp);
+                return quot_by_rcp(min_nan(max_nan(x, -lim), lim), s, rcp);
             });
         } else {
             f([this](float x) { return __fdiv_rn(x, s); });

@@ -1,4 +1,4 @@
-// Fast math for inner loops and epilogues (PTX ISA: ex2, rcp), and division by a
+// Fast math for inner loops and epilogues (PTX ISA: ex2, rcp, min/max.NaN), and division by a
 // launch-constant divisor.
 #pragma once
 #include <cstdint>
@@ -22,6 +22,18 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 __device__ __forceinline__ float rcp_ftz(float x) {
     float y;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// min and max that return NaN when either operand is NaN (fminf / fmaxf return the other).
+__device__ __forceinline__ float min_nan(float a, float b) {
+    float y;
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+    return y;
+}
+__device__ __forceinline__ float max_nan(float a, float b) {
+    float y;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
     return y;
 }
 

@@ -152,6 +152,26 @@ __device__ __forceinline__ float2 scale_pair(const float *s, int col, int step) 
     return __ldg(reinterpret_cast<const float2 *>(s + col));
 }
 
+// The bias of columns col and col + 1 (a 4-byte pair of d's type) as floats; zeros without one.
+template <typename T>
+__device__ __forceinline__ float2 bias_pair(const T *bias, int col) {
+    if (!bias) return make_float2(0.f, 0.f);
+    return make_float2(to_f32(bias[col]), to_f32(bias[col + 1]));
+}
+
+// The epilogue's activation: talon_gemm_act's, or (gated kernels only: the host allows it with
+// gated alone) TALON_GEMM_ACT_CLAMPED_SWIGLU with the launch's alpha and limit.
+template <int G, typename F>
+__device__ __forceinline__ void with_moe_act(const talon__moe_gemm_params &p, F &&f) {
+    if constexpr (G) {
+        if (p.act == TALON__MOE_ACT_CLAMPED_SWIGLU) {
+            f(ClampedSwiglu(p.act_alpha, p.act_limit));
+            return;
+        }
+    }
+    with_act(p.act, f);
+}
+
 // The bytes of a gathered 16-byte piece of a row of a that lie inside its k columns, `left`
 // (> 0) of them from the piece's first: fp8's pieces of 16 elements can end 8 past k (k is a
 // multiple of 8), in the row's padding (any bytes, NaN too) or past a's end, so only the
@@ -161,8 +181,9 @@ template <typename T> __device__ __forceinline__ int piece_bytes(int left) {
 }
 
 // One warpgroup's 64 rows (sorted slots s0..s0 + 63) x bn columns of the tile through the
-// epilogue: act (gated: act(gate) * up), times the router weight of the slot's pair (padding
-// slots: 0), staged 128 bytes of columns at a time (tile_parts.cuh), then written by a TMA
+// epilogue: plus the bias of the group's columns (talon_moe_gemm: slots with a pair only), act
+// (gated: glu(act, gate, up)), times the router weight of the slot's pair (padding slots: 0),
+// staged 128 bytes of columns at a time (tile_parts.cuh), then written by a TMA
 // store (d SORTED, all 64 rows live) or by 16-byte stores to the pairs' rows (PAIR) or to the
 // first `live` rows (a masked group's last block). Register 4q + 2h + e of
 // d holds row 16 w + l / 4 + 8 h, column 8 q + 2 (l % 4) + e (gated: the up half's at + bn / 4).
@@ -171,25 +192,29 @@ template <typename T> __device__ __forceinline__ int piece_bytes(int left) {
 // (gated: the gate's and the up's rows), before the activation; columns past n read column 0's.
 template <int DT, int BN, int G, int SC, typename Act>
 __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__moe_gemm_params &p,
-                                         int e, int s0, int live, int n0, Staging &st) {
+                                         int e, int s0, int live, int n0, Staging &st,
+                                         const Act &act) {
     using T = out_elem<DT>;
     constexpr int OUT_COLS = G ? BN / 2 : BN, CHUNK = 64, QC = CHUNK / 8;
     const int lane = lane_index(), t = thread_in_warpgroup();
     const int r0 = 16 * warp_in_warpgroup() + lane / 4;
     const bool pairs = p.d_rows == TALON__MOE_ROWS_PAIR, leader = t == 0, scatter = pairs || live < 64;
     const int barrier = 1 + int(warpgroup_index()); // named barriers 2, 3
-    // w: the router weight of the row's pair; ra (SC): a's scale of the row
-    float w[2] = {1.f, 1.f}, ra[2] = {1.f, 1.f};
+    // w: the router weight of the row's pair; ra (SC): a's scale of the row; bm: 1 where the
+    // row takes the bias (0: a padding slot of talon_moe_gemm)
+    float w[2] = {1.f, 1.f}, ra[2] = {1.f, 1.f}, bm[2] = {1.f, 1.f};
     const float *bs = reinterpret_cast<const float *>(p.b_scale) + (SC ? e * p.b_scale_expert : 0);
+    const T *bias = p.bias ? reinterpret_cast<const T *>(p.bias) + int64_t(e) * (G ? 2 : 1) * p.n : nullptr;
     if constexpr (SC)
 #pragma unroll
         for (int h = 0; h < 2; h++)
             ra[h] = __ldg(reinterpret_cast<const float *>(p.a_scale) + scale_row(p, s0 + r0 + 8 * h) * p.a_scale_step);
-    if (p.topk_weights)
+    if (p.topk_weights || (bias && p.layout == TALON__MOE_LAYOUT_ALIGNED))
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int f = slot_pair(p, s0 + r0 + 8 * h);
-            w[h] = f >= 0 ? __ldg(reinterpret_cast<const float *>(p.topk_weights) + f) : 0.f;
+            if (p.topk_weights) w[h] = f >= 0 ? __ldg(reinterpret_cast<const float *>(p.topk_weights) + f) : 0.f;
+            bm[h] = f >= 0 ? 1.f : 0.f;
         }
     // scatter: this thread copies 16-byte piece t % 8 of rows t / 8 + 16 i, to d row rows[i]
     int rows[4];
@@ -207,20 +232,27 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
 #pragma unroll
         for (int qq = 0; qq < QC; qq++) {
             const int i0 = 4 * (ch * QC + qq);
-            // SC: b's scales of the pair's columns (gated: of the gate's and the up's rows)
+            // SC: b's scales of the pair's columns (gated: of the gate's and the up's rows); their
+            // biases (columns past n read column 0's)
             float2 sg = make_float2(1.f, 1.f), su = sg;
+            const int col = col0 + 8 * qq + 2 * (lane % 4), c = col < p.n ? col : 0;
             if constexpr (SC) {
-                const int col = col0 + 8 * qq + 2 * (lane % 4), c = col < p.n ? col : 0;
                 sg = scale_pair(bs, c, p.b_scale_step);
                 if constexpr (G) su = scale_pair(bs, p.n + c, p.b_scale_step);
             }
+            const float2 bg = bias_pair(bias, c), bu = G ? bias_pair(bias, p.n + c) : bg;
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int i = i0 + 2 * h;
-                float y0 = Act::f(d[i] * (ra[h] * sg.x)), y1 = Act::f(d[i + 1] * (ra[h] * sg.y));
+                const float x0 = fmaf(bg.x, bm[h], d[i] * (ra[h] * sg.x));
+                const float x1 = fmaf(bg.y, bm[h], d[i + 1] * (ra[h] * sg.y));
+                float y0, y1;
                 if constexpr (G) {
-                    y0 *= d[i + BN / 4] * (ra[h] * su.x);
-                    y1 *= d[i + BN / 4 + 1] * (ra[h] * su.y);
+                    y0 = glu(act, x0, fmaf(bu.x, bm[h], d[i + BN / 4] * (ra[h] * su.x)));
+                    y1 = glu(act, x1, fmaf(bu.y, bm[h], d[i + BN / 4 + 1] * (ra[h] * su.y)));
+                } else {
+                    y0 = act.f(x0);
+                    y1 = act.f(x1);
                 }
                 stage_pair<T>(buf, r0 + 8 * h, qq, lane, y0 * w[h], y1 * w[h]);
             }
@@ -258,11 +290,11 @@ __device__ __forceinline__ void finish_half(const float (&d)[BN / 2],
     if (!products) {
         float z[BN / 2];
         zero(z);
-        epilogue<DT, BN, G, 0, Identity>(z, p, blk.e, blk.s0 + 64 * h, live, n0, out);
+        epilogue<DT, BN, G, 0>(z, p, blk.e, blk.s0 + 64 * h, live, n0, out, Identity{});
         return;
     }
-    with_act(p.act, [&](auto act) {
-        epilogue<DT, BN, G, SC, decltype(act)>(d, p, blk.e, blk.s0 + 64 * h, live, n0, out);
+    with_moe_act<G>(p, [&](const auto &act) {
+        epilogue<DT, BN, G, SC>(d, p, blk.e, blk.s0 + 64 * h, live, n0, out, act);
     });
 }
 
@@ -477,15 +509,17 @@ __device__ __forceinline__ unsigned id_of(const SwapIds &ids, int r) {
     return v;
 }
 
-// fp8: b's scales of this thread's two output columns (16 w + l / 4 + 8 h of the warpgroup's)
-// in expert e: the gate's (or only) rows' and the up rows'. Columns past n read column 0's.
-struct ColumnScales {
+// Per-column values of this thread's two output columns (16 w + l / 4 + 8 h of the
+// warpgroup's) in expert e: the gate's (or only) rows' and the up rows'. Columns past n read
+// column 0's.
+struct ColumnValues {
     float g[2], u[2];
 };
+// fp8: b's scales.
 template <int G>
-__device__ __forceinline__ ColumnScales column_scales(const talon__moe_gemm_params &p, int e, int n0) {
+__device__ __forceinline__ ColumnValues column_scales(const talon__moe_gemm_params &p, int e, int n0) {
     const float *bs = reinterpret_cast<const float *>(p.b_scale) + e * p.b_scale_expert;
-    ColumnScales cs{};
+    ColumnValues cs{};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int col = n0 + 16 * warp_in_warpgroup() + lane_index() / 4 + 8 * h, c = col < p.n ? col : 0;
@@ -495,20 +529,39 @@ __device__ __forceinline__ ColumnScales column_scales(const talon__moe_gemm_para
     return cs;
 }
 
-// One warpgroup's 64 output columns from n0 x the MN slots from s0 through the epilogue:
-// act (gated: act(gate) * up), times the router weight of the slot's pair, staged as MN rows of
-// 128 bytes, then written by a TMA store (d SORTED) or by 16-byte stores to the pairs' rows.
-// Only the first `need` slots (chunk_rows) are computed; the rest of a SORTED d gets zeros.
+// The bias (zeros without one).
+template <int DT, int G>
+__device__ __forceinline__ ColumnValues column_bias(const talon__moe_gemm_params &p, int e, int n0) {
+    using T = out_elem<DT>;
+    ColumnValues cb{};
+    if (!p.bias) return cb;
+    const T *bias = reinterpret_cast<const T *>(p.bias) + int64_t(e) * (G ? 2 : 1) * p.n;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int col = n0 + 16 * warp_in_warpgroup() + lane_index() / 4 + 8 * h, c = col < p.n ? col : 0;
+        cb.g[h] = to_f32(bias[c]);
+        if constexpr (G) cb.u[h] = to_f32(bias[p.n + c]);
+    }
+    return cb;
+}
+
+// One warpgroup's 64 output columns from n0 x the MN slots from s0 through the epilogue: plus
+// the bias of the columns (slots with a pair only), act (gated: glu(act, gate, up)), times the
+// router weight of the slot's pair, staged as MN rows of 128 bytes, then written by a TMA
+// store (d SORTED) or by 16-byte stores to the pairs' rows. Only the first `need` slots
+// (chunk_rows) are computed; the rest of a SORTED d gets zeros.
 // Register 4q + 2h + e of g (and u) holds column 16 w + l / 4 + 8 h, slot 8 q + 2 (l % 4) + e.
-// Threads t < MN bring slot t's weight, d row and (fp8) a's scale (w, row, ra: read before the
-// chunk's products); w_s, row_s, ra_s: the warpgroup's MN of them in shared memory. SC: each
-// value times a's scale of its slot's row and b's of its column (cs: gate, up), before act.
+// Threads t < MN bring slot t's weight, d row, bias factor (1, or 0 for a padding slot) and
+// (fp8) a's scale (w, row, bm, ra: read before the chunk's products); w_s, row_s, bm_s, ra_s:
+// the warpgroup's MN of them in shared memory. SC: each value times a's scale of its slot's
+// row and b's of its column (cs: gate, up), before the bias (cb: gate, up).
 template <int DT, int MN, int G, int SC, typename Act>
 __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const float (&u)[MN / 2],
                                               const talon__moe_gemm_params &p, int s0, int need,
-                                              int n0, float w, int row, float ra,
-                                              const ColumnScales &cs, Staging &st, float *w_s,
-                                              int *row_s, float *ra_s) {
+                                              int n0, float w, int row, float bm, float ra,
+                                              const ColumnValues &cs, const ColumnValues &cb,
+                                              const Act &act, Staging &st, float *w_s,
+                                              int *row_s, float *bm_s, float *ra_s) {
     using T = out_elem<DT>;
     const int lane = lane_index(), t = thread_in_warpgroup();
     const int c0 = 16 * warp_in_warpgroup() + lane / 4;
@@ -518,6 +571,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
     if (t < MN) {
         w_s[t] = w;
         row_s[t] = row;
+        bm_s[t] = bm;
         if constexpr (SC) ra_s[t] = ra;
     }
     named_bar_sync(barrier, kWarpgroupThreads);
@@ -529,14 +583,11 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
             for (int e = 0; e < 2; e++) {
                 if (8 * q >= need) continue; // warp-uniform: slots of padding only
                 const int i = 4 * q + 2 * h + e, r = 8 * q + 2 * (lane % 4) + e, c = c0 + 8 * h;
+                const float sa = SC ? ra_s[r] : 1.f;
+                const float xg = fmaf(cb.g[h], bm_s[r], SC ? g[i] * (sa * cs.g[h]) : g[i]);
                 float y;
-                if constexpr (SC) {
-                    y = Act::f(g[i] * (ra_s[r] * cs.g[h]));
-                    if constexpr (G) y *= u[i] * (ra_s[r] * cs.u[h]);
-                } else {
-                    y = Act::f(g[i]);
-                    if constexpr (G) y *= u[i];
-                }
+                if constexpr (G) y = glu(act, xg, fmaf(cb.u[h], bm_s[r], SC ? u[i] * (sa * cs.u[h]) : u[i]));
+                else y = act.f(xg);
                 const T v = from_f32<T>(y * w_s[r]);
                 const uint32_t at = buf + r * 128 + (((c / 8) ^ (r & 7)) << 4) + (c % 8) * 2;
                 asm volatile("st.shared.b16 [%0], %1;" ::"r"(at), "h"(*reinterpret_cast<const unsigned short *>(&v)));
@@ -662,6 +713,7 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
     int *row_s = reinterpret_cast<int *>(w_s + 128);                      // [2][64]
     auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(row_s + 128);
     float *ra_s = reinterpret_cast<float *>(pipe + 1);                    // [2][64]: fp8
+    float *bm_s = ra_s + 128;                                             // [2][64]
 
     const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
     const int wg = warpgroup_index();
@@ -763,17 +815,19 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
             // slot t's router weight, d row and (fp8) a's scale, and b's scales of this thread's
             // columns: loaded now, used after the products
             const unsigned id = id_of(ids, j * MN + t % MN);
-            float w = 1.f, ra = 1.f;
+            float w = 1.f, ra = 1.f, bm = 1.f;
             int row = -1;
             if (t < MN) {
                 const int f = pair_of(p, s0 + t, id);
                 if (p.topk_weights) w = f >= 0 ? __ldg(reinterpret_cast<const float *>(p.topk_weights) + f) : 0.f;
                 row = p.d_rows == TALON__MOE_ROWS_PAIR ? f : s0 + t;
+                bm = f >= 0 ? 1.f : 0.f;
                 if constexpr (SC)
                     ra = __ldg(reinterpret_cast<const float *>(p.a_scale) + scale_row(p, s0 + t, id) * p.a_scale_step);
             }
-            ColumnScales cs{};
+            ColumnValues cs{};
             if constexpr (SC) cs = column_scales<G>(p, ids.e, n0);
+            const ColumnValues cb = column_bias<DT, G>(p, ids.e, n0);
             if constexpr (is_fp8<DT> && !SC) {
                 // block scales: the rows of a this thread's slots come from (padding: row 0's,
                 // zeros), and b's scale rows of the warpgroup's gate (or only) and up rows
@@ -821,10 +875,10 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
                 release_stage<1>(pipe, prev, arriver);
             }
             if (n0 < p.n)
-                with_act(p.act, [&](auto act) {
-                    epilogue_swap<DT, MN, G, SC, decltype(act)>(g, up, p, s0, need, n0, w, row, ra, cs,
-                                                                out, w_s + band * 64, row_s + band * 64,
-                                                                ra_s + band * 64);
+                with_moe_act<G>(p, [&](const auto &act) {
+                    epilogue_swap<DT, MN, G, SC>(g, up, p, s0, need, n0, w, row, bm, ra, cs, cb, act, out,
+                                                 w_s + band * 64, row_s + band * 64, bm_s + band * 64,
+                                                 ra_s + band * 64);
                 });
         }
     }

@@ -140,6 +140,17 @@ double ref_gemm_act(talon_gemm_act act, double x) {
     case TALON_GEMM_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     case TALON_GEMM_ACT_GELU_TANH:
         return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    case TALON_GEMM_ACT_CLAMPED_SWIGLU: break; /* gated only: ref_gemm_glu */
     }
     return NAN;
+}
+
+/* A gated epilogue's value from the gate's sum g and the up's sum u: act(g) u, or
+   CLAMPED_SWIGLU's rule with alpha and limit. */
+double ref_gemm_glu(talon_gemm_act act, double g, double u, double alpha, double limit) {
+    if (act != TALON_GEMM_ACT_CLAMPED_SWIGLU) return ref_gemm_act(act, g) * u;
+    if (isnan(g) || isnan(u)) return NAN;
+    g = g < limit ? g : limit;
+    u = u < -limit ? -limit : u > limit ? limit : u;
+    return g / (1.0 + exp(-alpha * g)) * (u + 1.0);
 }

@@ -40,4 +40,6 @@ double ref_act(enum ref_act act, double x);
 void ref_gated(enum ref_act act, const double *in, double *out, int64_t rows, int64_t cols);
 /* talon_gemm_act (the GEMM families' activations) of x */
 double ref_gemm_act(talon_gemm_act act, double x);
+/* gated: act(g) u, or TALON_GEMM_ACT_CLAMPED_SWIGLU's rule with alpha and limit */
+double ref_gemm_glu(talon_gemm_act act, double g, double u, double alpha, double limit);
 #endif

@@ -11,12 +11,13 @@
       F(num_tokens_post_padded, PTR) F(topk_weights, PTR) F(tokens, I64) F(topk, I64) \
       F(experts, I64) F(block_size, I64) F(sorted_capacity, I64) F(expert_ids_capacity, I64) \
       F(n, I64) F(k, I64) F(lda, I64) F(ldb, I64) F(ldd, I64) F(a_rows, ENUM) F(d_rows, ENUM) \
-      F(act, ENUM) F(gated, I32) F(dtype, ENUM) F(scale, ENUM) F(a_scale, PTR) F(b_scale, PTR)) \
+      F(act, ENUM) F(gated, I32) F(dtype, ENUM) F(scale, ENUM) F(a_scale, PTR) F(b_scale, PTR) \
+      F(bias, PTR) F(act_alpha, F32) F(act_limit, F32)) \
     S(talon_grouped_gemm_args, \
       F(d, PTR) F(a, PTR) F(b, PTR) F(tile_groups, PTR) F(rows_used, PTR) F(group_rows, PTR) \
       F(a_scale, PTR) F(b_scale, PTR) F(groups, I64) F(rows, I64) F(n, I64) F(k, I64) \
       F(lda, I64) F(ldb, I64) F(ldd, I64) F(layout, ENUM) F(act, ENUM) F(scale, ENUM) \
-      F(gated, I32) F(dtype, ENUM))
+      F(gated, I32) F(dtype, ENUM) F(bias, PTR) F(act_alpha, F32) F(act_limit, F32))
 
 #define MOE_GEMM_CHECKED_OPS(X)                                                                 \
     X(moe_gemm, talon__moe_gemm_params, test_moe_gemm)                                          \

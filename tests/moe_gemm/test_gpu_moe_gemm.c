@@ -22,7 +22,9 @@
    bf16 output's rounding and one fp32 rounding per k-block), and with scales per tensor and
    per row (the tensor cores' accumulation over the whole row, as talon_gemm's tests), for
    talon_moe_gemm (gathered and sorted a; with scales per tensor or row also the transposed
-   kernel) and the grouped GEMM.
+   kernel) and the grouped GEMM. gpt-oss's epilogue on both ops: a bias per expert (group),
+   which talon_moe_gemm's padding slots do not take, and CLAMPED_SWIGLU with limits that clamp
+   often, seldom or never; and gpt-oss's whole expert block.
    TALON_TEST_QUICK=1 (compute-sanitizer) keeps every kernel variant on smaller problems. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -63,6 +65,8 @@ typedef struct mcase {
     int64_t local; /* experts passed to moe_gemm (fewer: expert parallelism); 0: experts */
     int pad;     /* extra elements per row of a, b and d (multiples of 8; fp8: k + pad of 16) */
     talon_gemm_scale scale; /* bf16/f16: NONE; fp8: TENSOR, ROW or BLOCK */
+    int bias;    /* a random bias [local, b rows] of d's type */
+    float limit; /* act CLAMPED_SWIGLU: its limit (alpha: ALPHA) */
 } mcase;
 
 /* The routing and moe_align's layout of it, on the device and read back. */
@@ -200,6 +204,41 @@ static void fill_scales(float *x, int64_t n, uint64_t *s) {
     for (i = 0; i < n; i++) x[i] = ldexpf(1.f, (int)(ref_next64(s) % 7) - 3);
 }
 
+/* The bias of a case ([groups, b rows] of d's type: random values in [-1, 1), exact copies in
+   x), or none (count 0). */
+typedef struct bias_buf {
+    int64_t count;
+    double *x;
+    uint16_t *h;
+    CUdeviceptr d;
+} bias_buf;
+
+static int bias_alloc(bias_buf *b, int64_t count) {
+    memset(b, 0, sizeof *b);
+    if (!count) return 0;
+    b->count = count;
+    b->x = malloc((size_t)count * sizeof(double));
+    b->h = malloc((size_t)count * 2);
+    b->d = gpu_alloc((size_t)count * 2);
+    return b->x && b->h && b->d ? 0 : -1;
+}
+
+static void bias_upload(bias_buf *b, talon_dtype out, uint64_t *s) {
+    if (!b->count) return;
+    fill(out, 1, b->count, b->count, s, b->x, b->h);
+    GPU_CK(cu.cuMemcpyHtoD(b->d, b->h, (size_t)b->count * 2));
+}
+
+static void bias_free(bias_buf *b) {
+    free(b->x);
+    free(b->h);
+    if (b->d) cu.cuMemFree(b->d);
+    memset(b, 0, sizeof *b);
+}
+
+/* CLAMPED_SWIGLU's alpha in every case (gpt-oss's); limits per case */
+#define ALPHA 1.702f
+
 typedef struct job {
     mcase c;
     routing r;
@@ -211,10 +250,12 @@ typedef struct job {
                         BLOCK [kb, rows4], [local, bblocks, kb] */
     unsigned char *ha, *hb, *hd;
     CUdeviceptr da, db, dd, dsa, dsb;
+    bias_buf bias;
 } job;
 
 static void job_free(job *j) {
     routing_free(&j->r);
+    bias_free(&j->bias);
     free(j->a); free(j->b); free(j->ha); free(j->hb); free(j->hd); free(j->sa); free(j->sb);
     if (j->dsa) cu.cuMemFree(j->dsa);
     if (j->dsb) cu.cuMemFree(j->dsb);
@@ -249,6 +290,7 @@ static int job_prepare(job *j, const mcase *c, uint64_t seed) {
     j->da = gpu_alloc((size_t)(j->a_rows * j->lda * j->isize));
     j->db = gpu_alloc((size_t)(j->local * j->b_rows * j->ldb * j->isize));
     j->dd = gpu_alloc((size_t)j->d_bytes);
+    if (bias_alloc(&j->bias, c->bias ? j->local * j->b_rows : 0)) return -1;
     if (j->isize == 1) {
         const int row = c->scale == TALON_GEMM_SCALE_ROW, block = c->scale == TALON_GEMM_SCALE_BLOCK;
         j->kb = (c->k + 127) / 128;
@@ -287,6 +329,7 @@ static int job_upload(job *j, uint64_t seed) {
         fill(j->c.dt, j->a_rows, j->c.k, j->lda, &s, j->a, (uint16_t *)(void *)j->ha);
         fill(j->c.dt, j->local * j->b_rows, j->c.k, j->ldb, &s, j->b, (uint16_t *)(void *)j->hb);
     }
+    bias_upload(&j->bias, j->isize == 1 ? TALON_DTYPE_BF16 : j->c.dt, &s);
     GPU_CK(cu.cuMemcpyHtoD(j->da, j->ha, (size_t)(j->a_rows * j->lda * j->isize)));
     GPU_CK(cu.cuMemcpyHtoD(j->db, j->hb, (size_t)(j->local * j->b_rows * j->ldb * j->isize)));
     GPU_CK(cu.cuMemsetD8(j->dd, 0xFF, (size_t)j->d_bytes));
@@ -311,6 +354,10 @@ static talon_status job_launch(const job *j, CUstream stream) {
     if (c->pad) { a.lda = j->lda; a.ldb = j->ldb; a.ldd = j->ldd; }
     a.a_rows = c->a_rows; a.d_rows = c->d_rows;
     a.act = c->act; a.gated = c->gated; a.dtype = c->dt;
+    a.bias = j->bias.d;
+    if (c->act == TALON_GEMM_ACT_CLAMPED_SWIGLU) {
+        a.act_alpha = ALPHA; a.act_limit = c->limit;
+    }
     if (j->isize == 1) {
         a.scale = c->scale; a.a_scale = j->dsa; a.b_scale = j->dsb;
     }
@@ -319,12 +366,12 @@ static talon_status job_launch(const job *j, CUstream stream) {
 
 static void describe(const mcase *c, char *s, size_t n) {
     snprintf(s, n, "%s T %lld topk %lld E %lld (local %lld) n %lld k %lld gated %d act %d rows "
-             "%d->%d weights %d route %d pad %d", c->dt == TALON_DTYPE_BF16 ? "bf16"
+             "%d->%d weights %d route %d pad %d bias %d limit %g", c->dt == TALON_DTYPE_BF16 ? "bf16"
              : c->dt == TALON_DTYPE_F16 ? "f16" : c->scale == TALON_GEMM_SCALE_ROW ? "fp8 row"
              : c->scale == TALON_GEMM_SCALE_TENSOR ? "fp8 tensor" : "fp8 block",
              (long long)c->tokens, (long long)c->topk, (long long)c->experts, (long long)c->local,
              (long long)c->n, (long long)c->k, c->gated, (int)c->act, (int)c->a_rows,
-             (int)c->d_rows, c->weights, c->route, c->pad);
+             (int)c->d_rows, c->weights, c->route, c->pad, c->bias, (double)c->limit);
 }
 
 /* Every row of d: written as the reference says (sampled slots checked element by element),
@@ -344,6 +391,7 @@ static int job_check(job *j, long long *elements) {
     double *ref = malloc((size_t)c->n * sizeof(double)), *mag = malloc((size_t)c->n * sizeof(double));
     double *zero = calloc((size_t)c->k, sizeof(double));
     char *written = calloc((size_t)j->d_rows, 1);
+    ref_moe_epi epi = {c->act, ALPHA, c->limit, NULL};
     int64_t bad = 0, s, col, b;
     char what[200] = "", desc[300];
     if (!ref || !mag || !zero || !written || cu.cuMemcpyDtoH(j->hd, j->dd, (size_t)j->d_bytes)) {
@@ -363,8 +411,10 @@ static int job_check(job *j, long long *elements) {
         x = c->a_rows == TALON_MOE_ROWS_SORTED ? j->a + s * c->k
             : pad_slot ? zero
             : j->a + (c->a_rows == TALON_MOE_ROWS_TOKEN ? f / c->topk : f) * c->k;
-        ref_moe_gemm_row(x, j->b + (int64_t)e * j->b_rows * c->k, c->n, c->k, c->gated, c->act,
-                         c->weights ? (pad_slot ? 0.0 : (double)r->weights[f]) : 1.0, ref, mag);
+        /* a padding slot takes no bias */
+        epi.bias = c->bias && !pad_slot ? j->bias.x + (int64_t)e * j->b_rows : NULL;
+        ref_moe_gemm_row_epi(x, j->b + (int64_t)e * j->b_rows * c->k, c->n, c->k, c->gated, &epi,
+                             c->weights ? (pad_slot ? 0.0 : (double)r->weights[f]) : 1.0, ref, mag);
         for (col = 0; col < c->n; col++) {
             uint16_t h;
             double got, tol = rel * fabs(ref[col]) + e_mag * mag[col] + 1e-30;
@@ -428,92 +478,117 @@ static void run_case(gpu_tally *t, const mcase *c, uint64_t seed) {
 #define A_SILU TALON_GEMM_ACT_SILU
 #define A_GELU TALON_GEMM_ACT_GELU_ERF
 #define A_TANH TALON_GEMM_ACT_GELU_TANH
+#define A_CLMP TALON_GEMM_ACT_CLAMPED_SWIGLU
 
 /* Row layouts, epilogues, routings, odd shapes. */
 static void test_layouts(void **state) {
     static const mcase full[] = {
-        {BF, 300, 4, 8, 200, 264, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
-        {HF, 300, 4, 8, 200, 264, 1, A_TANH, TOK, SRT, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 300, 4, 8, 264, 200, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 257, 3, 16, 136, 72, 0, A_RELU, PR, PR, 1, ROUTE_MASKED, 0, 8, TALON_GEMM_SCALE_NONE},
-        {BF, 1000, 1, 4, 72, 136, 0, A_GELU, TOK, PR, 0, ROUTE_ONE, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 1, 8, 64, 64, 128, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 1, 8, 64, 2048, 8, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 500, 4, 8, 128, 256, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 5, 0, TALON_GEMM_SCALE_NONE},
-        {HF, 333, 2, 6, 1000, 520, 0, A_SILU, SRT, SRT, 1, ROUTE_ZIPF, 0, 16, TALON_GEMM_SCALE_NONE},
-        {HF, 129, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8, TALON_GEMM_SCALE_NONE},
+        {BF, 300, 4, 8, 200, 264, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, 300, 4, 8, 200, 264, 1, A_TANH, TOK, SRT, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 300, 4, 8, 264, 200, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 257, 3, 16, 136, 72, 0, A_RELU, PR, PR, 1, ROUTE_MASKED, 0, 8, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 1000, 1, 4, 72, 136, 0, A_GELU, TOK, PR, 0, ROUTE_ONE, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 1, 8, 64, 64, 128, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 1, 8, 64, 2048, 8, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 500, 4, 8, 128, 256, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 5, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, 333, 2, 6, 1000, 520, 0, A_SILU, SRT, SRT, 1, ROUTE_ZIPF, 0, 16, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, 129, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8, TALON_GEMM_SCALE_NONE, 0, 0},
         /* <= 128 tokens: halves of padding slots skip their products (zeros in sorted rows) */
-        {HF, 100, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8, TALON_GEMM_SCALE_NONE},
-        {BF, 96, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
+        {HF, 100, 6, 32, 96, 24, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 8, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 96, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
         /* <= 64 tokens: the transposed kernel, chunks of 16, 32 or 64 slots (sorted rows of
            the chunks without work: zeros), n below a tile's second 64 columns, several
            chunks with work where the routing repeats an expert */
-        {BF, 16, 8, 64, 200, 264, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
-        {HF, 33, 4, 16, 136, 72, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 8, TALON_GEMM_SCALE_NONE},
-        {BF, 64, 2, 8, 1000, 520, 1, A_GELU, PR, PR, 1, ROUTE_MASKED, 5, 0, TALON_GEMM_SCALE_NONE},
-        {HF, 20, 6, 32, 24, 136, 1, A_TANH, TOK, PR, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 16, 8, 4, 136, 200, 0, A_RELU, TOK, SRT, 1, ROUTE_REPEAT, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 5, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 8, TALON_GEMM_SCALE_NONE},
-        {HF, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 16, 8, 64, 200, 264, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, 33, 4, 16, 136, 72, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 8, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 64, 2, 8, 1000, 520, 1, A_GELU, PR, PR, 1, ROUTE_MASKED, 5, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, 20, 6, 32, 24, 136, 1, A_TANH, TOK, PR, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 16, 8, 4, 136, 200, 0, A_RELU, TOK, SRT, 1, ROUTE_REPEAT, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 5, 8, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 8, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
         /* large enough for bn 256, gated and not, several tiles per CTA (sampled slots) */
-        {BF, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
+        {BF, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
         /* fp8 with scales per row (of a's rows: tokens, pairs or slots) or tensor: gathered
            and sorted a, both d layouts, padding halves skipped (<= 128 tokens), the transposed
            kernel at <= 64 tokens (chunks of 16, 32, 64; n below a tile's second half; a
            repeated expert), expert parallelism, strides, bn 256; k 200 and 136 (16-element
            pieces of a gathered row end 8 past k, in NaN padding) */
-        {F8, 300, 4, 8, 200, 272, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
-        {F8, 257, 3, 16, 136, 144, 0, A_RELU, PR, PR, 1, ROUTE_MASKED, 0, 16, TEN},
-        {F8, 100, 6, 32, 96, 64, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 16, ROW},
-        {F8, 300, 4, 8, 72, 200, 1, A_SILU, PR, SRT, 0, ROUTE_ZIPF, 0, 8, ROW},
-        {F8, 16, 8, 64, 200, 272, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, ROW},
-        {F8, 5, 8, 16, 136, 208, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 16, TEN},
-        {F8, 33, 4, 16, 136, 200, 1, A_GELU, PR, PR, 1, ROUTE_MASKED, 5, 8, ROW},
-        {F8, 20, 6, 32, 24, 136, 1, A_TANH, TOK, PR, 0, ROUTE_UNIFORM, 0, 8, TEN},
-        {F8, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, ROW},
+        {F8, 300, 4, 8, 200, 272, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW, 0, 0},
+        {F8, 257, 3, 16, 136, 144, 0, A_RELU, PR, PR, 1, ROUTE_MASKED, 0, 16, TEN, 0, 0},
+        {F8, 100, 6, 32, 96, 64, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 16, ROW, 0, 0},
+        {F8, 300, 4, 8, 72, 200, 1, A_SILU, PR, SRT, 0, ROUTE_ZIPF, 0, 8, ROW, 0, 0},
+        {F8, 16, 8, 64, 200, 272, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, ROW, 0, 0},
+        {F8, 5, 8, 16, 136, 208, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 16, TEN, 0, 0},
+        {F8, 33, 4, 16, 136, 200, 1, A_GELU, PR, PR, 1, ROUTE_MASKED, 5, 8, ROW, 0, 0},
+        {F8, 20, 6, 32, 24, 136, 1, A_TANH, TOK, PR, 0, ROUTE_UNIFORM, 0, 8, TEN, 0, 0},
+        {F8, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, ROW, 0, 0},
         /* fp8 block scales (a's per row of a and k-block, b's per 128 x 128 block): gathered
            and sorted a, both d layouts, gated n 192 (bn 128; transposed: up rows from the
            middle of a block) and 128, k-blocks past k (k 200 in NaN padding), padding halves
            skipped, <= 16 tokens (the transposed kernel: a repeated expert, a tile's second
            half past n), expert parallelism, bn 256 */
-        {F8, 300, 4, 8, 192, 272, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, BLK},
-        {F8, 257, 3, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 0, 8, BLK},
-        {F8, 100, 6, 32, 128, 144, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 16, BLK},
-        {F8, 16, 8, 64, 64, 256, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 0, 0, BLK},
-        {F8, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, BLK},
-        {F8, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, BLK},
-        {F8, 33, 4, 16, 192, 200, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 5, 8, BLK},
-        {F8, 12, 4, 8, 192, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, BLK},
-        {F8, 5, 8, 16, 136, 208, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 16, BLK},
-        {F8, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, BLK},
+        {F8, 300, 4, 8, 192, 272, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, BLK, 0, 0},
+        {F8, 257, 3, 16, 136, 200, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 0, 8, BLK, 0, 0},
+        {F8, 100, 6, 32, 128, 144, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 20, 16, BLK, 0, 0},
+        {F8, 16, 8, 64, 64, 256, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 0, 0, BLK, 0, 0},
+        {F8, 2048, 8, 32, 768, 1024, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, BLK, 0, 0},
+        {F8, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, BLK, 0, 0},
+        {F8, 33, 4, 16, 192, 200, 1, A_GELU, PR, SRT, 0, ROUTE_MASKED, 5, 8, BLK, 0, 0},
+        {F8, 12, 4, 8, 192, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, BLK, 0, 0},
+        {F8, 5, 8, 16, 136, 208, 0, A_NONE, SRT, PR, 1, ROUTE_REPEAT, 0, 16, BLK, 0, 0},
+        {F8, 64, 8, 128, 2048, 768, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, BLK, 0, 0},
         /* the transposed kernel's k-blocks in groups of 4 (gated 32-slot chunks: 2) and the
            rest in 2, 1: 11 and 7; 17..32 tokens */
-        {F8, 16, 8, 16, 256, 1408, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 0, 0, BLK},
-        {F8, 9, 4, 8, 136, 848, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, BLK},
-        {F8, 30, 8, 32, 256, 1408, 1, A_GELU, PR, SRT, 1, ROUTE_ZIPF, 0, 0, BLK},
-        {F8, 25, 4, 16, 136, 848, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 16, BLK},
-        {F8, 2048, 8, 32, 768, 1024, 1, A_TANH, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
-        {F8, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, ROW},
+        {F8, 16, 8, 16, 256, 1408, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 0, 0, BLK, 0, 0},
+        {F8, 9, 4, 8, 136, 848, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, BLK, 0, 0},
+        {F8, 30, 8, 32, 256, 1408, 1, A_GELU, PR, SRT, 1, ROUTE_ZIPF, 0, 0, BLK, 0, 0},
+        {F8, 25, 4, 16, 136, 848, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 16, BLK, 0, 0},
+        {F8, 2048, 8, 32, 768, 1024, 1, A_TANH, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW, 0, 0},
+        {F8, 1024, 8, 16, 1024, 512, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, ROW, 0, 0},
+        /* gpt-oss's epilogue: a bias per expert (padding slots take none: a gathered a's
+           padding rows of a SORTED d stay 0, also inside a chunk where the routing repeats an
+           expert) and CLAMPED_SWIGLU with limits that clamp often (3), seldom (7) or never
+           (inf); the 128-row kernel, padding halves skipped, the transposed kernel; bf16,
+           f16, fp8 with each scale mode; gpt-oss-20b's shape (32 experts, top 4, 2880) */
+        {BF, 300, 4, 8, 200, 264, 1, A_CLMP, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 1, 3.f},
+        {BF, 300, 4, 8, 264, 200, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 0, 8, TALON_GEMM_SCALE_NONE, 1, 0},
+        {HF, 100, 6, 32, 96, 24, 1, A_CLMP, PR, SRT, 0, ROUTE_MASKED, 20, 8, TALON_GEMM_SCALE_NONE, 1, INFINITY},
+        {BF, 16, 8, 64, 200, 264, 1, A_CLMP, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 1, 3.f},
+        {BF, 5, 8, 16, 136, 200, 1, A_CLMP, TOK, SRT, 1, ROUTE_REPEAT, 0, 8, TALON_GEMM_SCALE_NONE, 1, 2.f},
+        {HF, 33, 4, 16, 136, 72, 0, A_SILU, SRT, PR, 1, ROUTE_ZIPF, 0, 8, TALON_GEMM_SCALE_NONE, 1, 0},
+        {F8, 300, 4, 8, 200, 272, 1, A_CLMP, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW, 1, 7.f},
+        {F8, 16, 8, 64, 200, 272, 1, A_CLMP, TOK, SRT, 1, ROUTE_UNIFORM, 0, 0, TEN, 1, 3.f},
+        {F8, 300, 4, 8, 192, 272, 1, A_CLMP, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, BLK, 1, 5.f},
+        {F8, 12, 4, 8, 192, 200, 1, A_CLMP, TOK, SRT, 1, ROUTE_REPEAT, 0, 8, BLK, 1, 3.f},
+        {F8, 16, 8, 16, 256, 1408, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, BLK, 1, 0},
+        {BF, 2048, 4, 32, 2880, 2880, 1, A_CLMP, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 1, 7.f},
+        {BF, 2048, 4, 32, 2880, 2880, 0, A_NONE, SRT, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE, 1, 0},
+        {BF, 16, 4, 32, 2880, 2880, 1, A_CLMP, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 1, 7.f},
+        {F8, 64, 4, 32, 2880, 2880, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, ROW, 1, 0},
     };
     static const mcase quick[] = {
-        {BF, 130, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
-        {HF, 130, 4, 8, 264, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8, TALON_GEMM_SCALE_NONE},
-        {BF, 1, 8, 64, 64, 128, 1, A_GELU, PR, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 100, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 16, 8, 16, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_REPEAT, 0, 0, TALON_GEMM_SCALE_NONE},
-        {HF, 40, 4, 8, 200, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8, TALON_GEMM_SCALE_NONE},
-        {BF, 300, 8, 8, 768, 256, 1, A_SILU, TOK, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE},
-        {HF, 300, 8, 8, 512, 128, 0, A_TANH, SRT, SRT, 0, ROUTE_ONE, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, 600, 8, 8, 1024, 64, 0, A_RELU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE},
-        {F8, 130, 4, 8, 200, 144, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW},
-        {F8, 40, 4, 8, 200, 64, 0, A_NONE, PR, PR, 1, ROUTE_MASKED, 5, 16, TEN},
-        {F8, 16, 4, 8, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, ROW},
-        {F8, 130, 4, 8, 128, 200, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 8, BLK},
-        {F8, 40, 4, 8, 136, 144, 0, A_NONE, PR, PR, 1, ROUTE_MASKED, 5, 16, BLK},
-        {F8, 12, 4, 8, 192, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, BLK},
-        {F8, 16, 8, 16, 256, 1408, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 0, 0, BLK},
-        {F8, 30, 8, 32, 256, 1408, 1, A_GELU, PR, SRT, 1, ROUTE_ZIPF, 0, 0, BLK},
+        {BF, 130, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, 130, 4, 8, 264, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 1, 8, 64, 64, 128, 1, A_GELU, PR, PR, 1, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 100, 4, 8, 200, 136, 1, A_SILU, TOK, SRT, 0, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 16, 8, 16, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_REPEAT, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, 40, 4, 8, 200, 72, 0, A_NONE, SRT, PR, 1, ROUTE_MASKED, 5, 8, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 300, 8, 8, 768, 256, 1, A_SILU, TOK, PR, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, 300, 8, 8, 512, 128, 0, A_TANH, SRT, SRT, 0, ROUTE_ONE, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, 600, 8, 8, 1024, 64, 0, A_RELU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {F8, 130, 4, 8, 200, 144, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, ROW, 0, 0},
+        {F8, 40, 4, 8, 200, 64, 0, A_NONE, PR, PR, 1, ROUTE_MASKED, 5, 16, TEN, 0, 0},
+        {F8, 16, 4, 8, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, ROW, 0, 0},
+        {F8, 130, 4, 8, 128, 200, 1, A_SILU, TOK, SRT, 0, ROUTE_UNIFORM, 0, 8, BLK, 0, 0},
+        {F8, 40, 4, 8, 136, 144, 0, A_NONE, PR, PR, 1, ROUTE_MASKED, 5, 16, BLK, 0, 0},
+        {F8, 12, 4, 8, 192, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_UNIFORM, 0, 8, BLK, 0, 0},
+        {F8, 16, 8, 16, 256, 1408, 1, A_SILU, TOK, PR, 1, ROUTE_UNIFORM, 0, 0, BLK, 0, 0},
+        {F8, 30, 8, 32, 256, 1408, 1, A_GELU, PR, SRT, 1, ROUTE_ZIPF, 0, 0, BLK, 0, 0},
+        {BF, 130, 4, 8, 200, 136, 1, A_CLMP, TOK, SRT, 0, ROUTE_UNIFORM, 0, 0, TALON_GEMM_SCALE_NONE, 1, 3.f},
+        {BF, 5, 8, 16, 136, 200, 1, A_CLMP, TOK, SRT, 1, ROUTE_REPEAT, 0, 8, TALON_GEMM_SCALE_NONE, 1, 2.f},
+        {F8, 130, 4, 8, 200, 144, 0, A_NONE, SRT, PR, 1, ROUTE_UNIFORM, 0, 0, ROW, 1, 0},
+        {F8, 12, 4, 8, 192, 200, 1, A_CLMP, TOK, SRT, 1, ROUTE_REPEAT, 0, 8, BLK, 1, 3.f},
     };
     const mcase *cases = g_quick ? quick : full;
     const int n = g_quick ? COUNT(quick) : COUNT(full);
@@ -525,10 +600,11 @@ static void test_layouts(void **state) {
     if (gpu_tally_end(&t, &g_cases, &g_elements)) fail();
 }
 
-/* Captured once, replayed on fresh a and b: the graph keeps the tensor maps and reads the
-   routing on the device. */
+/* Captured once, replayed on fresh a, b and bias: the graph keeps the tensor maps and reads
+   the routing on the device. */
 static void test_graph(void **state) {
-    const mcase c = {BF, 200, 4, 8, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_ZIPF, 0, 0, TALON_GEMM_SCALE_NONE};
+    const mcase c = {BF, 200, 4, 8, 136, 200, 1, A_SILU, TOK, SRT, 1, ROUTE_ZIPF, 0, 0,
+                     TALON_GEMM_SCALE_NONE, 1, 0};
     gpu_tally t;
     job j;
     CUgraph graph = NULL;
@@ -559,10 +635,13 @@ static void test_graph(void **state) {
 
 /* The expert computation of an MoE layer with talon alone: moe_align -> gate/up (hidden by
    token, SwiGLU, sorted rows) -> down (sorted rows, router weights, pair rows) -> moe_sum,
-   against the fp64 MoE MLP (ref_moe_block_token). The intermediate is rounded to 16 bits
+   against the fp64 MoE MLP (ref_moe_block_token); oss: gpt-oss's experts (biases on both
+   GEMMs, CLAMPED_SWIGLU with alpha ALPHA and limit 3). The intermediate is rounded to 16 bits
    between the GEMMs, so the tolerance is r |ref| + 2 r mag (mag: ref_moe_gemm.h). */
 static void run_block(gpu_tally *t, talon_dtype dt, int64_t tokens, int64_t topk, int64_t experts,
-                      int64_t hidden, int64_t inter, int route, uint64_t seed) {
+                      int64_t hidden, int64_t inter, int route, int oss, uint64_t seed) {
+    const talon_gemm_act act = oss ? A_CLMP : A_SILU;
+    const float limit = oss ? 3.f : 0.f;
     const double rel = dt == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
     const int64_t pairs = tokens * topk;
     routing r;
@@ -576,6 +655,7 @@ static void run_block(gpu_tally *t, talon_dtype dt, int64_t tokens, int64_t topk
     uint16_t *h2 = malloc((size_t)(experts * hidden * inter) * 2);
     uint16_t *hout = malloc((size_t)(tokens * hidden) * 2);
     CUdeviceptr dx, d13, d2, dh = 0, dy = 0, dout;
+    bias_buf b13, b2;
     talon_moe_gemm_args g;
     talon_moe_sum_args sum;
     int64_t tk, c, bad = 0;
@@ -588,6 +668,10 @@ static void run_block(gpu_tally *t, talon_dtype dt, int64_t tokens, int64_t topk
     fill(dt, tokens, hidden, hidden, &s, x, hx);
     fill(dt, experts * 2 * inter, hidden, hidden, &s, w13, h13);
     fill(dt, experts * hidden, inter, inter, &s, w2, h2);
+    assert_int_equal(bias_alloc(&b13, oss ? experts * 2 * inter : 0), 0);
+    assert_int_equal(bias_alloc(&b2, oss ? experts * hidden : 0), 0);
+    bias_upload(&b13, dt, &s);
+    bias_upload(&b2, dt, &s);
     dx = gpu_alloc((size_t)(tokens * hidden) * 2);
     d13 = gpu_alloc((size_t)(experts * 2 * inter * hidden) * 2);
     d2 = gpu_alloc((size_t)(experts * hidden * inter) * 2);
@@ -604,11 +688,15 @@ static void run_block(gpu_tally *t, talon_dtype dt, int64_t tokens, int64_t topk
     g.sorted_token_ids = r.d_sorted; g.expert_ids = r.d_expert_ids; g.num_tokens_post_padded = r.d_post;
     g.tokens = tokens; g.topk = topk; g.experts = experts; g.block_size = 128;
     g.sorted_capacity = r.sorted_cap; g.expert_ids_capacity = r.blocks_cap; g.dtype = dt;
-    g.d = dh; g.a = dx; g.b = d13; g.n = inter; g.k = hidden; g.gated = 1; g.act = A_SILU;
-    g.a_rows = TOK; g.d_rows = SRT;
+    g.d = dh; g.a = dx; g.b = d13; g.n = inter; g.k = hidden; g.gated = 1; g.act = act;
+    g.a_rows = TOK; g.d_rows = SRT; g.bias = b13.d;
+    if (oss) {
+        g.act_alpha = ALPHA; g.act_limit = limit;
+    }
     assert_int_equal(talon_moe_gemm(g_ctx, g_stream, &g), TALON_SUCCESS);
     g.d = dy; g.a = dh; g.b = d2; g.n = hidden; g.k = inter; g.gated = 0; g.act = A_NONE;
-    g.a_rows = SRT; g.d_rows = PR; g.topk_weights = r.d_weights;
+    g.a_rows = SRT; g.d_rows = PR; g.topk_weights = r.d_weights; g.bias = b2.d;
+    g.act_alpha = g.act_limit = 0.f;
     assert_int_equal(talon_moe_gemm(g_ctx, g_stream, &g), TALON_SUCCESS);
     memset(&sum, 0, sizeof sum);
     sum.out = dout; sum.in = dy; sum.tokens = tokens; sum.k = topk; sum.hidden = hidden; sum.dtype = dt;
@@ -616,8 +704,8 @@ static void run_block(gpu_tally *t, talon_dtype dt, int64_t tokens, int64_t topk
     assert_int_equal(cu.cuStreamSynchronize(g_stream), CUDA_SUCCESS);
     GPU_CK(cu.cuMemcpyDtoH(hout, dout, (size_t)(tokens * hidden) * 2));
     for (tk = 0; tk < tokens; tk++) {
-        ref_moe_block_token(x + tk * hidden, w13, w2, r.ids, r.weights, tk, topk, experts, hidden,
-                            inter, A_SILU, ref, mag);
+        ref_moe_block_token(x + tk * hidden, w13, w2, b13.x, b2.x, r.ids, r.weights, tk, topk,
+                            experts, hidden, inter, act, ALPHA, limit, ref, mag);
         for (c = 0; c < hidden; c++) {
             const double got = ref_to_f32(dt, hout[tk * hidden + c]);
             const double tol = rel * fabs(ref[c]) + 2.0 * rel * mag[c] + 1e-30;
@@ -628,9 +716,9 @@ static void run_block(gpu_tally *t, talon_dtype dt, int64_t tokens, int64_t topk
         }
     }
     if (bad || gpu_call_failed) {
-        print_error("FAILED moe block T %lld topk %lld E %lld H %lld I %lld route %d: %lld "
-                    "mismatches, first: %s\n", (long long)tokens, (long long)topk,
-                    (long long)experts, (long long)hidden, (long long)inter, route,
+        print_error("FAILED moe block T %lld topk %lld E %lld H %lld I %lld route %d oss %d: "
+                    "%lld mismatches, first: %s\n", (long long)tokens, (long long)topk,
+                    (long long)experts, (long long)hidden, (long long)inter, route, oss,
                     (long long)bad, what);
         t->failures++;
         gpu_call_failed = 0;
@@ -638,6 +726,8 @@ static void run_block(gpu_tally *t, talon_dtype dt, int64_t tokens, int64_t topk
     cu.cuMemFree(dx); cu.cuMemFree(d13); cu.cuMemFree(d2); cu.cuMemFree(dh); cu.cuMemFree(dy);
     cu.cuMemFree(dout);
     routing_free(&r);
+    bias_free(&b13);
+    bias_free(&b2);
     free(x); free(w13); free(w2); free(ref); free(mag); free(hx); free(h13); free(h2); free(hout);
 }
 
@@ -645,10 +735,13 @@ static void test_moe_block(void **state) {
     gpu_tally t;
     (void)state;
     gpu_tally_start(&t, "moe_gemm_whole_block");
-    run_block(&t, BF, g_quick ? 40 : 100, 4, 8, 264, 136, ROUTE_UNIFORM, 0xB100);
-    run_block(&t, BF, 1, 8, 16, 136, 72, ROUTE_UNIFORM, 0xB101);
-    run_block(&t, HF, g_quick ? 30 : 90, 2, 4, 200, 64, ROUTE_MASKED, 0xB102);
-    if (!g_quick) run_block(&t, BF, 300, 8, 8, 256, 128, ROUTE_ONE, 0xB103);
+    run_block(&t, BF, g_quick ? 40 : 100, 4, 8, 264, 136, ROUTE_UNIFORM, 0, 0xB100);
+    run_block(&t, BF, 1, 8, 16, 136, 72, ROUTE_UNIFORM, 0, 0xB101);
+    run_block(&t, HF, g_quick ? 30 : 90, 2, 4, 200, 64, ROUTE_MASKED, 0, 0xB102);
+    if (!g_quick) run_block(&t, BF, 300, 8, 8, 256, 128, ROUTE_ONE, 0, 0xB103);
+    /* gpt-oss's experts: the 128-row kernel and the transposed one */
+    run_block(&t, BF, g_quick ? 80 : 200, 4, 8, 264, 136, ROUTE_UNIFORM, 1, 0xB104);
+    run_block(&t, HF, 16, 4, 32, 200, 72, ROUTE_MASKED, 1, 0xB105);
     if (gpu_tally_end(&t, &g_cases, &g_elements)) fail();
 }
 
@@ -663,6 +756,8 @@ typedef struct gcase {
     int extra;   /* CONTIGUOUS: skipped tiles (group -1 and groups past `groups`) and tiles
                     past rows_used; MASKED: counts outside [0, rows] (clamped) */
     talon_gemm_scale scale; /* bf16/f16: NONE; fp8: TENSOR, ROW or BLOCK */
+    int bias;    /* a random bias [groups, b rows] of d's type */
+    float limit; /* act CLAMPED_SWIGLU: its limit (alpha: ALPHA) */
 } gcase;
 
 typedef struct gjob {
@@ -678,9 +773,11 @@ typedef struct gjob {
                         ROW: [rows], [groups, b_rows]; TENSOR: [1], [groups] */
     unsigned char *ha, *hb, *hd;
     CUdeviceptr da, db, dd, dgroups, dused, dcount, dsa, dsb;
+    bias_buf bias;
 } gjob;
 
 static void gjob_free(gjob *j) {
+    bias_free(&j->bias);
     free(j->tile_group); free(j->count);
     free(j->a); free(j->b); free(j->sa); free(j->sb); free(j->ha); free(j->hb); free(j->hd);
     if (j->dsa) cu.cuMemFree(j->dsa);
@@ -770,6 +867,7 @@ static int gjob_prepare(gjob *j, const gcase *c, uint64_t seed) {
     j->db = gpu_alloc((size_t)(c->groups * j->b_rows * j->ldb * j->isize));
     j->dd = gpu_alloc((size_t)j->d_bytes);
     if (!j->da || !j->db || !j->dd) return -1;
+    if (bias_alloc(&j->bias, c->bias ? c->groups * j->b_rows : 0)) return -1;
     if (j->isize == 1) {
         j->sa = malloc((size_t)j->n_as * sizeof(float));
         j->sb = malloc((size_t)j->n_bs * sizeof(float));
@@ -818,6 +916,7 @@ static int gjob_upload(gjob *j, uint64_t seed) {
         fill(j->c.dt, j->rows, j->c.k, j->lda, &s, j->a, (uint16_t *)(void *)j->ha);
         fill(j->c.dt, j->c.groups * j->b_rows, j->c.k, j->ldb, &s, j->b, (uint16_t *)(void *)j->hb);
     }
+    bias_upload(&j->bias, j->isize == 1 ? TALON_DTYPE_BF16 : j->c.dt, &s);
     GPU_CK(cu.cuMemcpyHtoD(j->da, j->ha, (size_t)(j->rows * j->lda * j->isize)));
     GPU_CK(cu.cuMemcpyHtoD(j->db, j->hb, (size_t)(j->c.groups * j->b_rows * j->ldb * j->isize)));
     GPU_CK(cu.cuMemsetD8(j->dd, 0xFF, (size_t)j->d_bytes));
@@ -842,6 +941,10 @@ static talon_status gjob_launch(const gjob *j, CUstream stream) {
     a.n = c->n; a.k = c->k;
     if (c->pad) { a.lda = j->lda; a.ldb = j->ldb; a.ldd = j->ldd; }
     a.layout = c->layout; a.act = c->act; a.gated = c->gated; a.dtype = c->dt;
+    a.bias = j->bias.d;
+    if (c->act == TALON_GEMM_ACT_CLAMPED_SWIGLU) {
+        a.act_alpha = ALPHA; a.act_limit = c->limit;
+    }
     if (j->isize == 1) {
         a.scale = j->scale; a.a_scale = j->dsa; a.b_scale = j->dsb;
     }
@@ -849,13 +952,14 @@ static talon_status gjob_launch(const gjob *j, CUstream stream) {
 }
 
 static void gdescribe(const gcase *c, char *s, size_t n) {
-    snprintf(s, n, "grouped %s %s G %lld rows %lld n %lld k %lld gated %d act %d pad %d extra %d",
+    snprintf(s, n, "grouped %s %s G %lld rows %lld n %lld k %lld gated %d act %d pad %d extra %d "
+             "bias %d limit %g",
              c->dt == TALON_DTYPE_BF16 ? "bf16" : c->dt == TALON_DTYPE_F16 ? "f16"
              : c->scale == TALON_GEMM_SCALE_ROW ? "fp8 row"
              : c->scale == TALON_GEMM_SCALE_TENSOR ? "fp8 tensor" : "fp8 block",
              c->layout == TALON_GROUPED_MASKED ? "masked" : "contiguous", (long long)c->groups,
              (long long)c->rows, (long long)c->n, (long long)c->k, c->gated, (int)c->act, c->pad,
-             c->extra);
+             c->extra, c->bias, (double)c->limit);
 }
 
 /* The group of row r of d, or -1 when the op must not write it. */
@@ -880,6 +984,7 @@ static int gjob_check(gjob *j, long long *elements) {
     const double macs = (double)j->rows * (double)j->b_rows * (double)c->k;
     const int64_t step = macs > SAMPLED_MACS ? (int64_t)ceil(macs / SAMPLED_MACS) : 1;
     double *ref = malloc((size_t)c->n * sizeof(double)), *mag = malloc((size_t)c->n * sizeof(double));
+    ref_moe_epi epi = {c->act, ALPHA, c->limit, NULL};
     int64_t bad = 0, r, col, b, seen = 0;
     char what[200] = "", desc[300];
     if (!ref || !mag || cu.cuMemcpyDtoH(j->hd, j->dd, (size_t)j->d_bytes)) {
@@ -893,8 +998,9 @@ static int gjob_check(gjob *j, long long *elements) {
                 snprintf(what, sizeof what, "row %lld byte %lld written (row %s)", (long long)r,
                          (long long)b, g >= 0 ? "padding" : "not to be written");
         if (g < 0 || seen++ % step) continue;
-        ref_moe_gemm_row(j->a + r * c->k, j->b + (int64_t)g * j->b_rows * c->k, c->n, c->k,
-                         c->gated, c->act, 1.0, ref, mag);
+        epi.bias = c->bias ? j->bias.x + (int64_t)g * j->b_rows : NULL;
+        ref_moe_gemm_row_epi(j->a + r * c->k, j->b + (int64_t)g * j->b_rows * c->k, c->n, c->k,
+                             c->gated, &epi, 1.0, ref, mag);
         for (col = 0; col < c->n; col++) {
             uint16_t h;
             double got, tol = rel * fabs(ref[col]) + e_mag * mag[col] + 1e-30;
@@ -945,49 +1051,56 @@ static void run_gcase(gpu_tally *t, const gcase *c, uint64_t seed) {
 /* Both layouts, epilogues, odd shapes, strides. */
 static void test_grouped(void **state) {
     static const gcase full[] = {
-        {BF, CONT, 8, 300, 200, 264, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE},
-        {HF, CONT, 5, 129, 264, 200, 0, A_NONE, 8, 0, TALON_GEMM_SCALE_NONE},
-        {BF, CONT, 1, 128, 72, 8, 0, A_RELU, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, CONT, 16, 1000, 136, 72, 1, A_TANH, 0, 1, TALON_GEMM_SCALE_NONE},
-        {BF, MASK, 8, 300, 200, 264, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE},
-        {HF, MASK, 6, 100, 1000, 136, 0, A_GELU, 16, 0, TALON_GEMM_SCALE_NONE},
-        {BF, MASK, 3, 1, 64, 128, 1, A_SILU, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, MASK, 12, 257, 520, 64, 0, A_NONE, 8, 1, TALON_GEMM_SCALE_NONE},
+        {BF, CONT, 8, 300, 200, 264, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, CONT, 5, 129, 264, 200, 0, A_NONE, 8, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, CONT, 1, 128, 72, 8, 0, A_RELU, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, CONT, 16, 1000, 136, 72, 1, A_TANH, 0, 1, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, MASK, 8, 300, 200, 264, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, MASK, 6, 100, 1000, 136, 0, A_GELU, 16, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, MASK, 3, 1, 64, 128, 1, A_SILU, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, MASK, 12, 257, 520, 64, 0, A_NONE, 8, 1, TALON_GEMM_SCALE_NONE, 0, 0},
         /* bn 256, several tiles per CTA (sampled rows) */
-        {BF, CONT, 32, 512, 768, 1024, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE},
-        {BF, MASK, 32, 256, 1024, 512, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_NONE},
+        {BF, CONT, 32, 512, 768, 1024, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, MASK, 32, 256, 1024, 512, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_NONE, 0, 0},
         /* fp8 block scales: k past a 128-block edge, gated 256 / 128, odd rows, strides */
-        {F8, CONT, 8, 300, 256, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_BLOCK},
-        {F8, CONT, 5, 129, 264, 400, 0, A_NONE, 16, 0, TALON_GEMM_SCALE_BLOCK},
-        {F8, CONT, 16, 700, 960, 1024, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_BLOCK},
-        {F8, CONT, 32, 512, 1024, 2048, 0, A_NONE, 0, 0, TALON_GEMM_SCALE_BLOCK},
-        {F8, MASK, 8, 300, 192, 144, 1, A_GELU, 0, 1, TALON_GEMM_SCALE_BLOCK},
-        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0, TALON_GEMM_SCALE_BLOCK},
-        {F8, MASK, 32, 256, 2048, 512, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_BLOCK},
+        {F8, CONT, 8, 300, 256, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_BLOCK, 0, 0},
+        {F8, CONT, 5, 129, 264, 400, 0, A_NONE, 16, 0, TALON_GEMM_SCALE_BLOCK, 0, 0},
+        {F8, CONT, 16, 700, 960, 1024, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_BLOCK, 0, 0},
+        {F8, CONT, 32, 512, 1024, 2048, 0, A_NONE, 0, 0, TALON_GEMM_SCALE_BLOCK, 0, 0},
+        {F8, MASK, 8, 300, 192, 144, 1, A_GELU, 0, 1, TALON_GEMM_SCALE_BLOCK, 0, 0},
+        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0, TALON_GEMM_SCALE_BLOCK, 0, 0},
+        {F8, MASK, 32, 256, 2048, 512, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_BLOCK, 0, 0},
         /* fp8 scales per row and per tensor, in the epilogue: gated n 200 (no block rule),
            both tile widths, strides, both layouts */
-        {F8, CONT, 8, 300, 200, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_ROW},
-        {F8, CONT, 5, 129, 264, 400, 0, A_GELU, 16, 0, TALON_GEMM_SCALE_ROW},
-        {F8, CONT, 16, 700, 960, 1024, 1, A_TANH, 0, 1, TALON_GEMM_SCALE_ROW},
-        {F8, CONT, 32, 512, 1024, 2048, 0, A_NONE, 0, 0, TALON_GEMM_SCALE_TENSOR},
-        {F8, MASK, 8, 300, 192, 144, 1, A_GELU, 0, 1, TALON_GEMM_SCALE_TENSOR},
-        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0, TALON_GEMM_SCALE_ROW},
-        {F8, MASK, 32, 256, 2048, 512, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_ROW},
+        {F8, CONT, 8, 300, 200, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_ROW, 0, 0},
+        {F8, CONT, 5, 129, 264, 400, 0, A_GELU, 16, 0, TALON_GEMM_SCALE_ROW, 0, 0},
+        {F8, CONT, 16, 700, 960, 1024, 1, A_TANH, 0, 1, TALON_GEMM_SCALE_ROW, 0, 0},
+        {F8, CONT, 32, 512, 1024, 2048, 0, A_NONE, 0, 0, TALON_GEMM_SCALE_TENSOR, 0, 0},
+        {F8, MASK, 8, 300, 192, 144, 1, A_GELU, 0, 1, TALON_GEMM_SCALE_TENSOR, 0, 0},
+        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0, TALON_GEMM_SCALE_ROW, 0, 0},
+        {F8, MASK, 32, 256, 2048, 512, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_ROW, 0, 0},
+        /* a bias per group (every row takes it) and CLAMPED_SWIGLU */
+        {BF, CONT, 8, 300, 200, 264, 1, A_CLMP, 0, 1, TALON_GEMM_SCALE_NONE, 1, 3.f},
+        {HF, MASK, 6, 100, 1000, 136, 0, A_GELU, 16, 0, TALON_GEMM_SCALE_NONE, 1, 0},
+        {F8, CONT, 8, 300, 256, 272, 1, A_CLMP, 0, 1, TALON_GEMM_SCALE_BLOCK, 1, 7.f},
+        {F8, MASK, 8, 300, 192, 144, 1, A_CLMP, 0, 1, TALON_GEMM_SCALE_ROW, 1, INFINITY},
     };
     static const gcase quick[] = {
-        {BF, CONT, 8, 300, 200, 136, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE},
-        {HF, CONT, 4, 129, 264, 72, 0, A_NONE, 8, 0, TALON_GEMM_SCALE_NONE},
-        {BF, MASK, 6, 200, 72, 136, 1, A_GELU, 0, 1, TALON_GEMM_SCALE_NONE},
-        {HF, MASK, 5, 100, 512, 64, 0, A_RELU, 8, 0, TALON_GEMM_SCALE_NONE},
-        {BF, CONT, 8, 256, 768, 256, 1, A_SILU, 0, 0, TALON_GEMM_SCALE_NONE},
-        {BF, MASK, 8, 256, 1024, 128, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_NONE},
-        {F8, CONT, 8, 300, 256, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_BLOCK},
-        {F8, CONT, 4, 200, 192, 144, 1, A_GELU, 16, 0, TALON_GEMM_SCALE_BLOCK},
-        {F8, MASK, 6, 200, 1024, 256, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_BLOCK},
-        {F8, CONT, 8, 256, 520, 400, 0, A_RELU, 0, 0, TALON_GEMM_SCALE_BLOCK},
-        {F8, CONT, 8, 300, 200, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_ROW},
-        {F8, MASK, 6, 200, 1000, 256, 0, A_GELU, 16, 1, TALON_GEMM_SCALE_TENSOR},
-        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0, TALON_GEMM_SCALE_ROW},
+        {BF, CONT, 8, 300, 200, 136, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, CONT, 4, 129, 264, 72, 0, A_NONE, 8, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, MASK, 6, 200, 72, 136, 1, A_GELU, 0, 1, TALON_GEMM_SCALE_NONE, 0, 0},
+        {HF, MASK, 5, 100, 512, 64, 0, A_RELU, 8, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, CONT, 8, 256, 768, 256, 1, A_SILU, 0, 0, TALON_GEMM_SCALE_NONE, 0, 0},
+        {BF, MASK, 8, 256, 1024, 128, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_NONE, 0, 0},
+        {F8, CONT, 8, 300, 256, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_BLOCK, 0, 0},
+        {F8, CONT, 4, 200, 192, 144, 1, A_GELU, 16, 0, TALON_GEMM_SCALE_BLOCK, 0, 0},
+        {F8, MASK, 6, 200, 1024, 256, 0, A_NONE, 0, 1, TALON_GEMM_SCALE_BLOCK, 0, 0},
+        {F8, CONT, 8, 256, 520, 400, 0, A_RELU, 0, 0, TALON_GEMM_SCALE_BLOCK, 0, 0},
+        {F8, CONT, 8, 300, 200, 272, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_ROW, 0, 0},
+        {F8, MASK, 6, 200, 1000, 256, 0, A_GELU, 16, 1, TALON_GEMM_SCALE_TENSOR, 0, 0},
+        {F8, MASK, 6, 100, 1000, 384, 0, A_RELU, 16, 0, TALON_GEMM_SCALE_ROW, 0, 0},
+        {BF, CONT, 8, 300, 200, 264, 1, A_CLMP, 0, 1, TALON_GEMM_SCALE_NONE, 1, 3.f},
+        {F8, MASK, 8, 300, 192, 144, 1, A_CLMP, 0, 1, TALON_GEMM_SCALE_ROW, 1, INFINITY},
     };
     const gcase *cases = g_quick ? quick : full;
     const int n = g_quick ? COUNT(quick) : COUNT(full);
@@ -1002,7 +1115,7 @@ static void test_grouped(void **state) {
 /* The masked layout captured once and replayed on new counts, a and b (expert-parallel
    decode: shapes fixed, counts per step on the device). */
 static void test_grouped_graph(void **state) {
-    const gcase c = {BF, MASK, 8, 160, 136, 200, 1, A_SILU, 0, 1, TALON_GEMM_SCALE_NONE};
+    const gcase c = {BF, MASK, 8, 160, 136, 200, 1, A_CLMP, 0, 1, TALON_GEMM_SCALE_NONE, 1, 3.f};
     gpu_tally t;
     gjob j;
     CUgraph graph = NULL;

@@ -4,6 +4,7 @@
    (symbol, persistent grid, the params and the tensor maps the kernel gets). */
 #include "fake_driver.h"
 #include "table_rows.h"
+#include <math.h>
 
 /* table_rows.h's op column; OP_GROUPED_MASKED, OP_GROUPED_FP8: talon_grouped_gemm from the
    masked layout's or fp8's valid args */
@@ -20,6 +21,7 @@ static const char *const op_names[] = {"talon_moe_gemm", "talon_grouped_gemm", "
 #define P_W 0x43000000ull
 #define P_AS 0x44000000ull
 #define P_BS 0x45000000ull
+#define P_BIAS 0x46000000ull
 #define STREAM ((CUstream)(uintptr_t)0x5157)
 
 /* Qwen3-30B-A3B's gate/up projection over 4096 tokens: hidden [4096, 2048] gathered by token,
@@ -69,8 +71,30 @@ static const bad_row bad_rows[] = {
     BAD("k 4 (below 8)", ONE(M(k, I64, 4)), "args->k", "4"),
     BAD("k 2052 (not a multiple of 8)", ONE(M(k, I64, 2052)), "args->k", "2052"),
     BAD("gated 2", ONE(M(gated, INT, 2)), "args->gated", "2"),
-    BAD("act 5", ONE(M(act, ENUM, 5)), "args->act", "5"),
+    BAD("act 6", ONE(M(act, ENUM, 6)), "args->act", "6"),
     BAD("act -1", ONE(M(act, ENUM, -1)), "args->act", "-1"),
+    BAD("act CLAMPED_SWIGLU not gated", ONE(M(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+        M(gated, INT, 0), M(act_alpha, F32, 1.702), M(act_limit, F32, 7)), "args->gated", "0"),
+    BAD("act CLAMPED_SWIGLU alpha 0", ONE(M(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+        M(act_limit, F32, 7)), "args->act_alpha", "0"),
+    BAD("act CLAMPED_SWIGLU alpha -1", ONE(M(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+        M(act_alpha, F32, -1), M(act_limit, F32, 7)), "args->act_alpha", "-1"),
+    BAD("act CLAMPED_SWIGLU alpha inf", ONE(M(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+        M(act_alpha, F32, INFINITY), M(act_limit, F32, 7)), "args->act_alpha", "inf"),
+    BAD("act CLAMPED_SWIGLU alpha NaN", ONE(M(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+        M(act_alpha, F32, NAN), M(act_limit, F32, 7)), "args->act_alpha", "nan"),
+    BAD("act CLAMPED_SWIGLU limit 0", ONE(M(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+        M(act_alpha, F32, 1.702)), "args->act_limit", "0"),
+    BAD("act CLAMPED_SWIGLU limit -7", ONE(M(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+        M(act_alpha, F32, 1.702), M(act_limit, F32, -7)), "args->act_limit", "-7"),
+    BAD("act CLAMPED_SWIGLU limit NaN", ONE(M(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+        M(act_alpha, F32, 1.702), M(act_limit, F32, NAN)), "args->act_limit", "nan"),
+    BAD("act_alpha with SILU", ONE(M(act_alpha, F32, 1.702)), "args->act_alpha", "1.702"),
+    BAD("act_limit with NONE", ONE(M(act, ENUM, TALON_GEMM_ACT_NONE), M(act_limit, F32, 7)),
+        "args->act_limit", "7"),
+    BAD("bias 2-byte aligned", ONE(M(bias, PTR, P_BIAS + 2)), "args->bias", "0x46000002"),
+    /* bias: 128 experts x 1536 x 2 bytes = 0x60000 */
+    BAD("bias's end inside d", ONE(M(bias, PTR, P_D - 0x60000 + 4)), "args->bias", "0x1ffa0004"),
     BAD("lda 2040 (shorter than k)", ONE(M(lda, I64, 2040)), "args->lda", "2040"),
     BAD("lda 2052 (not a multiple of 8)", ONE(M(lda, I64, 2052)), "args->lda", "2052"),
     BAD("ldb 2049", ONE(M(ldb, I64, 2049)), "args->ldb", "2049"),
@@ -373,6 +397,15 @@ static const moe_launch_row launch_rows[] = {
            ONE(FP8_SCALED(TALON_GEMM_SCALE_ROW), M(gated, INT, 0), M(n, I64, 2048),
                M(a_rows, ENUM, TALON_MOE_ROWS_SORTED), TOKENS(16, 128)),
            "talon_moe_gemm_e4m3_row_128", 132, 16),
+    /* gpt-oss's epilogue (bias, CLAMPED_SWIGLU): the same kernels, the params carry them */
+    LAUNCH("bf16 gate/up with bias and CLAMPED_SWIGLU",
+           ONE(M(bias, PTR, P_BIAS), M(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+               M(act_alpha, F32, 1.702), M(act_limit, F32, 7)),
+           "talon_moe_gemm_bf16_gated_256", 132, 6),
+    LAUNCH("bf16 gate/up with bias and CLAMPED_SWIGLU, 16 tokens: transposed",
+           ONE(M(bias, PTR, P_BIAS), M(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+               M(act_alpha, F32, 1.702), M(act_limit, F32, INFINITY), TOKENS(16, 128)),
+           "talon_moe_gemm_bf16_gated_swap16", 132, 6),
 };
 
 static void test_launch(void **state) {
@@ -417,6 +450,8 @@ static void test_launch(void **state) {
     assert_int_equal(p->a_rows, (int)a.a_rows);
     assert_int_equal(p->d_rows, (int)a.d_rows);
     assert_int_equal(p->act, (int)a.act);
+    assert_int_equal(p->bias, a.bias);
+    assert_true(p->act_alpha == a.act_alpha && p->act_limit == a.act_limit);
     assert_int_equal(p->skip_padding, a.tokens <= 128 && !swap);
     assert_int_equal(p->a_scale, a.a_scale);
     assert_int_equal(p->b_scale, a.b_scale);
@@ -597,7 +632,13 @@ static const bad_row grouped_bad_rows[] = {
     GBAD("n 772 (not a multiple of 8)", ONE(G(n, I64, 772)), "args->n", "772"),
     GBAD("k 2^20 + 8", ONE(G(k, I64, 1048584)), "args->k", "1048584"),
     GBAD("gated 2", ONE(G(gated, INT, 2)), "args->gated", "2"),
-    GBAD("act 5", ONE(G(act, ENUM, 5)), "args->act", "5"),
+    GBAD("act 6", ONE(G(act, ENUM, 6)), "args->act", "6"),
+    GBAD("act CLAMPED_SWIGLU not gated", ONE(G(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+         G(gated, INT, 0), G(act_alpha, F32, 1.702), G(act_limit, F32, 7)), "args->gated", "0"),
+    GBAD("act CLAMPED_SWIGLU limit -inf", ONE(G(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+         G(act_alpha, F32, 1.702), G(act_limit, F32, -INFINITY)), "args->act_limit", "-inf"),
+    GBAD("act_limit with SILU", ONE(G(act_limit, F32, 7)), "args->act_limit", "7"),
+    GBAD("bias 2-byte aligned", ONE(G(bias, PTR, P_BIAS + 2)), "args->bias", "0x46000002"),
     GBAD("lda 2040 (shorter than k)", ONE(G(lda, I64, 2040)), "args->lda", "2040"),
     GBAD("ldb 2049", ONE(G(ldb, I64, 2049)), "args->ldb", "2049"),
     GBAD("ldd 760 (shorter than n)", ONE(G(ldd, I64, 760)), "args->ldd", "760"),
@@ -611,6 +652,7 @@ static const bad_row grouped_bad_rows[] = {
     GBAD("tile_groups inside d", ONE(G(tile_groups, PTR, P_D + 64)), "args->tile_groups",
          "0x20000040"),
     GBAD("rows_used inside d", ONE(G(rows_used, PTR, P_D + 4)), "args->rows_used", "0x20000004"),
+    GBAD("bias inside d", ONE(G(bias, PTR, P_D + 0x4800000 - 4)), "args->bias", "0x247ffffc"),
     /* MASKED: 128 groups x 256 rows x 768 x 2 bytes = 0x3000000 */
     MBAD("group_rows inside d", ONE(G(group_rows, PTR, P_D + 0x3000000 - 4)), "args->group_rows",
          "0x22fffffc"),
@@ -726,6 +768,10 @@ static const grouped_launch_row grouped_launch_rows[] = {
                 G(tile_groups, PTR, 0), G(rows_used, PTR, 0), G(group_rows, PTR, P_W),
                 G(rows, I64, 100), G(gated, INT, 0)),
             "talon_moe_gemm_e4m3_row_128", 132, 128, 6),
+    GLAUNCH("bf16 contiguous gated with bias and CLAMPED_SWIGLU", OP_GROUPED_GEMM,
+            ONE(G(bias, PTR, P_BIAS), G(act, ENUM, TALON_GEMM_ACT_CLAMPED_SWIGLU),
+                G(act_alpha, F32, 1.702), G(act_limit, F32, 7)),
+            "talon_moe_gemm_bf16_gated_256", 132, 384, 6),
 };
 
 static void test_grouped_launch(void **state) {
@@ -762,6 +808,8 @@ static void test_grouped_launch(void **state) {
     assert_int_equal(p->n, a.n);
     assert_int_equal(p->k, a.k);
     assert_int_equal(p->act, (int)a.act);
+    assert_int_equal(p->bias, a.bias);
+    assert_true(p->act_alpha == a.act_alpha && p->act_limit == a.act_limit);
     if (a.dtype == TALON_DTYPE_FP8_E4M3) {
         const int64_t kb = (a.k + 127) / 128, b_rows = (a.gated ? 2 : 1) * a.n;
         const int row = a.scale == TALON_GEMM_SCALE_ROW;

@@ -39,19 +39,46 @@ static talon_status talon__moe_gemm_check_capacity(const char *op, const talon_m
     return TALON_SUCCESS;
 }
 
-/* Both ops' operand rules: n, k, gated, act, the strides (resolved into *lda, *ldb, *ldd;
-   a's and b's rows 16 bytes apart: elements of isize bytes) and the three matrices'
-   pointers. */
+/* Both ops' activation: CLAMPED_SWIGLU gated only, its alpha finite and > 0 and its limit > 0
+   (+inf: no clamping); the other acts with both 0. */
+static talon_status talon__moe_gemm_check_act(const char *op, talon_gemm_act act, int gated,
+                                              float alpha, float limit) {
+    typedef char same_act[TALON_GEMM_ACT_CLAMPED_SWIGLU == TALON__MOE_ACT_CLAMPED_SWIGLU ? 1 : -1];
+    (void)sizeof(same_act);
+    TALON__TRY(talon__check_range(op, "act", (int64_t)(int)act, TALON_GEMM_ACT_NONE,
+                                  TALON_GEMM_ACT_CLAMPED_SWIGLU));
+    if (act != TALON_GEMM_ACT_CLAMPED_SWIGLU) {
+        if (alpha != 0.0f || limit != 0.0f)
+            return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->%s = %g must be 0 with "
+                               "args->act = %d (it is TALON_GEMM_ACT_CLAMPED_SWIGLU's)", op,
+                               alpha != 0.0f ? "act_alpha" : "act_limit",
+                               (double)(alpha != 0.0f ? alpha : limit), (int)act);
+        return TALON_SUCCESS;
+    }
+    if (!gated)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->act = "
+                           "TALON_GEMM_ACT_CLAMPED_SWIGLU (5) needs args->gated = 1, not %d (it "
+                           "combines the gate and up rows)", op, gated);
+    TALON__TRY(talon__check_float(op, "act_alpha", alpha, 1, 0));
+    if (!(limit > 0.0f))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->act_limit = %g must be > 0 "
+                           "(+inf: no clamping)", op, (double)limit);
+    return TALON_SUCCESS;
+}
+
+/* Both ops' operand rules: n, k, gated, act (alpha, limit), the strides (resolved into *lda,
+   *ldb, *ldd; a's and b's rows 16 bytes apart: elements of isize bytes) and the three
+   matrices' pointers. */
 static talon_status talon__moe_gemm_check_operands(const char *op, int64_t n, int64_t k, int gated,
-                                                   talon_gemm_act act, int isize, int64_t lda_in,
+                                                   talon_gemm_act act, float alpha, float limit,
+                                                   int isize, int64_t lda_in,
                                                    int64_t ldb_in, int64_t ldd_in, CUdeviceptr d,
                                                    CUdeviceptr a, CUdeviceptr b, int64_t *lda,
                                                    int64_t *ldb, int64_t *ldd) {
     TALON__TRY(talon__gemm_check_dim(op, "n", n));
     TALON__TRY(talon__gemm_check_dim(op, "k", k));
     TALON__TRY(talon__check_range(op, "gated", gated, 0, 1));
-    TALON__TRY(talon__check_range(op, "act", (int64_t)(int)act, TALON_GEMM_ACT_NONE,
-                                  TALON_GEMM_ACT_GELU_TANH));
+    TALON__TRY(talon__moe_gemm_check_act(op, act, gated, alpha, limit));
     TALON__TRY(talon__gemm_check_ld(op, "lda", lda_in, k, 16 / isize, lda));
     TALON__TRY(talon__gemm_check_ld(op, "ldb", ldb_in, k, 16 / isize, ldb));
     TALON__TRY(talon__gemm_check_ld(op, "ldd", ldd_in, n, 8, ldd));
@@ -154,8 +181,10 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
         return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->block_size = %lld must "
                            "be 128 (the tile's rows)", op, (long long)a->block_size);
     TALON__TRY(talon__moe_gemm_check_capacity(op, a));
-    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, isize, a->lda,
-                                              a->ldb, a->ldd, a->d, a->a, a->b, &lda, &ldb, &ldd));
+    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, a->act_alpha,
+                                              a->act_limit, isize, a->lda, a->ldb, a->ldd, a->d,
+                                              a->a, a->b, &lda, &ldb, &ldd));
+    TALON__TRY(talon__check_ptr_align(op, "bias", a->bias, 1, 4));
     TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "num_tokens_post_padded", a->num_tokens_post_padded,
@@ -169,6 +198,8 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
     talon__gemm_span(a->b, a->experts * b_rows, a->k, ldb, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
+    talon__gemm_span(a->bias, a->experts, b_rows, b_rows, 2, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "bias", a->bias, s));
     talon__gemm_span(a->a_scale, 1, talon__moe_gemm_a_scales(a->scale, a_rows, a->k), 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a_scale", a->a_scale, s));
     talon__gemm_span(a->b_scale, 1, a->experts * talon__moe_gemm_b_scales(a->scale, b_rows, a->k),
@@ -210,6 +241,7 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     p.lda = lda; p.ldd = ldd;
     p.experts = (int)a->experts; p.topk = (int)a->topk; p.pairs = (int)(a->tokens * a->topk);
     p.a_rows = (int)a->a_rows; p.d_rows = (int)a->d_rows; p.act = (int)a->act;
+    p.bias = a->bias; p.act_alpha = a->act_alpha; p.act_limit = a->act_limit;
     p.layout = TALON__MOE_LAYOUT_ALIGNED;
     if (fp8) talon__moe_gemm_scales(&p, a->scale, a->a_scale, a->b_scale, a_rows, b_rows, a->k);
     return talon__moe_gemm_launch(ctx, stream, op, &p, &pl, a->b, a->n, a->k, ldb, a->gated,
@@ -268,8 +300,10 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     out_dtype = fp8 ? TALON_DTYPE_BF16 : a->dtype;
     TALON__TRY(talon__check_size(op, "groups", a->groups, 65536));
     TALON__TRY(talon__grouped_gemm_check_layout(op, a));
-    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, isize, a->lda,
-                                              a->ldb, a->ldd, a->d, a->a, a->b, &lda, &ldb, &ldd));
+    TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, a->act_alpha,
+                                              a->act_limit, isize, a->lda, a->ldb, a->ldd, a->d,
+                                              a->a, a->b, &lda, &ldb, &ldd));
+    TALON__TRY(talon__check_ptr_align(op, "bias", a->bias, 1, 4));
     /* a and d as [rows, .] matrices (MASKED: the groups' blocks of rows back to back) */
     rows = a->layout == TALON_GROUPED_MASKED ? a->groups * a->rows : a->rows;
     b_rows = (a->gated ? 2 : 1) * a->n;
@@ -278,6 +312,8 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a", a->a, s));
     talon__gemm_span(a->b, a->groups * b_rows, a->k, ldb, isize, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "b", a->b, s));
+    talon__gemm_span(a->bias, a->groups, b_rows, b_rows, 2, s);
+    TALON__TRY(talon__gemm_check_disjoint(op, sd, "bias", a->bias, s));
     talon__gemm_span(a->a_scale, 1, talon__moe_gemm_a_scales(a->scale, rows, a->k), 1, 4, s);
     TALON__TRY(talon__gemm_check_disjoint(op, sd, "a_scale", a->a_scale, s));
     talon__gemm_span(a->b_scale, 1, a->groups * talon__moe_gemm_b_scales(a->scale, b_rows, a->k),
@@ -305,6 +341,7 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     p.lda = lda; p.ldd = ldd;
     p.experts = (int)a->groups;
     p.a_rows = TALON__MOE_ROWS_SORTED; p.d_rows = TALON__MOE_ROWS_SORTED; p.act = (int)a->act;
+    p.bias = a->bias; p.act_alpha = a->act_alpha; p.act_limit = a->act_limit;
     p.layout = a->layout == TALON_GROUPED_MASKED ? TALON__MOE_LAYOUT_MASKED
                                                  : TALON__MOE_LAYOUT_CONTIGUOUS;
     p.group_size = a->layout == TALON_GROUPED_MASKED ? (int)a->rows : 0;
