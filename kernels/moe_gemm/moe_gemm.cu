@@ -152,7 +152,7 @@ __device__ __forceinline__ float2 scale_pair(const float *s, int col, int step) 
     return __ldg(reinterpret_cast<const float2 *>(s + col));
 }
 
-// The bias of columns col and col + 1 (a 4-byte pair of d's type) as floats; zeros without one.
+// The bias of columns col and col + 1 (of d's type) as floats; zeros without one.
 template <typename T>
 __device__ __forceinline__ float2 bias_pair(const T *bias, int col) {
     if (!bias) return make_float2(0.f, 0.f);

@@ -50,9 +50,17 @@ typedef struct {
     int gated, weights, masked;
     talon_gemm_act act;
     talon_moe_rows a_rows, d_rows;
+    int bias;    /* a bias [experts, b rows] */
+    float limit; /* act CLAMPED_SWIGLU's (alpha: OC_MOE_ALPHA) */
 } mg_params;
 /* grouped_gemm: rows of a and d (CONTIGUOUS) or per group (MASKED) */
-typedef struct { int64_t groups, rows, n, k, pad; int gated, masked, used; talon_gemm_act act; } gg_params;
+typedef struct {
+    int64_t groups, rows, n, k, pad;
+    int gated, masked, used;
+    talon_gemm_act act;
+    int bias;    /* a bias [groups, b rows] */
+    float limit; /* act CLAMPED_SWIGLU's */
+} gg_params;
 #define MOE_GEMM_OC_PARAMS mg_params mg; gg_params gg;
 #endif
 
@@ -61,6 +69,25 @@ typedef struct { int64_t groups, rows, n, k, pad; int gated, masked, used; talon
 #ifdef OC_FAMILY_CASES /* op_cases.h */
 #include "../moe/ref_moe.h"
 #include "ref_moe_gemm.h"
+
+#define OC_MOE_ALPHA 1.702f /* CLAMPED_SWIGLU's alpha (gpt-oss's) */
+
+/* act: any of NONE .. GELU_TANH, or gated CLAMPED_SWIGLU with a limit that clamps often (2)
+   or seldom (8); a bias in 3 of 10 cases */
+static void mg_random_epilogue(uint64_t *s, int gated, talon_gemm_act *act, float *limit, int *bias) {
+    *act = (talon_gemm_act)oc_ri(s, 0, gated ? 5 : 4);
+    *limit = *act == TALON_GEMM_ACT_CLAMPED_SWIGLU ? (oc_chance(s, 50) ? 2.f : 8.f) : 0.f;
+    *bias = oc_chance(s, 30);
+}
+
+/* A bias of n_rows rows from bias bits of type t (NULL without one) into x. */
+static const double *mg_bias_row(const uint8_t *img, int has, talon_dtype t, int64_t at,
+                                 int64_t n_rows, double *x) {
+    int64_t i;
+    if (!has) return NULL;
+    for (i = 0; i < n_rows; i++) x[i] = REF_TO_F32(t, oc_get16(img, at + i));
+    return x;
+}
 
 /* moe_gemm: moe_align's capacities (block 128) and the rows of a and d */
 static int64_t mg_rows(talon_moe_rows rows, const oc_case *c, int64_t scap) {
@@ -78,7 +105,7 @@ static void mg_random(oc_case *c, uint64_t *s, int big) {
     c->p.mg.k = 8 * oc_len(s, 1, big ? 64 : 48);
     c->p.mg.pad = oc_chance(s, 25) ? 8 : 0;
     c->p.mg.gated = oc_chance(s, 50);
-    c->p.mg.act = (talon_gemm_act)oc_ri(s, 0, 4);
+    mg_random_epilogue(s, c->p.mg.gated, &c->p.mg.act, &c->p.mg.limit, &c->p.mg.bias);
     c->p.mg.a_rows = a_rows[oc_ri(s, 0, 2)];
     c->p.mg.d_rows = oc_chance(s, 50) ? TALON_MOE_ROWS_SORTED : TALON_MOE_ROWS_PAIR;
     c->p.mg.weights = oc_chance(s, 50);
@@ -88,12 +115,12 @@ static void mg_random(oc_case *c, uint64_t *s, int big) {
 static int mg_describe(const oc_case *c, char *buf, size_t n, const char *name,
                        const char *dt, unsigned long long seed) {
     return snprintf(buf, n, "%s %s tokens %lld topk %lld experts %lld n %lld k %lld pad %lld "
-                    "gated %d act %d rows %d->%d weights %d masked %d seed %llx", name, dt,
-                    (long long)c->p.mg.tokens, (long long)c->p.mg.topk,
+                    "gated %d act %d limit %g bias %d rows %d->%d weights %d masked %d seed %llx",
+                    name, dt, (long long)c->p.mg.tokens, (long long)c->p.mg.topk,
                     (long long)c->p.mg.experts, (long long)c->p.mg.n, (long long)c->p.mg.k,
                     (long long)c->p.mg.pad, c->p.mg.gated, (int)c->p.mg.act,
-                    (int)c->p.mg.a_rows, (int)c->p.mg.d_rows, c->p.mg.weights,
-                    c->p.mg.masked, seed);
+                    (double)c->p.mg.limit, c->p.mg.bias, (int)c->p.mg.a_rows,
+                    (int)c->p.mg.d_rows, c->p.mg.weights, c->p.mg.masked, seed);
 }
 
 static int mg_build(oc_job *j, talon_ctx *ctx) {
@@ -112,7 +139,8 @@ static int mg_build(oc_job *j, talon_ctx *ctx) {
         oc_add(j, "expert_ids", OC_IN, 4, ecap, 0) != 3 ||
         oc_add(j, "num_tokens_post_padded", OC_IN, 4, 1, 0) != 4 ||
         oc_add(j, "topk_weights", OC_IN, 4, t * topk, 0) != 5 ||
-        oc_add(j, "d", OC_OUT, 2, mg_rows(c->p.mg.d_rows, c, scap) * ldd, 0) != 6)
+        oc_add(j, "d", OC_OUT, 2, mg_rows(c->p.mg.d_rows, c, scap) * ldd, 0) != 6 ||
+        oc_add(j, "bias", OC_IN, 2, c->p.mg.bias ? e * brows : 1, 0) != 7)
         return -1;
     if (!(ids = (int32_t *)malloc((size_t)(t * topk) * sizeof(int32_t)))) return -1;
     for (r = 0; r < t; r++) /* distinct experts per token; masked: a quarter -1 */
@@ -141,6 +169,7 @@ static int mg_build(oc_job *j, talon_ctx *ctx) {
         for (col = 0; col < k; col++) oc_set16(oc_img(j, 0), r * ld_ab + col, oc_bits(c->dt, oc_u(&s)));
     for (r = 0; r < e * brows; r++)
         for (col = 0; col < k; col++) oc_set16(oc_img(j, 1), r * ld_ab + col, oc_bits(c->dt, oc_u(&s)));
+    for (r = 0; c->p.mg.bias && r < e * brows; r++) oc_set16(oc_img(j, 7), r, oc_bits(c->dt, oc_u(&s)));
     return 0;
 }
 
@@ -164,6 +193,10 @@ static void mg_args(const oc_job *j, const oc_dev *d, op_args *a) {
     a->moe_gemm.a_rows = c->p.mg.a_rows; a->moe_gemm.d_rows = c->p.mg.d_rows;
     a->moe_gemm.act = c->p.mg.act; a->moe_gemm.gated = c->p.mg.gated;
     a->moe_gemm.dtype = c->dt;
+    a->moe_gemm.bias = c->p.mg.bias ? P(7) : 0;
+    if (c->p.mg.act == TALON_GEMM_ACT_CLAMPED_SWIGLU) {
+        a->moe_gemm.act_alpha = OC_MOE_ALPHA; a->moe_gemm.act_limit = c->p.mg.limit;
+    }
 }
 
 static void mg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double budget) {
@@ -174,16 +207,19 @@ static void mg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
     const double rel = c->dt == TALON_DTYPE_BF16 ? 0x1p-8 : 0x1p-11;
     const int32_t npost = oc_geti(oc_img(j, 4), 0);
     int64_t scap = 0, ecap = 0, d_rows, s, col, step, cached = -1;
-    double *x, *w, *ref, *mag;
+    double *x, *w, *ref, *mag, *bias_x;
+    const double *bias = NULL;
+    ref_moe_epi epi = {c->p.mg.act, OC_MOE_ALPHA, c->p.mg.limit, NULL};
     char *written;
     talon_moe_align_block_size_capacity(c->p.mg.tokens, topk, c->p.mg.experts, 128, &scap, &ecap);
     d_rows = mg_rows(c->p.mg.d_rows, c, scap);
-    x = (double *)malloc((size_t)(k + brows * k + 2 * n) * sizeof(double));
+    x = (double *)malloc((size_t)(k + brows * k + 2 * n + brows) * sizeof(double));
     written = (char *)calloc((size_t)d_rows, 1);
     if (!x || !written) { oc_fail(st, "out of host memory"); goto done; }
     w = x + k;
     ref = w + brows * k;
     mag = ref + n;
+    bias_x = mag + n;
     step = oc_step((double)npost * (double)brows * (double)k, budget);
     for (s = 0; s < npost; s++) {
         const int32_t e = oc_geti(oc_img(j, 3), s / 128), f = oc_geti(oc_img(j, 2), s);
@@ -197,10 +233,11 @@ static void mg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
             oc_check_written(st, "d", img[6], row * ldd, n, c->dt);
             continue;
         }
-        if (cached != e) { /* expert e's rows of b */
+        if (cached != e) { /* expert e's rows of b, and its bias */
             for (i = 0; i < brows; i++)
                 for (col = 0; col < k; col++)
                     w[i * k + col] = REF_TO_F32(c->dt, oc_get16(oc_img(j, 1), ((int64_t)e * brows + i) * ld_ab + col));
+            bias = mg_bias_row(oc_img(j, 7), c->p.mg.bias, c->dt, (int64_t)e * brows, brows, bias_x);
             cached = e;
         }
         /* a's row: padding slots read zeros, except from a SORTED a (its row s as is) */
@@ -208,9 +245,10 @@ static void mg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
                 : pad_slot ? -1 : c->p.mg.a_rows == TALON_MOE_ROWS_TOKEN ? f / topk : f;
         for (col = 0; col < k; col++)
             x[col] = a_row < 0 ? 0.0 : REF_TO_F32(c->dt, oc_get16(oc_img(j, 0), a_row * ld_ab + col));
-        ref_moe_gemm_row(x, w, n, k, c->p.mg.gated, c->p.mg.act,
-                         c->p.mg.weights ? (pad_slot ? 0.0 : (double)oc_getf(oc_img(j, 5), f)) : 1.0,
-                         ref, mag);
+        epi.bias = pad_slot ? NULL : bias; /* a padding slot takes no bias */
+        ref_moe_gemm_row_epi(x, w, n, k, c->p.mg.gated, &epi,
+                             c->p.mg.weights ? (pad_slot ? 0.0 : (double)oc_getf(oc_img(j, 5), f)) : 1.0,
+                             ref, mag);
         for (col = 0; col < n; col++)
             oc_cmp(st, "d", row, col, REF_TO_F32(c->dt, oc_get16(img[6], row * ldd + col)), ref[col],
                    rel * fabs(ref[col]) + 0x1p-14 * mag[col] + 1e-30);
@@ -253,17 +291,18 @@ static void gg_random(oc_case *c, uint64_t *s, int big) {
     c->p.gg.n = fp8 && c->p.gg.gated ? 64 * oc_len(s, 1, big ? 8 : 6) : 8 * oc_len(s, 1, big ? 64 : 48);
     c->p.gg.k = (fp8 ? 16 : 8) * oc_len(s, 1, big ? 64 : 48);
     c->p.gg.pad = oc_chance(s, 25) ? (fp8 ? 16 : 8) : 0;
-    c->p.gg.act = (talon_gemm_act)oc_ri(s, 0, 4);
+    mg_random_epilogue(s, c->p.gg.gated, &c->p.gg.act, &c->p.gg.limit, &c->p.gg.bias);
     c->p.gg.used = !c->p.gg.masked && oc_chance(s, 50);
 }
 
 static int gg_describe(const oc_case *c, char *buf, size_t n, const char *name,
                        const char *dt, unsigned long long seed) {
     return snprintf(buf, n, "%s %s %s groups %lld rows %lld n %lld k %lld pad %lld gated %d "
-                    "act %d rows_used %d seed %llx", name, dt,
+                    "act %d limit %g bias %d rows_used %d seed %llx", name, dt,
                     c->p.gg.masked ? "masked" : "contiguous", (long long)c->p.gg.groups,
                     (long long)c->p.gg.rows, (long long)c->p.gg.n, (long long)c->p.gg.k,
-                    (long long)c->p.gg.pad, c->p.gg.gated, (int)c->p.gg.act, c->p.gg.used, seed);
+                    (long long)c->p.gg.pad, c->p.gg.gated, (int)c->p.gg.act,
+                    (double)c->p.gg.limit, c->p.gg.bias, c->p.gg.used, seed);
 }
 
 /* Buffers: a, b, the group index (CONTIGUOUS: tile_groups, some tiles -1 or past the groups;
@@ -286,7 +325,8 @@ static int gg_build(oc_job *j, talon_ctx *ctx) {
         oc_add(j, "rows_used", OC_IN, 4, 1, 0) != 3 ||
         oc_add(j, "d", OC_OUT, 2, rows * ldd, 0) != 4 ||
         oc_add(j, "a_scale", OC_IN, 4, a_scales, 0) != 5 ||
-        oc_add(j, "b_scale", OC_IN, 4, b_scales, 0) != 6)
+        oc_add(j, "b_scale", OC_IN, 4, b_scales, 0) != 6 ||
+        oc_add(j, "bias", OC_IN, 2, c->p.gg.bias ? g * brows : 1, 0) != 7)
         return -1;
     for (i = 0; i < index_len; i++) {
         int64_t v;
@@ -304,6 +344,8 @@ static int gg_build(oc_job *j, talon_ctx *ctx) {
             gemm_input(c, &s, gemm_set_b, OC_COUNT(gemm_set_b), oc_img(j, 1) + (r * ld_ab + col) * isize);
     for (r = 0; r < a_scales; r++) oc_setf(oc_img(j, 5), r, 0.5f + ref_unit01(&s));
     for (r = 0; r < b_scales; r++) oc_setf(oc_img(j, 6), r, 0.5f + ref_unit01(&s));
+    for (r = 0; c->p.gg.bias && r < g * brows; r++)
+        oc_set16(oc_img(j, 7), r, oc_bits(fp8 ? TALON_DTYPE_BF16 : c->dt, oc_u(&s)));
     return 0;
 }
 
@@ -322,6 +364,10 @@ static void gg_args(const oc_job *j, const oc_dev *d, op_args *a) {
     a->grouped_gemm.layout = c->p.gg.masked ? TALON_GROUPED_MASKED : TALON_GROUPED_CONTIGUOUS;
     a->grouped_gemm.act = c->p.gg.act; a->grouped_gemm.gated = c->p.gg.gated;
     a->grouped_gemm.dtype = c->dt;
+    a->grouped_gemm.bias = c->p.gg.bias ? P(7) : 0;
+    if (c->p.gg.act == TALON_GEMM_ACT_CLAMPED_SWIGLU) {
+        a->grouped_gemm.act_alpha = OC_MOE_ALPHA; a->grouped_gemm.act_limit = c->p.gg.limit;
+    }
     if (c->dt == TALON_DTYPE_FP8_E4M3) {
         a->grouped_gemm.scale = TALON_GEMM_SCALE_BLOCK;
         a->grouped_gemm.a_scale = P(5); a->grouped_gemm.b_scale = P(6);
@@ -349,7 +395,8 @@ static void gg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
     const double e_mag = fp8 ? 0x1p-24 * (double)(kb + 16) : 0x1p-14;
     const int64_t step = oc_step((double)rows * (double)brows * (double)k, budget);
     int64_t r, col, i, cached = -1;
-    double *x = (double *)malloc((size_t)(k + brows * k + 2 * n) * sizeof(double)), *w, *ref, *mag;
+    double *x = (double *)malloc((size_t)(k + brows * k + 2 * n + brows) * sizeof(double)), *w, *ref, *mag;
+    ref_moe_epi epi = {c->p.gg.act, OC_MOE_ALPHA, c->p.gg.limit, NULL};
     if (!x) { oc_fail(st, "out of host memory"); return; }
     w = x + k;
     ref = w + brows * k;
@@ -379,10 +426,11 @@ static void gg_check(const oc_job *j, uint8_t *const *img, oc_stats *st, double 
                 for (col = 0; col < k; col++)
                     w[i * k + col] = gg_value(j, 1, (g * brows + i) * ld_ab + col,
                                               (g * blocks + i / 128) * kb + col / 128);
+            epi.bias = mg_bias_row(oc_img(j, 7), c->p.gg.bias, ot, g * brows, brows, mag + n);
             cached = g;
         }
         for (col = 0; col < k; col++) x[col] = gg_value(j, 0, r * ld_ab + col, (col / 128) * rows4 + r);
-        ref_moe_gemm_row(x, w, n, k, c->p.gg.gated, c->p.gg.act, 1.0, ref, mag);
+        ref_moe_gemm_row_epi(x, w, n, k, c->p.gg.gated, &epi, 1.0, ref, mag);
         for (col = 0; col < n; col++)
             oc_cmp(st, "d", r, col, REF_TO_F32(ot, oc_get16(img[4], r * ldd + col)), ref[col],
                    rel * fabs(ref[col]) + e_mag * mag[col] + 1e-30);
