@@ -433,7 +433,9 @@ def moe_fp8_case(h, model, tokens, block=False):
     row-wise quantisation ("torch_fp8", also the reference the output is checked against:
     within 2^-4 of the output's largest magnitude, 2^-3 with block scales, which quantise
     differently), its two scaled GEMMs alone on pre-gathered inputs, talon's bf16 moe_gemm
-    pipeline, and (block) talon's row-scaled pipeline ("talon_row")."""
+    pipeline, (block) talon's row-scaled pipeline ("talon_row"), and at decode (T <= 64, where
+    talon's intermediate is in pair rows) talon's pipeline with it in sorted rows
+    ("talon_sorted")."""
     e, k, hid, inter = MODELS[model]
     pairs = tokens * k
     Args = h.struct("talon_moe_gemm_args")
