@@ -107,6 +107,11 @@ def oss_glu(gate, up):
     return gate * torch.sigmoid(OSS_ALPHA * gate) * (up + 1)
 
 
+def decode(tokens):
+    """Decode sizes: talon.h's MoE recipe keeps the intermediate in pair rows there."""
+    return tokens <= 64
+
+
 def routing(tokens, experts, k, zipf, seed):
     g = torch.Generator(device="cuda").manual_seed(seed)
     if zipf:
@@ -191,8 +196,7 @@ def block_case(h, model, tokens, targets=()):
     pairs = tokens * k
     scap = pairs + min(e, pairs) * 127
     bcap = (scap + 127) // 128
-    decode = tokens <= 64  # the intermediate in pair rows (talon.h's MoE recipe)
-    h_rows = ROWS["pair"] if decode else ROWS["sorted"]
+    h_rows = ROWS["pair"] if decode(tokens) else ROWS["sorted"]
 
     def make():
         w13, w2 = weights(model)
@@ -204,7 +208,8 @@ def block_case(h, model, tokens, targets=()):
              "experts": torch.empty(bcap, dtype=torch.int32, device="cuda"),
              "npost": torch.empty(1, dtype=torch.int32, device="cuda"),
              "xe": torch.randn(tokens, hid, device="cuda", dtype=torch.bfloat16),
-             "h": torch.empty(pairs if decode else scap, inter, device="cuda", dtype=torch.bfloat16),
+             "h": torch.empty(pairs if decode(tokens) else scap, inter, device="cuda",
+                              dtype=torch.bfloat16),
              "y": torch.empty(pairs, hid, device="cuda", dtype=torch.bfloat16),
              "out": torch.empty(tokens, hid, device="cuda", dtype=torch.bfloat16)}
         s["router"] = h.struct("talon_moe_router_topk_args")(
@@ -271,15 +276,15 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
         "scap", "bcap", "total", "tok", "roww", "offs", "touched"))
     sorted_ids, expert_ids, npost = L["sorted"], L["experts"], L["npost"]
 
-    decode = tokens <= 64
-    # the intermediate's rows: pairs at decode (talon.h's MoE recipe), else sorted slots
-    h_rows = ROWS["pair"] if decode else ROWS["sorted"]
+    at_decode = decode(tokens)
+    h_rows = ROWS["pair"] if at_decode else ROWS["sorted"]
 
     def make():
         w13, w2 = weights(model)
         # x: the first T rows of xe, whose last row is the zero row torch's padding reads
         s = {"xe": torch.randn(tokens + 1, hid, device="cuda", dtype=torch.bfloat16),
-             "h": torch.empty(pairs if decode else scap, inter, device="cuda", dtype=torch.bfloat16),
+             "h": torch.empty(pairs if at_decode else scap, inter, device="cuda",
+                              dtype=torch.bfloat16),
              "y": torch.empty(pairs, hid, device="cuda", dtype=torch.bfloat16),
              "out": torch.empty(tokens, hid, device="cuda", dtype=torch.bfloat16)}
         s["xe"][tokens].zero_()
@@ -297,7 +302,7 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
         s["down"] = Args(d=ptr(s["y"]), a=ptr(s["h"]), b=ptr(w2), topk_weights=ptr(topw),
                          n=hid, k=inter, act=NONE, a_rows=h_rows, d_rows=ROWS["pair"],
                          **down_epi, **common)
-        if decode:  # the sorted intermediate at decode, for the "talon_sorted" peer
+        if at_decode:  # the sorted intermediate at decode, for the "talon_sorted" peer
             s["hs16"] = torch.empty(scap, inter, device="cuda", dtype=torch.bfloat16)
             s["up_s"] = Args(d=ptr(s["hs16"]), a=ptr(s["xe"]), b=ptr(w13), n=inter, k=hid,
                              gated=1, a_rows=ROWS["token"], d_rows=ROWS["sorted"], **up_epi,
@@ -359,9 +364,9 @@ def moe_case(h, model, tokens, zipf=False, targets=()):
         check_block(model, f"moe_gemm {label}", s["xe"], ids, topw, s["out"], oss)
 
     flops = 2 * pairs * (2 * inter * hid + hid * inter)
-    bytes_ = (touched * 3 * inter * hid + 2 * tokens * hid) * 2 if decode else None
+    bytes_ = (touched * 3 * inter * hid + 2 * tokens * hid) * 2 if at_decode else None
     peers = {"torch": torch_pipeline, "grouped_mm": grouped_mm, "dense": dense}
-    if decode:
+    if at_decode:
         peers["talon_sorted"] = talon_sorted
     return Case("moe_gemm", label, make, talon, peers,
                 bytes=bytes_, check=check, targets=targets, flops=flops,
@@ -449,7 +454,7 @@ def moe_fp8_case(h, model, tokens, block=False):
         sc = x.abs().amax(1).float().clamp_min(2.0 ** -126) / 448
         return (x.float() / sc[:, None]).to(torch.float8_e4m3fn), sc
 
-    decode = tokens <= 64
+    at_decode = decode(tokens)
 
     def make():
         w13q, s13, w2q, s2 = weights_fp8(model)
@@ -498,8 +503,8 @@ def moe_fp8_case(h, model, tokens, block=False):
         # decode also sorted (tags "_s"), the "talon_sorted" peer. Block: talon's pipeline is
         # the block one, the row one the "talon_row" peer.
         for tag in ("", "_b") if block else ("",):
-            calls(tag, ROWS["pair"] if decode else ROWS["sorted"])
-            if decode:
+            calls(tag, ROWS["pair"] if at_decode else ROWS["sorted"])
+            if at_decode:
                 calls(tag + "_s", ROWS["sorted"])
         s["sum"] = h.struct("talon_moe_sum_args")(out=ptr(s["out"]), **{"in": ptr(s["y"])},
                                                    tokens=tokens, k=k, hidden=hid, dtype=BF16)
@@ -564,11 +569,11 @@ def moe_fp8_case(h, model, tokens, block=False):
 
     flops = 2 * pairs * (2 * inter * hid + hid * inter)
     # decode: the e4m3 weight bytes of the experts touched (and x in, out)
-    bytes_ = touched * 3 * inter * hid + 3 * tokens * hid if decode else None
+    bytes_ = touched * 3 * inter * hid + 3 * tokens * hid if at_decode else None
     peers = {"torch_fp8": torch_fp8, "scaled_grouped_mm": scaled_gemms, "talon_bf16": talon_bf16}
     if block:
         peers["talon_row"] = lambda s: row_pipeline(s, torch.cuda.current_stream().cuda_stream)
-    if decode:  # talon's pipeline with the intermediate in sorted rows
+    if at_decode:  # talon's pipeline with the intermediate in sorted rows
         sorted_pipeline = pipeline("_b_s" if block else "_s")
         peers["talon_sorted"] = lambda s: sorted_pipeline(s, torch.cuda.current_stream().cuda_stream)
     kind = "fp8 block" if block else "fp8 row"

@@ -14,6 +14,8 @@
 //   - a scattered d (PAIR, or the part of a masked block below its group's count) leaves the
 //     staging chunk by coalesced 16-byte stores, a row per 8 threads, skipping padding slots;
 //     a SORTED d by TMA stores.
+// The epilogue adds an optional bias per group (talon_moe_gemm's padding slots take none), and
+// a gated one takes glu(act, gate, up): act(gate) up, or gpt-oss's clamped SwiGLU.
 // Blocks past num_tokens_post_padded or of an expert outside [0, experts) are skipped by
 // producer and consumers alike (they read the same ids). CTAs run in clusters of 2 on adjacent
 // tiles whose producers start each round of tiles together (L2 sharing of the weights).
@@ -152,6 +154,13 @@ __device__ __forceinline__ float2 scale_pair(const float *s, int col, int step) 
     return __ldg(reinterpret_cast<const float2 *>(s + col));
 }
 
+// Group e's bias row (d's type; gated: n gate biases, then n up biases), or null without one.
+template <int DT, int G>
+__device__ __forceinline__ const out_elem<DT> *expert_bias(const talon__moe_gemm_params &p, int e) {
+    return p.bias ? reinterpret_cast<const out_elem<DT> *>(p.bias) + int64_t(e) * (G ? 2 : 1) * p.n
+                  : nullptr;
+}
+
 // The bias of columns col and col + 1 (of d's type) as floats; zeros without one.
 template <typename T>
 __device__ __forceinline__ float2 bias_pair(const T *bias, int col) {
@@ -204,7 +213,7 @@ __device__ __forceinline__ void epilogue(const float (&d)[BN / 2], const talon__
     // row takes the bias (0: a padding slot of talon_moe_gemm)
     float w[2] = {1.f, 1.f}, ra[2] = {1.f, 1.f}, bm[2] = {1.f, 1.f};
     const float *bs = reinterpret_cast<const float *>(p.b_scale) + (SC ? e * p.b_scale_expert : 0);
-    const T *bias = p.bias ? reinterpret_cast<const T *>(p.bias) + int64_t(e) * (G ? 2 : 1) * p.n : nullptr;
+    const T *bias = expert_bias<DT, G>(p, e);
     if constexpr (SC)
 #pragma unroll
         for (int h = 0; h < 2; h++)
@@ -532,10 +541,9 @@ __device__ __forceinline__ ColumnValues column_scales(const talon__moe_gemm_para
 // The bias (zeros without one).
 template <int DT, int G>
 __device__ __forceinline__ ColumnValues column_bias(const talon__moe_gemm_params &p, int e, int n0) {
-    using T = out_elem<DT>;
     ColumnValues cb{};
-    if (!p.bias) return cb;
-    const T *bias = reinterpret_cast<const T *>(p.bias) + int64_t(e) * (G ? 2 : 1) * p.n;
+    const auto *bias = expert_bias<DT, G>(p, e);
+    if (!bias) return cb;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int col = n0 + 16 * warp_in_warpgroup() + lane_index() / 4 + 8 * h, c = col < p.n ? col : 0;

@@ -67,14 +67,14 @@ static talon_status talon__moe_gemm_check_act(const char *op, talon_gemm_act act
 }
 
 /* Both ops' operand rules: n, k, gated, act (alpha, limit), the strides (resolved into *lda,
-   *ldb, *ldd; a's and b's rows 16 bytes apart: elements of isize bytes) and the three
-   matrices' pointers. */
+   *ldb, *ldd; a's and b's rows 16 bytes apart: elements of isize bytes), the three matrices'
+   pointers and the optional bias's. */
 static talon_status talon__moe_gemm_check_operands(const char *op, int64_t n, int64_t k, int gated,
                                                    talon_gemm_act act, float alpha, float limit,
                                                    int isize, int64_t lda_in,
                                                    int64_t ldb_in, int64_t ldd_in, CUdeviceptr d,
-                                                   CUdeviceptr a, CUdeviceptr b, int64_t *lda,
-                                                   int64_t *ldb, int64_t *ldd) {
+                                                   CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias,
+                                                   int64_t *lda, int64_t *ldb, int64_t *ldd) {
     TALON__TRY(talon__gemm_check_dim(op, "n", n));
     TALON__TRY(talon__gemm_check_dim(op, "k", k));
     TALON__TRY(talon__check_range(op, "gated", gated, 0, 1));
@@ -84,7 +84,8 @@ static talon_status talon__moe_gemm_check_operands(const char *op, int64_t n, in
     TALON__TRY(talon__gemm_check_ld(op, "ldd", ldd_in, n, 8, ldd));
     TALON__TRY(talon__check_ptr_align(op, "d", d, 0, 16));
     TALON__TRY(talon__check_ptr_align(op, "a", a, 0, 16));
-    return talon__check_ptr_align(op, "b", b, 0, 16);
+    TALON__TRY(talon__check_ptr_align(op, "b", b, 0, 16));
+    return talon__check_ptr_align(op, "bias", bias, 1, 4);
 }
 
 /* Both ops' end: b's tensor maps ([groups, n, k] views, gated: of the gate rows and of the
@@ -183,8 +184,7 @@ talon_status talon_moe_gemm(talon_ctx *ctx, CUstream stream, const talon_moe_gem
     TALON__TRY(talon__moe_gemm_check_capacity(op, a));
     TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, a->act_alpha,
                                               a->act_limit, isize, a->lda, a->ldb, a->ldd, a->d,
-                                              a->a, a->b, &lda, &ldb, &ldd));
-    TALON__TRY(talon__check_ptr_align(op, "bias", a->bias, 1, 4));
+                                              a->a, a->b, a->bias, &lda, &ldb, &ldd));
     TALON__TRY(talon__check_ptr_align(op, "sorted_token_ids", a->sorted_token_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "expert_ids", a->expert_ids, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "num_tokens_post_padded", a->num_tokens_post_padded,
@@ -302,8 +302,7 @@ talon_status talon_grouped_gemm(talon_ctx *ctx, CUstream stream, const talon_gro
     TALON__TRY(talon__grouped_gemm_check_layout(op, a));
     TALON__TRY(talon__moe_gemm_check_operands(op, a->n, a->k, a->gated, a->act, a->act_alpha,
                                               a->act_limit, isize, a->lda, a->ldb, a->ldd, a->d,
-                                              a->a, a->b, &lda, &ldb, &ldd));
-    TALON__TRY(talon__check_ptr_align(op, "bias", a->bias, 1, 4));
+                                              a->a, a->b, a->bias, &lda, &ldb, &ldd));
     /* a and d as [rows, .] matrices (MASKED: the groups' blocks of rows back to back) */
     rows = a->layout == TALON_GROUPED_MASKED ? a->groups * a->rows : a->rows;
     b_rows = (a->gated ? 2 : 1) * a->n;
