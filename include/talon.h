@@ -1084,6 +1084,13 @@ talon_status talon_gemm(talon_ctx *ctx, CUstream stream, const talon_gemm_args *
    one block per row, of 128 or 256 threads (the fewest whole warps that keep a row of up to
    8192 elements on chip); GROUP, 8 threads per group, the groups of all rows numbered together
    (32 a block; past 2^31 groups, 512 GiB of input, one launch per chunk of rows).
+   The launch is a programmatic dependent of the stream's previous kernel (cuLaunchKernelEx;
+   captured graphs keep the edge): its blocks wait for that kernel's grid (griddepcontrol.wait)
+   before they read anything, and allow dependents to launch as they start
+   (griddepcontrol.launch_dependents), so the next kernel's prologue overlaps this one (e.g.
+   talon_moe_gemm's down projection warms L2 with its first weights meanwhile); a kernel of
+   yours launched right after with programmatic stream serialization must wait
+   (griddepcontrol.wait) before it reads out or the scales.
    Errors (INVALID_ARGUMENT, nothing launched): NULL or misaligned pointers, sizes or strides
    out of range or not multiples, unsupported dtype or mode, a scale layout that is not one,
    overlaps. Thread-safe; legal inside stream capture (after preload). */

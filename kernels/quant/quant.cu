@@ -13,6 +13,7 @@
 // Quantisation is the fp32 quotient x / s (its e4m3 bytes, from s's reciprocal and one
 // correction: dev/fp8.cuh's E4m3Divider and E4m3GivenDivider) rounded to e4m3 with saturation
 // (cvt.rn.satfinite), 8 values per 8-byte store.
+#include "dev/async.cuh"
 #include "dev/fp8.cuh"
 #include "dev/kernel.cuh"
 #include "dev/math.cuh"
@@ -47,6 +48,8 @@ __device__ void quant_fp8(const talon__quant_params &p) {
     constexpr int NV = TALON__QUANT_CACHE, ROWS = BLOCK / ROW_THREADS;
     static_assert(ROWS == 1 || ROW_THREADS == 32, "a row per block or per warp");
     static_assert(MODE == TENSOR || MODE == TOKEN, "groups: quant_fp8_groups");
+    pdl_launch_dependents(); // launched as a programmatic dependent: the next kernel may start
+    pdl_wait();              // the previous kernel's writes (in) are visible from here
     const int t = ROWS == 1 ? int(threadIdx.x) : int(threadIdx.x) % ROW_THREADS;
     const int64_t row = int64_t(blockIdx.x) * ROWS + int(threadIdx.x) / ROW_THREADS, nvec = p.cols / 8;
     if (ROWS > 1 && row >= p.rows) return; // a whole warp past the last row
@@ -93,6 +96,8 @@ __device__ void quant_fp8_groups(const talon__quant_params &p) {
     using T = elem<DT>;
     using V = vec_t<T, 8>;
     constexpr int NV = TALON__QUANT_GROUP / 8 / GT;
+    pdl_launch_dependents(); // as in quant_fp8
+    pdl_wait();
     const uint32_t unit = blockIdx.x * (BLOCK / GT) + threadIdx.x / GT, j = threadIdx.x % GT;
     // a group past the last (the last block's) reads the last one again and stores nothing
     const bool live = unit < p.units;
