@@ -120,16 +120,18 @@ talon_status talon_quant_fp8(talon_ctx *ctx, CUstream stream, const talon_quant_
             q.out += (CUdeviceptr)r0 * (CUdeviceptr)p.out_stride;
             q.scale += (CUdeviceptr)r0 * (CUdeviceptr)p.scale_row_stride * 4u;
             q.units = (uint32_t)(q.rows * groups);
-            TALON__TRY(talon__launch_ex(ctx, stream, op, k, (q.units + per_block - 1) / per_block, 1, &q, 1));
+            TALON__TRY(talon__launch_ex(ctx, stream, op, k, (q.units + per_block - 1) / per_block,
+                                        1, &q, 1));
         }
         return TALON_SUCCESS;
     }
     pl = talon__quant_plan_make(a->cols);
     TALON__TRY(talon__pick(op, &k, TALON__B_quant_fp8, 4, (int)a->dtype, (int)a->mode, pl.block,
                            pl.row_threads));
+    /* a programmatic dependent (talon.h) */
     return talon__launch_ex(ctx, stream, op, k,
-                            (a->rows + pl.block / pl.row_threads - 1) / (pl.block / pl.row_threads), 1,
-                            &p, 1);
+                            (a->rows + pl.block / pl.row_threads - 1) / (pl.block / pl.row_threads),
+                            1, &p, 1);
 }
 
 #endif
