@@ -559,17 +559,17 @@ __device__ __forceinline__ ColumnValues column_bias(const talon__moe_gemm_params
 // store (d SORTED) or by 16-byte stores to the pairs' rows. Only the first `need` slots
 // (chunk_rows) are computed; the rest of a SORTED d gets zeros.
 // Register 4q + 2h + e of g (and u) holds column 16 w + l / 4 + 8 h, slot 8 q + 2 (l % 4) + e.
-// Threads t < MN bring slot t's weight, d row, bias factor (1, or 0 for a padding slot) and
-// (fp8) a's scale (w, row, bm, ra: read before the chunk's products); w_s, row_s, bm_s, ra_s:
-// the warpgroup's MN of them in shared memory. SC: each value times a's scale of its slot's
-// row and b's of its column (cs: gate, up), before the bias (cb: gate, up).
+// Threads t < MN bring slot t's weight, pair (-1: padding, which takes no bias; a PAIR d's row)
+// and (fp8) a's scale (w, f, ra: read before the chunk's products); w_s, pair_s, ra_s: the
+// warpgroup's MN of them in shared memory. SC: each value times a's scale of its slot's row
+// and b's of its column (cs: gate, up), before the bias (cb: gate, up).
 template <int DT, int MN, int G, int SC, typename Act>
 __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const float (&u)[MN / 2],
                                               const talon__moe_gemm_params &p, int s0, int need,
-                                              int n0, float w, int row, float bm, float ra,
+                                              int n0, float w, int f, float ra,
                                               const ColumnValues &cs, const ColumnValues &cb,
                                               const Act &act, Staging &st, float *w_s,
-                                              int *row_s, float *bm_s, float *ra_s) {
+                                              int *pair_s, float *ra_s) {
     using T = out_elem<DT>;
     const int lane = lane_index(), t = thread_in_warpgroup();
     const int c0 = 16 * warp_in_warpgroup() + lane / 4;
@@ -578,8 +578,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
     const uint32_t buf = st.begin(barrier, leader); // also: every thread done with the last rows
     if (t < MN) {
         w_s[t] = w;
-        row_s[t] = row;
-        bm_s[t] = bm;
+        pair_s[t] = f;
         if constexpr (SC) ra_s[t] = ra;
     }
     named_bar_sync(barrier, kWarpgroupThreads);
@@ -591,10 +590,10 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
             for (int e = 0; e < 2; e++) {
                 if (8 * q >= need) continue; // warp-uniform: slots of padding only
                 const int i = 4 * q + 2 * h + e, r = 8 * q + 2 * (lane % 4) + e, c = c0 + 8 * h;
-                const float sa = SC ? ra_s[r] : 1.f;
-                const float xg = fmaf(cb.g[h], bm_s[r], SC ? g[i] * (sa * cs.g[h]) : g[i]);
+                const float sa = SC ? ra_s[r] : 1.f, bm = pair_s[r] >= 0 ? 1.f : 0.f;
+                const float xg = fmaf(cb.g[h], bm, SC ? g[i] * (sa * cs.g[h]) : g[i]);
                 float y;
-                if constexpr (G) y = glu(act, xg, fmaf(cb.u[h], bm_s[r], SC ? u[i] * (sa * cs.u[h]) : u[i]));
+                if constexpr (G) y = glu(act, xg, fmaf(cb.u[h], bm, SC ? u[i] * (sa * cs.u[h]) : u[i]));
                 else y = act.f(xg);
                 const T v = from_f32<T>(y * w_s[r]);
                 const uint32_t at = buf + r * 128 + (((c / 8) ^ (r & 7)) << 4) + (c % 8) * 2;
@@ -616,7 +615,7 @@ __device__ __forceinline__ void epilogue_swap(const float (&g)[MN / 2], const fl
     for (int i = 0; i < MN / 16; i++) {
         const int r = t / 8 + 16 * i;
         if (r >= need) break; // padding from here on
-        const int f = row_s[r];
+        const int f = pair_s[r];
         uint4 v;
         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -718,10 +717,9 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
     uint8_t *staging = reinterpret_cast<uint8_t *>(sa + STAGES * A_ELEMS); // 2 x 16 KB
     uint8_t *zeros = staging + 32768;                                     // MN rows x 128 bytes
     float *w_s = reinterpret_cast<float *>(zeros + 8192);                 // [2][64]
-    int *row_s = reinterpret_cast<int *>(w_s + 128);                      // [2][64]
-    auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(row_s + 128);
+    int *pair_s = reinterpret_cast<int *>(w_s + 128);                     // [2][64]
+    auto *pipe = reinterpret_cast<Pipeline<STAGES> *>(pair_s + 128);
     float *ra_s = reinterpret_cast<float *>(pipe + 1);                    // [2][64]: fp8
-    float *bm_s = ra_s + 128;                                             // [2][64]
 
     const int tiles = p.blocks * p.tiles_n, kblocks = (p.k + BK - 1) / BK;
     const int wg = warpgroup_index();
@@ -820,16 +818,14 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
                 }
                 continue;
             }
-            // slot t's router weight, d row and (fp8) a's scale, and b's scales of this thread's
+            // slot t's router weight, pair and (fp8) a's scale, and b's scales of this thread's
             // columns: loaded now, used after the products
             const unsigned id = id_of(ids, j * MN + t % MN);
-            float w = 1.f, ra = 1.f, bm = 1.f;
-            int row = -1;
+            float w = 1.f, ra = 1.f;
+            int f = -1;
             if (t < MN) {
-                const int f = pair_of(p, s0 + t, id);
+                f = pair_of(p, s0 + t, id);
                 if (p.topk_weights) w = f >= 0 ? __ldg(reinterpret_cast<const float *>(p.topk_weights) + f) : 0.f;
-                row = p.d_rows == TALON__MOE_ROWS_PAIR ? f : s0 + t;
-                bm = f >= 0 ? 1.f : 0.f;
                 if constexpr (SC)
                     ra = __ldg(reinterpret_cast<const float *>(p.a_scale) + scale_row(p, s0 + t, id) * p.a_scale_step);
             }
@@ -884,9 +880,8 @@ __device__ void moe_gemm_swap(const talon__moe_gemm_params &p) {
             }
             if (n0 < p.n)
                 with_moe_act<G>(p, [&](const auto &act) {
-                    epilogue_swap<DT, MN, G, SC>(g, up, p, s0, need, n0, w, row, bm, ra, cs, cb, act, out,
-                                                 w_s + band * 64, row_s + band * 64, bm_s + band * 64,
-                                                 ra_s + band * 64);
+                    epilogue_swap<DT, MN, G, SC>(g, up, p, s0, need, n0, w, f, ra, cs, cb, act, out,
+                                                 w_s + band * 64, pair_s + band * 64, ra_s + band * 64);
                 });
         }
     }
