@@ -528,6 +528,15 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 }
                 st.advance();
             }
+            // the next tile's q into L2 while this tile's last blocks are consumed: its load
+            // waits for every warpgroup's last q k^T, and the tile's first S waits for it
+            if (lead && next < unsigned(tiles)) {
+                Tile tn;
+                if (tile_of<BM, BN, PAGED>(p, int(next), tn)) {
+#pragma unroll
+                    for (int c = 0; c < CH; c++) tma_prefetch_3d(&p.q_map, c * CW, tn.h, tn.q0 + tn.m0);
+                }
+            }
         }
         return;
     }
@@ -700,10 +709,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // Releases q (and the tile's slot) once the warp's last q k^T of the tile is done.
     auto release_q = [&] { mbar_arrive(q_empty); };
     // The epilogue stages o in the k stage of the tile's last block (where BM rows of DV
-    // 16-bit columns fit: BN x D >= BM x DV) and writes it out in 16-byte row pieces: from
-    // registers, 32 4-byte stores a thread held their registers until the stores drained (18%
-    // of the consumers' samples at L = 1024, docs/notes/prefill.md). That stage is released
-    // after the epilogue. The other warpgroups may still be reading it for their last q k^T:
+    // 16-bit columns fit: BN x D >= BM x DV) and writes it out by TMA, a warpgroup's 64 rows
+    // in one copy (row by row where some are past the request's queries): from registers, 32
+    // 4-byte stores a thread held their registers until the stores drained (18% of the
+    // consumers' samples at L = 1024), and the threads' own 16-byte stores from the stage
+    // were 1.04-1.06x slower there than TMA (docs/notes/prefill.md). That stage is released
+    // once it has been read. The other warpgroups may still be reading it for their last q k^T:
     // the tile's phase of q_empty says when all are done (a phase no warpgroup a tile ahead
     // can overrun: the next one needs this epilogue first). Not at d256 or with fp8
     // (their k stage is half o's size), with 192 rows at d128 (two thirds) nor the gathering
@@ -838,11 +849,15 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     l > 0.f ? (m_run[r] + log2f(l)) * 0.6931471805599453f : NEG_INF;
         }
         if (STAGE_O && tl.nb_hi > tl.nb_lo) {
-            // the warpgroup's 64 rows of DV columns, rows of 16-byte pieces rotated by the row
-            // (piece c of row i at c ^ (i % 8): stmatrix's 8 rows and the reads' row pieces
-            // fall in different banks)
-            constexpr int ROW_BYTES = DV * 2, PIECES = DV / 8;
-            const uint32_t stage = smem_addr(sk + o_stage.stage * BN * D) + band * 64 * ROW_BYTES;
+            // the warpgroup's 64 rows of DV columns as TMA stores them: DV / 64 chunks of 64
+            // rows x 128 bytes, 16-byte piece x of row i at x ^ (i % 8) (the 128-byte swizzle;
+            // stmatrix's 8 rows and the loop's row pieces also fall in different banks so)
+            constexpr int PIECES = DV / 8;
+            const uint32_t stage = smem_addr(sk + o_stage.stage * BN * D) + band * 64 * DV * 2;
+            // piece c of row i, given i8 = i % 8 (a constant per thread where it is used)
+            auto piece = [&](int i, int c, int i8) {
+                return stage + (c / 8) * 8192 + i * 128 + (((c % 8) ^ i8) << 4);
+            };
             mbar_wait(q_empty, q_phase ^ 1); // every warpgroup's last q k^T of this tile is done
 #pragma unroll
             for (int j = 0; j < DV / 8; j += 2) {
@@ -852,27 +867,45 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                                        pack2<TO>(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
                                        pack2<TO>(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1])};
                 const int m = lane / 8, i = 16 * warp_in_warpgroup() + 8 * (m % 2) + lane % 8;
-                stmatrix_x4(stage + i * ROW_BYTES + (((j + m / 2) ^ (i % 8)) << 4), x);
+                stmatrix_x4(piece(i, j + m / 2, lane % 8), x);
             }
-            named_bar_sync(6 + band, 128); // the warpgroup's rows are staged
-            // thread x takes piece x % PIECES of rows x / PIECES + STEP it: all loads first, then
-            // all stores (the rotation i % 8 is the same for every it: STEP is a multiple of 8)
-            constexpr int STEP = 128 / PIECES, PASSES = 64 / STEP;
-            const int c = thread_in_warpgroup() % PIECES, i0 = thread_in_warpgroup() / PIECES;
-            const int row0 = tl.m0 + band * 64 + i0;
-            uint32_t v[PASSES][4];
+            // All 64 rows in the request (and in o): one thread stores them by TMA and releases
+            // the stage once the copy has read it, while the rest go on to the next tile.
+            // Otherwise each thread stores its row pieces that are (the request's last tile).
+            const int row0 = tl.m0 + band * 64;
+            if (row0 + 64 <= tl.q_len && tl.q0 >= 0 && int64_t(tl.q0) + row0 + 64 <= p.total_q) {
+                fence_proxy_async(); // the stmatrix writes, read next by the TMA unit
+                named_bar_sync(6 + band, 128);
+                if (thread_in_warpgroup() == 0) {
+                    const T *rows = sk + o_stage.stage * BN * D + band * 64 * DV; // = stage
 #pragma unroll
-            for (int it = 0; it < PASSES; it++)
-                lds<4>(v[it], stage + (i0 + STEP * it) * ROW_BYTES + ((c ^ (i0 % 8)) << 4));
-            TO *piece = out + (int64_t(tl.q0) + row0) * p.o_stride + int64_t(tl.h) * DV + 8 * c;
+                    for (int c = 0; c < DV / 64; c++)
+                        tma_store_3d(&p.o_map, rows + c * 4096, c * 64, tl.h, tl.q0 + row0);
+                    bulk_commit_group();
+                    bulk_wait_group_read<0>();
 #pragma unroll
-            for (int it = 0; it < PASSES; it++)
-                if (row_ok(row0 + STEP * it))
-                    *reinterpret_cast<uint4 *>(piece + int64_t(STEP * it) * p.o_stride) =
-                        make_uint4(v[it][0], v[it][1], v[it][2], v[it][3]);
-            fence_proxy_async(); // ordinary accesses to the stage before its next TMA fill
-            __syncwarp();
-            if (lane == 0) kpipe->consumer_release(o_stage);
+                    for (int w = 0; w < 4; w++) kpipe->consumer_release(o_stage); // one a warp
+                }
+            } else {
+                named_bar_sync(6 + band, 128); // the warpgroup's rows are staged
+                // thread x takes piece x % PIECES of rows x / PIECES + STEP it: all loads first,
+                // then all stores (the rotation i % 8 is the same for every it: STEP is a
+                // multiple of 8)
+                constexpr int STEP = 128 / PIECES, PASSES = 64 / STEP;
+                const int c = thread_in_warpgroup() % PIECES, i0 = thread_in_warpgroup() / PIECES;
+                uint32_t v[PASSES][4];
+#pragma unroll
+                for (int it = 0; it < PASSES; it++) lds<4>(v[it], piece(i0 + STEP * it, c, i0 % 8));
+                TO *at = out + (int64_t(tl.q0) + row0 + i0) * p.o_stride + int64_t(tl.h) * DV + 8 * c;
+#pragma unroll
+                for (int it = 0; it < PASSES; it++)
+                    if (row_ok(row0 + i0 + STEP * it))
+                        *reinterpret_cast<uint4 *>(at + int64_t(STEP * it) * p.o_stride) =
+                            make_uint4(v[it][0], v[it][1], v[it][2], v[it][3]);
+                fence_proxy_async(); // ordinary accesses to the stage before its next TMA fill
+                __syncwarp();
+                if (lane == 0) kpipe->consumer_release(o_stage);
+            }
         } else {
 #pragma unroll
             for (int r = 0; r < 2; r++) {

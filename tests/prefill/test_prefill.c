@@ -267,7 +267,7 @@ static void assert_counter_zeroed(void) {
     assert_int_equal(fake.fill.before_launch, 1);
 }
 
-/* The fields both ops fill alike (the three maps copied from got: checked separately). */
+/* The fields both ops fill alike (the four maps copied from got: checked separately). */
 static void want_common(talon__prefill_params *want, const talon__prefill_params *got,
                         CUdeviceptr o, CUdeviceptr lse, CUdeviceptr cu_q, int64_t o_stride,
                         int64_t total_q, int64_t batch, int64_t hq, int64_t hk, int64_t d,
@@ -276,6 +276,7 @@ static void want_common(talon__prefill_params *want, const talon__prefill_params
     float sm = sm_scale != 0 ? sm_scale : (float)(1.0 / sqrt((double)d));
     memset(want, 0, sizeof *want);
     want->q_map = got->q_map; want->k_map = got->k_map; want->v_map = got->v_map;
+    want->o_map = got->o_map;
     want->o = o; want->lse = lse; want->cu_seqlens_q = cu_q;
     want->tile_counter = P_WS;
     want->o_stride = o_stride ? o_stride : hq * d;
@@ -302,9 +303,9 @@ static void test_launch_paged(const launch_row *row) {
     qs = a.q_stride ? a.q_stride : a.num_qo_heads * a.head_dim;
     bn = a.head_dim == 256 ? 64 : 128;
     rows = a.page_size < bn ? a.page_size : bn;
-    /* a box per page: the caches' maps, then q's; gathered: q's only */
+    /* a box per page: the caches' maps, then q's and o's; gathered: q's and o's */
     pages = strstr(row->symbol, "_pages_") != NULL;
-    assert_int_equal(fake.encodes, pages ? 3 : 1);
+    assert_int_equal(fake.encodes, pages ? 4 : 2);
     if (pages) {
         check_cache_map(&fake.enc_log[0], a.k_cache, &a, rows);
         check_cache_map(&fake.enc_log[1], a.v_cache, &a, rows);
@@ -314,6 +315,8 @@ static void test_launch_paged(const launch_row *row) {
     tile_rows = pages && a.head_dim == 128 && a.max_kv_len >= (a.causal ? 3072 : 1536) ? 192 : 128;
     check_map(&fake.enc_log[pages ? 2 : 0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs,
               (uint32_t)tile_rows, a.dtype);
+    check_map(&fake.enc_log[pages ? 3 : 1], a.o, a.total_q, a.num_qo_heads, a.head_dim,
+              a.o_stride ? a.o_stride : a.num_qo_heads * a.head_dim, 64, a.dtype);
     memcpy(&got, fake.last.params, sizeof got);
     want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride, a.total_q, a.batch,
                 a.num_qo_heads, a.num_kv_heads, a.head_dim, a.max_seqlen_q, tile_rows, a.causal,
@@ -476,10 +479,14 @@ static void test_launch(void **state) {
     keys = a.total_kv / a.batch > a.max_seqlen_q ? a.total_kv / a.batch : a.max_seqlen_q;
     rows = a.dtype == TALON_DTYPE_FP8_E4M3 ? 128
            : a.head_dim == 64 || (a.head_dim == 128 && keys >= (a.causal ? 3072 : 1536)) ? 192 : 128;
-    assert_int_equal(fake.encodes, 3);
+    assert_int_equal(fake.encodes, 4);
     check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, (uint32_t)bn, a.dtype);
     check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, dv, vs, (uint32_t)bn, a.dtype);
     check_map(&fake.enc_log[2], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs, (uint32_t)rows, a.dtype);
+    /* o's: 64 rows a box (a warpgroup's), bf16 for fp8 inputs */
+    check_map(&fake.enc_log[3], a.o, a.total_q, a.num_qo_heads, dv,
+              a.o_stride ? a.o_stride : a.num_qo_heads * dv, 64,
+              a.dtype == TALON_DTYPE_FP8_E4M3 ? TALON_DTYPE_BF16 : a.dtype);
     /* every field but the maps (checked above through the encoder's arguments) */
     memcpy(&got, fake.last.params, sizeof got);
     want_common(&want, &got, a.o, a.lse, a.cu_seqlens_q, a.o_stride ? a.o_stride : a.num_qo_heads * dv,

@@ -221,8 +221,8 @@ static talon_status talon__prefill_positions(const char *op, const char *keys_na
     return TALON_SUCCESS;
 }
 
-/* Encodes q's map (the k and v maps are the caller's), orders the tiles, zeroes the tile
-   counter and launches the kernel for the k/v source kv (TALON__PREFILL_KV_*) and bm query
+/* Encodes q's and o's maps (the k and v maps are the caller's), orders the tiles, zeroes the
+   tile counter and launches the kernel for the k/v source kv (TALON__PREFILL_KV_*) and bm query
    rows a tile; kv_bytes: the bytes of k and v of one (request, kv head) pair, about. */
 static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const char *op,
                                           const talon__prefill_common *a, int64_t qs, int kv,
@@ -236,6 +236,9 @@ static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const
                                          &p->section_first);
     TALON__TRY(talon__prefill_map(ctx, op, "q", &p->q_map, a->q, a->total_q, a->num_qo_heads,
                                   a->head_dim, qs, bm, a->dtype));
+    TALON__TRY(talon__prefill_map(ctx, op, "o", &p->o_map, a->o, a->total_q, a->num_qo_heads,
+                                  TALON__PREFILL_DV(a->head_dim), p->o_stride, 64,
+                                  a->dtype == TALON_DTYPE_FP8_E4M3 ? TALON_DTYPE_BF16 : a->dtype));
     TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 4, (int)a->dtype, (int)a->head_dim, kv,
                            bm));
     if (kv != TALON__PREFILL_KV_CONTIGUOUS) talon__check_set(ctx, &p->check, k); /* paged only */
