@@ -354,11 +354,13 @@ static void test_sections(void **state) {
         int causal, sms, want, first;
     } rows[] = {
         {32, 64, 1, 4 << 20, 1, 132, 5, 2},     /* B=2 x 16 heads, L=8192: 264 / 65; 2 + 6 x 5 */
-        {32, 64, 1, 8 << 20, 1, 132, 3, 2},     /* hd256, 8 MiB a pair: the 24 MiB budget's 3 */
+        {32, 64, 1, 8 << 20, 1, 132, 5, 2},     /* hd256, 8 MiB a pair: 5 fit the 40 MiB budget */
+        {32, 64, 1, 10 << 20, 1, 132, 4, 4},    /* 10 MiB a pair: the budget's 4; 4 + 7 x 4 */
         {256, 8, 1, 512 << 10, 1, 132, 30, 16}, /* B=16 x 16 heads, L=1024: 264 / 9 */
         {16, 64, 4, 4 << 20, 1, 132, 2, 2},     /* GQA 32/8: the group's tiles count */
         {32, 64, 1, 1 << 20, 1, 66, 3, 2},      /* 66 SMs */
-        {8, 16, 4, 15 << 20, 1, 132, 1, 1},     /* a 30000-key prefix: over half the budget */
+        {8, 16, 4, 15 << 20, 1, 132, 2, 2},     /* a 30000-key prefix, 15 MiB a pair: 2 */
+        {8, 16, 4, 48 << 20, 1, 132, 1, 1},     /* a pair past the budget: pair by pair */
         {3, 64, 1, 1 << 20, 1, 132, 3, 3},      /* fewer pairs than wanted: all of them */
         {32, 64, 1, 1 << 20, 0, 132, 1, 1},     /* no causal mask */
         {32, 1, 1, 1 << 20, 1, 132, 1, 1},      /* one query block */

@@ -31,10 +31,12 @@ static int64_t talon__prefill_grid(int64_t tiles, int sms) {
    longest tile started when little else was left and ran on alone (SMs active 90% of a causal
    L = 8192 call). Causal: sections of at least 2 sms / (group (m_blocks + 1)) pairs, so a
    section's work per SM is at least its longest tile; as few as that, for the pairs' k/v
-   (kv_bytes each) to stay within TALON__PREFILL_L2_BUDGET. Without a causal mask a pair's
-   tiles are equal: sections of 1. Returns the pairs of a section; *first gets those of the
-   first, the remainder, so that the last section is a whole one. */
-#define TALON__PREFILL_L2_BUDGET (24LL << 20)
+   (kv_bytes each) to stay within TALON__PREFILL_L2_BUDGET (40 MiB: hd256 causal, 8 MiB a pair,
+   gets its 5 pairs and ran 1.03-1.05x faster than in 24 MiB's 3 on the H200, the other shapes
+   within 1%; docs/notes/prefill.md). Without a causal mask a pair's tiles are equal: sections
+   of 1. Returns the pairs of a section; *first gets those of the first, the remainder, so
+   that the last section is a whole one. */
+#define TALON__PREFILL_L2_BUDGET (40LL << 20)
 static int talon__prefill_sections(int64_t pairs, int64_t m_blocks, int64_t group,
                                    int64_t kv_bytes, int causal, int sms, int *first) {
     int64_t g = 1, most;
