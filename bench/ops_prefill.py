@@ -25,6 +25,7 @@ tokens over a 30000-token prefix, page 16, GQA 32/8 hd128 >= 560 TFLOP/s.
 fp8 (fp8_case): e4m3 q/k/v with per-tensor scales, B=2 x L=8192; targets (issue 22): hd128
 non-causal >= 950 TFLOP/s, hd256 >= 1100.
 """
+import ctypes
 import math
 
 import torch
@@ -59,6 +60,16 @@ def ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s, dv=None):
             "ws": torch.empty(16, device="cuda", dtype=torch.uint8)}
 
 
+def with_workspace(h, s, args, ws, paged=False):
+    """Gives args (in s) a workspace of the bytes talon's workspace size function asks for
+    (more than 16 where the call splits its last tiles' keys), as tensor s[ws]."""
+    fn = "talon_prefill_attention_paged_workspace_size" if paged else "talon_prefill_attention_workspace_size"
+    n = ctypes.c_int64()
+    h._check(fn, getattr(h.lib, fn)(h.ctx, ctypes.byref(s[args]), ctypes.byref(n)))
+    s[ws] = torch.empty(max(n.value, 16), device="cuda", dtype=torch.uint8)
+    s[args].workspace, s[args].workspace_bytes = ptr(s[ws]), n.value
+
+
 def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv=None):
     Args = h.struct("talon_prefill_attention_args")
     kv_lens = kv_lens or lens
@@ -80,6 +91,7 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv
                          total_kv=total_kv, max_seqlen_q=max(lens),
                          num_qo_heads=hq, num_kv_heads=hk, head_dim=d, v_head_dim=dv,
                          causal=int(causal), dtype=BF16)
+        with_workspace(h, s, "args", "ws")
         return s
 
     def talon(s, stream):
@@ -202,6 +214,8 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
                              workspace=ptr(s["ws2"]), workspace_bytes=16, batch=B,
                              total_q=total_q, total_kv=total_kv, max_seqlen_q=max(new),
                              num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=1, dtype=BF16)
+        with_workspace(h, s, "args", "ws", paged=True)
+        with_workspace(h, s, "contig", "ws2")
         return s
 
     def talon(s, stream):
@@ -287,6 +301,8 @@ def fp8_case(h, lens, heads, d, causal, label, targets=()):
                          k_scale=scales["k"], v_scale=scales["v"], **common)
         s["args16"] = Args(o=ptr(s["o16"]), q=ptr(s["q"]), k=ptr(s["k"]), v=ptr(s["v"]),
                            workspace=ptr(s["ws16"]), dtype=BF16, **common)
+        with_workspace(h, s, "args", "ws")
+        with_workspace(h, s, "args16", "ws16")
         return s
 
     def talon(s, stream):
@@ -364,6 +380,9 @@ def cases(h):
                           "2048 new over 30000 cached, page 16 HND, GQA 32/8 hd128"))
     out.append(paged_case(h, [2048], [30000], 32, 8, 128, 1, 0,
                           "2048 new over 30000 cached, page 1 NHD, GQA 32/8 hd128"))
+    for n in (1024, 512):  # chunks that fill less than a round of the SMs: keys split
+        out.append(paged_case(h, [n], [30000], 32, 8, 128, 16, 0,
+                              f"{n} new over 30000 cached, page 16 NHD, GQA 32/8 hd128"))
     out.append(paged_case(h, [512] * 8, [4096] * 8, 32, 8, 128, 16, 0,
                           "chunked: 8 x 512 new over 4096 cached, page 16 NHD, GQA 32/8 hd128"))
     out.append(paged_case(h, [2048], [30000], 32, 8, 128, 16, 0,

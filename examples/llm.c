@@ -86,7 +86,7 @@ struct llm {
     float *cand_values_host;
     int32_t *cand_ids_host;
     uint64_t rng;
-    int64_t topk_ws_bytes, decode_ws_bytes;
+    int64_t topk_ws_bytes, decode_ws_bytes, prefill_ws_bytes;
     /* the sequences of the last prefill */
     int64_t batch;
     int64_t *seq_len;           /* host: tokens in the cache */
@@ -509,8 +509,13 @@ static int setup(llm *m, const char *dir, char *err, size_t err_len) {
             TL(talon_decode_attention_workspace_size(m->ctx, &d, &bytes));
             if (bytes > m->decode_ws_bytes) m->decode_ws_bytes = bytes;
         }
-        TL(talon_prefill_attention_workspace_size(m->ctx, &p, &bytes));
-        NEW(m->prefill_ws, bytes);
+        /* the prompt's causal attention over its own tokens (no cached prefix) never splits
+           its keys (talon.h, talon_prefill_attention): the counter's 16 bytes; the op says
+           so if a call ever needs more */
+        p.batch = m->o.max_batch; p.total_q = p.total_kv = p.max_seqlen_q = m->o.max_seq;
+        p.num_qo_heads = m->Hq; p.num_kv_heads = m->Hk; p.head_dim = m->D; p.causal = 1;
+        TL(talon_prefill_attention_workspace_size(m->ctx, &p, &m->prefill_ws_bytes));
+        NEW(m->prefill_ws, m->prefill_ws_bytes);
         NEW(m->topk_ws, m->topk_ws_bytes);
         NEW(m->decode_ws, m->decode_ws_bytes);
     }
@@ -737,7 +742,7 @@ static int run_layers(llm *m, int64_t rows, int64_t batch, int decode, int64_t m
             memset(&p, 0, sizeof p);
             p.o = m->attn; p.q = m->q; p.k = m->k; p.v = m->v;
             p.cu_seqlens_q = m->cu_seqlens; p.cu_seqlens_k = m->cu_seqlens;
-            p.workspace = m->prefill_ws; p.workspace_bytes = 16;
+            p.workspace = m->prefill_ws; p.workspace_bytes = m->prefill_ws_bytes;
             p.batch = batch; p.total_q = rows; p.total_kv = rows; p.max_seqlen_q = max_q;
             p.num_qo_heads = m->Hq; p.num_kv_heads = m->Hk; p.head_dim = m->D;
             p.causal = 1;

@@ -823,7 +823,7 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    applied to o with 1 / l (FlashAttention-3's fp8 scheme). So |o - exact| <= sum_j (2^-4 p_j
    + 2^-10) |v_j| / sum_j p_j with p_j the exact weights, plus the fp8 tensor cores' own
    accumulation error (fewer bits than fp32) and o's bf16 rounding.
-   Kernel: a 4-byte fill of the workspace (cuMemsetD32Async: a memset node when captured),
+   Kernel: a fill of the workspace's counters (cuMemsetD32Async: a memset node when captured),
    then one launch of min(tiles, SMs) persistent CTAs over the tiles of 128 query rows of one
    head of one request (192 with 16-bit q, k, v at head_dim 64, and at head_dim 128 when the
    larger of max_seqlen_q and total_kv / batch is at least 1536, or 3072 with causal),
@@ -832,8 +832,15 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    finishes one, so causal and ragged batches stay balanced, the longest tiles of each
    (request, kv head) pair go first and the tiles in flight share the k/v of a few pairs in
    L2. Which CTA runs a tile never changes the result (each tile's output is computed alone).
-   Workspace: talon_prefill_attention_workspace_size's bytes (16), 16-byte aligned, contents
-   on entry irrelevant; one call at a time per workspace (see WORKSPACES). */
+   Split keys: where the tiles fill fewer than 3 rounds of the SMs and every request has
+   max_seqlen_q queries, the tiles of the last, partial round may each run as 2-8 pieces over
+   a share of its key blocks, on as many SMs (a host rule on the shapes and the SM count;
+   chunked prefill over a long cached prefix is the case: 1024 new tokens over 30000, 1.18x
+   faster on the H200). The last piece of a tile to finish merges the pieces' partial o, max
+   and sum from the workspace in piece order: a split tile's o differs from an unsplit one's
+   by fp32 summation order only, and does not depend on which piece finished last.
+   Workspace: talon_prefill_attention_workspace_size's bytes, 16-byte aligned, contents on
+   entry irrelevant; one call at a time per workspace (see WORKSPACES). */
 typedef struct talon_prefill_attention_args {
     CUdeviceptr o;              /* out: [total_q, num_qo_heads, v_head_dim], dtype */
     CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */
@@ -841,7 +848,7 @@ typedef struct talon_prefill_attention_args {
     CUdeviceptr k, v;           /* [total_kv, num_kv_heads, head_dim / v_head_dim], dtype */
     CUdeviceptr cu_seqlens_q;   /* int32 [batch + 1] */
     CUdeviceptr cu_seqlens_k;   /* int32 [batch + 1] */
-    CUdeviceptr workspace;      /* the tile counter: 16-byte aligned */
+    CUdeviceptr workspace;      /* counters and split tiles' partials: 16-byte aligned */
     int64_t workspace_bytes;    /* bytes available at workspace */
     int64_t batch;              /* [1, 2^20] */
     int64_t total_q, total_kv;  /* rows of q / o and of k / v: [1, 2^31 - 1] */
@@ -861,8 +868,13 @@ typedef struct talon_prefill_attention_args {
                                         and > 0 (ignored otherwise) */
 } talon_prefill_attention_args;
 
-/* Workspace bytes talon_prefill_attention needs: 16 (a tile counter), whatever the args.
-   Errors: ctx, args or bytes NULL. Thread-safe. */
+/* Workspace bytes talon_prefill_attention needs for these args on ctx's device: 16 (a tile
+   counter) where no tile is split (split keys, above), else the counter, a counter per 16
+   query rows of each split tile and each piece's partial: split tiles x pieces x rows a tile x
+   (v_head_dim / 2 + 4) x 8 bytes (at most 3 x SMs pieces: under 40 MB at v_head_dim 256). It
+   depends on the SM count, batch, total_q, total_kv, max_seqlen_q, the heads, head_dim,
+   window, causal and dtype; args that the op refuses get 16. Reads no device memory, launches
+   nothing. Errors: ctx, args or bytes NULL. Thread-safe. */
 talon_status talon_prefill_attention_workspace_size(talon_ctx *ctx,
                                                     const talon_prefill_attention_args *args,
                                                     int64_t *bytes);
@@ -872,7 +884,7 @@ talon_status talon_prefill_attention_workspace_size(talon_ctx *ctx,
    of range, num_qo_heads not a multiple of num_kv_heads, v_head_dim not matching head_dim,
    strides below a token's heads or not a multiple of 8 (fp8 q, k, v: 16), fp8 with head_dim
    64 or 192, fp8 scales not finite and > 0 (or q_scale x k_scale x sm_scale out of fp32
-   range), workspace_bytes under 16,
+   range), workspace_bytes under talon_prefill_attention_workspace_size's,
    max_seqlen_q + total_kv over 2^31 - 256, o overlapping q, k, v, lse or the workspace.
    Legal inside stream capture (after preload). Thread-safe. */
 talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
@@ -916,7 +928,7 @@ typedef struct talon_prefill_attention_paged_args {
     CUdeviceptr page_table;     /* int32 [batch, page_table_stride] */
     CUdeviceptr kv_lens;        /* int32 [batch]: keys of each request, its new tokens included */
     CUdeviceptr cu_seqlens_q;   /* int32 [batch + 1] */
-    CUdeviceptr workspace;      /* the tile counter: 16-byte aligned */
+    CUdeviceptr workspace;      /* counters and split tiles' partials: 16-byte aligned */
     int64_t workspace_bytes;    /* bytes available at workspace */
     int64_t batch;              /* [1, 2^20] */
     int64_t total_q;            /* rows of q / o: [1, 2^31 - 1] */
@@ -939,7 +951,9 @@ typedef struct talon_prefill_attention_paged_args {
     float k_scale, v_scale;     /* fp8 caches only: finite and > 0 (ignored otherwise) */
 } talon_prefill_attention_paged_args;
 
-/* Workspace bytes talon_prefill_attention_paged needs: 16, as talon_prefill_attention's. */
+/* Workspace bytes talon_prefill_attention_paged needs, as talon_prefill_attention's, with
+   max_kv_len for a request's keys (and the page size and cache shapes, which pick the
+   kernel). */
 talon_status talon_prefill_attention_paged_workspace_size(
     talon_ctx *ctx, const talon_prefill_attention_paged_args *args, int64_t *bytes);
 

@@ -27,6 +27,8 @@
 //                gaps.
 // Blocks are walked from the last one down, so the causal diagonal and the ragged tail (the
 // blocks that need a mask) come first.
+// Split keys (talon__prefill_split): the tiles of a call's last, partial round may run as
+// pieces over shares of their key blocks; the last piece to finish merges the partials.
 // fp8 e4m3 (contiguous k/v): q k^T on the fp8 tensor cores; P is rounded to e4m3 for P v,
 // whose B must be K-major, so warps 1-3 of the producer warpgroup transpose each block of v
 // from the ring it lands in into a v^T ring (ldmatrix/stmatrix, transpose_v_block), with the
@@ -143,6 +145,13 @@ __device__ __forceinline__ void check_tile_pages(const talon__prefill_params &p,
 template <int BM, int BN, bool PAGED>
 __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, Tile &tl,
                                         bool report = false) {
+    // a piece of a split tile (talon__prefill_split): its tile, and which share of the keys
+    int part = -1;
+    if (t >= p.split_first) {
+        const unsigned v = t - p.split_first, slot = __umulhi(v, p.split_magic); // v / parts
+        part = int(v - slot * p.split_parts);
+        t = p.split_first + int(slot);
+    }
     // t = (section of (b, kv head) pairs, query block from the last, pair of the section,
     // query head of the group): talon__prefill_sections
     const int per_pair = p.m_blocks * p.group, hk_count = p.num_qo_heads / p.group;
@@ -181,6 +190,49 @@ __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, T
     if (p.window) lo = max(0, tl.m0 + tl.off - p.window + 1);
     tl.nb_lo = lo / BN;
     tl.nb_hi = hi > lo ? (hi + BN - 1) / BN : tl.nb_lo;
+    if (part >= 0) { // blocks [lo + n part / parts, lo + n (part + 1) / parts): maybe none
+        const unsigned n = tl.nb_hi - tl.nb_lo;
+        const int first = tl.nb_lo;
+        tl.nb_lo = first + int(__umulhi(n * part, p.split_magic));
+        tl.nb_hi = first + int(__umulhi(n * (part + 1), p.split_magic));
+    }
+    return true;
+}
+
+// Split keys: warp `warp` of a piece of split tile t writes its partial (O, its rows' running
+// max, its lanes' sums of the weights: DV / 2 + 4 words a lane, word i of lane l at 32 i + l)
+// to the workspace and counts itself done on the tile's counter of that warp. Returns whether
+// it counted the last piece (it then merges the pieces' partials and writes the rows), and in
+// pieces the lane's word 0 of the warp's piece 0.
+template <int DV, int WARPS>
+__device__ __forceinline__ bool split_piece_done(const talon__prefill_params &p, int t, int warp,
+                                                 const float (&o)[DV / 2], const float (&m)[2],
+                                                 const float (&l)[2], const float *&pieces) {
+    constexpr int WORDS = DV / 2 + 4;
+    const unsigned v = t - p.split_first, slot = __umulhi(v, p.split_magic);
+    const int part = int(v - slot * p.split_parts), lane = lane_index();
+    // the workspace: the tile counter (16 bytes), the split tiles' warp counters, then from a
+    // 256-byte boundary the partials (talon__prefill_plan_of)
+    const int split_tiles = p.m_blocks * p.batch * p.num_qo_heads - p.split_first;
+    uint8_t *ws = reinterpret_cast<uint8_t *>(p.tile_counter);
+    unsigned *done = reinterpret_cast<unsigned *>(ws + 16) + slot * WARPS + warp;
+    float *first = reinterpret_cast<float *>(ws + ((16 + split_tiles * WARPS * 4 + 255) & ~255)) +
+                   (int64_t(slot) * WARPS + warp) * p.split_parts * (WORDS * 32) + lane;
+    float *mine = first + part * (WORDS * 32);
+#pragma unroll
+    for (int i = 0; i < DV / 2; i++) mine[32 * i] = o[i];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mine[32 * (DV / 2 + r)] = m[r];
+        mine[32 * (DV / 2 + 2 + r)] = l[r];
+    }
+    __threadfence(); // the partial before the count that publishes it
+    __syncwarp();
+    unsigned before = 0;
+    if (lane == 0) before = atomicAdd(done, 1u);
+    pieces = first;
+    if (__shfl_sync(~0u, before, 0) != unsigned(p.split_parts - 1)) return false;
+    __threadfence(); // the count before the other pieces' partials
     return true;
 }
 
@@ -239,7 +291,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // after writing it)
     int *tile_slot = FP8 ? reinterpret_cast<int *>(lpipe + 1) : reinterpret_cast<int *>(vpipe + 1);
     uint64_t *tile_ready = reinterpret_cast<uint64_t *>(tile_slot + 2);
-    const int tiles = p.m_blocks * p.batch * p.num_qo_heads;
+    // the tiles, with each split tile counted once per piece (talon__prefill_split)
+    const int tiles = p.split_first + (p.m_blocks * p.batch * p.num_qo_heads - p.split_first) * p.split_parts;
     // KV_PAGES: a block's page runs (a box each for k and v per 64 columns) and the producer
     // warps that issue their copies (talon__prefill_page_warps: 4 or 1)
     const int page_runs = KV == TALON__PREFILL_KV_PAGES ? BN / p.page_rows : 0;
@@ -836,18 +889,83 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         auto row_ok = [&](int row) {
             return row < tl.q_len && int64_t(tl.q0) + row >= 0 && int64_t(tl.q0) + row < p.total_q;
         };
-        float inv[2];
+        // o's scale of this thread's rows, 1 / l (l: the lanes' partial sums) times o_scale,
+        // and their lse (m: the rows' maxima)
+        auto finish_rows = [&](const float (&m)[2], const float (&ls)[2], float (&inv)[2]) {
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float l = l_run[r];
-            l += shfl_xor(l, 1);
-            l += shfl_xor(l, 2);
-            inv[r] = l > 0.f ? p.o_scale / l : 0.f;
+            for (int r = 0; r < 2; r++) {
+                float l = ls[r];
+                l += shfl_xor(l, 1);
+                l += shfl_xor(l, 2);
+                inv[r] = l > 0.f ? p.o_scale / l : 0.f;
+                const int row = tl.m0 + r0 + 8 * r;
+                if (lse && lane % 4 == 0 && row_ok(row))
+                    lse[(int64_t(tl.q0) + row) * p.num_qo_heads + tl.h] =
+                        l > 0.f ? (m[r] + log2f(l)) * 0.6931471805599453f : NEG_INF;
+            }
+        };
+        // o's columns 8 q + 2 (lane % 4) + {0, 1} of row r0 + 8 r
+        auto store_pair = [&](int r, int q, float a, float b) {
             const int row = tl.m0 + r0 + 8 * r;
-            if (lse && lane % 4 == 0 && row_ok(row))
-                lse[(int64_t(tl.q0) + row) * p.num_qo_heads + tl.h] =
-                    l > 0.f ? (m_run[r] + log2f(l)) * 0.6931471805599453f : NEG_INF;
+            if (row_ok(row))
+                *reinterpret_cast<uint32_t *>(out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV +
+                                              2 * (lane % 4) + 8 * q) = pack2<TO>(a, b);
+        };
+        float inv[2];
+        // The tile's number read again (its slot is not rewritten before this tile's q and the
+        // next tile's are released): kept through the block loop, it cost registers there.
+        if (tile_slot[k % 2] >= p.split_first) {
+            // A piece: its partial out; the last of a tile's pieces (a warp's rows at a time)
+            // merges all of them in piece order, so that o does not depend on which finished
+            // last, a pair of o's registers at a time (few registers: the block loop's stay
+            // as they are). o leaves from registers: the held k stage goes back as it is.
+            constexpr int WORDS = DV / 2 + 4;
+            const float *pieces;
+            if (STAGE_O && tl.nb_hi > tl.nb_lo) {
+                __syncwarp();
+                if (lane == 0) kpipe->consumer_release(o_stage);
+            }
+            if (!split_piece_done<DV, BM / 16>(p, tile_slot[k % 2], band * 4 + warp_in_warpgroup(),
+                                               o, m_run, l_run, pieces))
+                continue;
+            // every piece's loads at once (pieces up to TALON__PREFILL_SPLIT_PARTS, unrolled):
+            // a loop over the pieces waited for each load in turn, at the call's end
+            constexpr int PARTS = TALON__PREFILL_SPLIT_PARTS;
+            float mj[PARTS][2], w[PARTS][2], mx[2] = {NEG_INF, NEG_INF}, ms[2], ls[2] = {0.f, 0.f};
+#pragma unroll
+            for (int j = 0; j < PARTS; j++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    mj[j][r] = j < p.split_parts ? __ldcg(pieces + j * (WORDS * 32) + 32 * (DV / 2 + r)) : NEG_INF;
+                    mx[r] = fmaxf(mx[r], mj[j][r]);
+                }
+#pragma unroll
+            for (int r = 0; r < 2; r++) ms[r] = mx[r] == NEG_INF ? 0.f : mx[r]; // rows with no key: 0
+#pragma unroll
+            for (int j = 0; j < PARTS; j++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    w[j][r] = exp2_ftz(mj[j][r] - ms[r]); // 0 past the pieces
+                    if (j < p.split_parts)
+                        ls[r] = fmaf(__ldcg(pieces + j * (WORDS * 32) + 32 * (DV / 2 + 2 + r)), w[j][r], ls[r]);
+                }
+            finish_rows(mx, ls, inv);
+#pragma unroll 1
+            for (int q = 0; q < DV / 8; q += 2) { // registers 4 q .. 4 q + 7: pairs q, q + 1 of both rows
+                float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                for (int j = 0; j < PARTS; j++)
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        if (j < p.split_parts)
+                            a[e] = fmaf(__ldcg(pieces + j * (WORDS * 32) + 32 * (4 * q + e)), w[j][(e / 2) % 2], a[e]);
+#pragma unroll
+                for (int e = 0; e < 8; e += 2)
+                    store_pair((e / 2) % 2, q + e / 4, a[e] * inv[(e / 2) % 2], a[e + 1] * inv[(e / 2) % 2]);
+            }
+            continue;
         }
+        finish_rows(m_run, l_run, inv);
         if (STAGE_O && tl.nb_hi > tl.nb_lo) {
             // the warpgroup's 64 rows of DV columns as TMA stores them: DV / 64 chunks of 64
             // rows x 128 bytes, 16-byte piece x of row i at x ^ (i % 8) (the 128-byte swizzle;
@@ -908,15 +1026,10 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             }
         } else {
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int row = tl.m0 + r0 + 8 * r;
-                if (!row_ok(row)) continue;
-                TO *orow = out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV + 2 * (lane % 4);
+            for (int r = 0; r < 2; r++)
 #pragma unroll
                 for (int q = 0; q < DV / 8; q++)
-                    *reinterpret_cast<uint32_t *>(orow + 8 * q) =
-                        pack2<TO>(o[4 * q + 2 * r] * inv[r], o[4 * q + 2 * r + 1] * inv[r]);
-            }
+                    store_pair(r, q, o[4 * q + 2 * r] * inv[r], o[4 * q + 2 * r + 1] * inv[r]);
         }
     }
 }

@@ -353,6 +353,7 @@ static void *check_worker(void *arg) {
 
 typedef struct dev {
     CUdeviceptr q, k, v, o, lse, cu_q, cu_k, pt, lens, ws;
+    int64_t ws_bytes; /* the workspace size function's, for the case's args */
 } dev;
 
 static void fill_args(const job *j, const dev *dv, talon_prefill_attention_args *a) {
@@ -360,7 +361,7 @@ static void fill_args(const job *j, const dev *dv, talon_prefill_attention_args 
     memset(a, 0, sizeof *a);
     a->o = dv->o; a->lse = c->no_lse ? 0 : dv->lse; a->q = dv->q; a->k = dv->k; a->v = dv->v;
     a->cu_seqlens_q = dv->cu_q; a->cu_seqlens_k = dv->cu_k;
-    a->workspace = dv->ws; a->workspace_bytes = 16;
+    a->workspace = dv->ws; a->workspace_bytes = dv->ws_bytes;
     a->batch = c->batch;
     a->total_q = j->total_q; a->total_kv = j->total_kv;
     for (int b = 0; b < c->batch; b++)
@@ -383,7 +384,7 @@ static void fill_paged_args(const job *j, const dev *dv, talon_prefill_attention
     a->o = dv->o; a->lse = c->no_lse ? 0 : dv->lse; a->q = dv->q;
     a->k_cache = dv->k; a->v_cache = dv->v; a->page_table = dv->pt; a->kv_lens = dv->lens;
     a->cu_seqlens_q = dv->cu_q;
-    a->workspace = dv->ws; a->workspace_bytes = 16;
+    a->workspace = dv->ws; a->workspace_bytes = dv->ws_bytes;
     a->batch = c->batch;
     a->total_q = j->total_q;
     for (int b = 0; b < c->batch; b++)
@@ -409,7 +410,7 @@ static void fill_paged_args(const job *j, const dev *dv, talon_prefill_attention
 }
 
 static void poison(const job *j, const dev *dv) {
-    GPU_CK(cu.cuMemsetD8(dv->ws, 0xFF, 16)); /* the workspace's contents on entry are irrelevant */
+    GPU_CK(cu.cuMemsetD8(dv->ws, 0xFF, (size_t)dv->ws_bytes)); /* contents on entry: irrelevant */
     GPU_CK(cu.cuMemsetD8(dv->o, 0xFF, 2 * (size_t)(j->total_q * j->os)));
     GPU_CK(cu.cuMemsetD8(dv->lse, 0xFF, 4 * (size_t)(j->total_q * j->c->hq)));
 }
@@ -468,8 +469,9 @@ static int check(job *j, const dev *dv) {
     return j->bad != 0;
 }
 
-/* Runs a case (graph: captured once and replayed `replays` times on fresh q). */
-static void run_case(tally *t, const pcase *c, int graph, int replays) {
+/* Runs a case (graph: captured once and replayed `replays` times on fresh q); returns the
+   workspace bytes its args ask for (more than 16: some tiles' keys split). */
+static int64_t run_case(tally *t, const pcase *c, int graph, int replays) {
     job j;
     dev dv;
     talon_prefill_attention_args a;
@@ -493,7 +495,6 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     dv.lse = gpu_alloc(4 * (size_t)(j.total_q * c->hq));
     dv.cu_q = gpu_alloc(4 * (MAXB + 1));
     dv.cu_k = gpu_alloc(4 * (MAXB + 1));
-    dv.ws = gpu_alloc(16);
     upload(FP8(c), dv.q, j.qb, j.total_q * j.qs);
     if (c->page_size) { /* unused slots: 0xFFFF, or the e4m3 NaN 0xFF */
         upload(KV8(c), dv.k, j.kc, cache_elems);
@@ -512,6 +513,12 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     }
     fill_args(&j, &dv, &a);
     if (c->page_size) fill_paged_args(&j, &dv, &pa);
+    st = c->page_size ? talon_prefill_attention_paged_workspace_size(g_ctx, &pa, &dv.ws_bytes)
+                      : talon_prefill_attention_workspace_size(g_ctx, &a, &dv.ws_bytes);
+    assert_int_equal(st, TALON_SUCCESS);
+    dv.ws = gpu_alloc((size_t)dv.ws_bytes);
+    a.workspace = pa.workspace = dv.ws;
+    a.workspace_bytes = pa.workspace_bytes = dv.ws_bytes;
 #define LAUNCH() (c->page_size ? talon_prefill_attention_paged(g_ctx, g_stream, &pa)           \
                                : talon_prefill_attention(g_ctx, g_stream, &a))
     if (graph) {
@@ -553,6 +560,7 @@ static void run_case(tally *t, const pcase *c, int graph, int replays) {
     if (dv.lens) cu.cuMemFree(dv.lens);
     job_free(&j);
 #undef LAUNCH
+    return dv.ws_bytes;
 }
 
 static void tally_start(tally *t, const char *name) {
@@ -951,6 +959,55 @@ static void test_many_tiles(void **state) {
     tally_end(&t);
 }
 
+/* Split keys (the last round's tiles in pieces, merged by the last to finish): few long tiles,
+   contiguous and paged, every head_dim and loader, fp8, causal over a prefix (also with a
+   window and soft-cap), a request of far fewer keys than max_kv_len (pieces with no key block),
+   and a captured graph replayed (the pieces' counters zeroed at each launch). Each case must
+   ask for more than 16 bytes of workspace: its tiles are split. */
+static void test_split_keys(void **state) {
+    static const int q1[] = {300}, k1[] = {4000}, q2[] = {400}, k2[] = {5000}, k3[] = {3000};
+    static const int q4[] = {256}, k4[] = {4096}, q5[] = {500, 500}, k5[] = {6000, 600};
+    tally t;
+    int i;
+    (void)state;
+    tally_start(&t, "split keys");
+    for (i = 0; i < 11; i++) {
+        pcase c;
+        switch (i) {
+        case 0: c = base(TALON_DTYPE_BF16, 128, 8, 2, 0, q1, k1, 1, 1101); break;
+        case 1: c = base(TALON_DTYPE_F16, 64, 4, 4, 0, q2, k2, 1, 1102); break;
+        case 2: c = base(TALON_DTYPE_BF16, 256, 2, 1, 1, q1, k3, 1, 1103); break;
+        case 3:
+            c = base(TALON_DTYPE_BF16, 128, 4, 1, 1, q1, k1, 1, 1104);
+            c.window = 2500;
+            c.cap = 30.0f;
+            c.qamp = 4.0f;
+            break;
+        case 4: c = base(TALON_DTYPE_F16, 192, 4, 4, 0, q1, k1, 1, 1105); break;
+        case 5: c = fp8_case(128, 4, 4, 0, q4, k4, 1, 1106); break;
+        case 6: c = fp8_case(256, 2, 2, 1, q1, k3, 1, 1107); break;
+        case 7:
+            c = base(TALON_DTYPE_BF16, 128, 8, 2, 1, q5, k5, 2, 1108);
+            c.page_size = 16;
+            break;
+        case 8:
+            c = base(TALON_DTYPE_F16, 128, 4, 4, 0, q4, k3, 1, 1109);
+            c.page_size = 1;
+            c.layout = TALON_KV_HND;
+            break;
+        case 9:
+            c = base(TALON_DTYPE_BF16, 128, 4, 2, 1, q4, k3, 1, 1110);
+            c.page_size = 16;
+            fp8_caches(&c, 1.0f / 250, 1.0f / 320);
+            break;
+        default: c = base(TALON_DTYPE_BF16, 256, 4, 4, 0, q4, k3, 1, 1111); c.page_size = 64; break;
+        }
+        c.sample = g_quick ? 1 : 3;
+        assert_true(run_case(&t, &c, i == 0, i == 0 ? 3 : 1) > 16);
+    }
+    tally_end(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_lengths), cmocka_unit_test(test_many_tiles),
@@ -959,7 +1016,7 @@ int main(void) {
         cmocka_unit_test(test_graph),         cmocka_unit_test(test_dims_192_128),
         cmocka_unit_test(test_fp8),           cmocka_unit_test(test_paged),
         cmocka_unit_test(test_paged_options), cmocka_unit_test(test_paged_broken),
-        cmocka_unit_test(test_paged_fp8),
+        cmocka_unit_test(test_paged_fp8),     cmocka_unit_test(test_split_keys),
     };
     gpu_test t;
     int failed;

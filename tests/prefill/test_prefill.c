@@ -11,6 +11,7 @@ enum { P_O = 0x10000000, P_LSE = 0x20000000, P_Q = 0x30000000, P_K = 0x40000000,
        P_V = 0x50000000, P_CUQ = 0x60000000, P_CUK = 0x70000000, P_PT = 0x71000000,
        P_LENS = 0x72000000, P_WS = 0x73000000 };
 enum { OP_CONTIGUOUS, OP_PAGED }; /* the op a row is for */
+#define P_WS_BYTES (64LL << 20) /* more than any row's plan asks for */
 
 /* Two requests of up to 1000 tokens, Llama-3-8B heads: Hq=32, Hk=8, D=128, causal. */
 static talon_prefill_attention_args valid(void) {
@@ -18,7 +19,7 @@ static talon_prefill_attention_args valid(void) {
     memset(&a, 0, sizeof a);
     a.o = P_O; a.lse = P_LSE; a.q = P_Q; a.k = P_K; a.v = P_V;
     a.cu_seqlens_q = P_CUQ; a.cu_seqlens_k = P_CUK;
-    a.workspace = P_WS; a.workspace_bytes = 16;
+    a.workspace = P_WS; a.workspace_bytes = P_WS_BYTES;
     a.batch = 2; a.total_q = 1500; a.total_kv = 1500; a.max_seqlen_q = 1000;
     a.num_qo_heads = 32; a.num_kv_heads = 8; a.head_dim = 128; a.causal = 1;
     return a;
@@ -31,7 +32,7 @@ static talon_prefill_attention_paged_args valid_paged(void) {
     memset(&a, 0, sizeof a);
     a.o = P_O; a.lse = P_LSE; a.q = P_Q; a.k_cache = P_K; a.v_cache = P_V;
     a.page_table = P_PT; a.kv_lens = P_LENS; a.cu_seqlens_q = P_CUQ;
-    a.workspace = P_WS; a.workspace_bytes = 16;
+    a.workspace = P_WS; a.workspace_bytes = P_WS_BYTES;
     a.batch = 2; a.total_q = 1500; a.max_seqlen_q = 1000; a.max_kv_len = 32768;
     a.num_pages = 4096; a.page_size = 16;
     a.num_qo_heads = 32; a.num_kv_heads = 8; a.head_dim = 128; a.causal = 1;
@@ -199,7 +200,9 @@ static const launch_row launch_rows[] = {
     {.name = "prefill fp8 d256 soft-cap, strides of 16 -> _e4m3_d256", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(head_dim, I64, 256), P(q_scale, F32, 0.125f), P(k_scale, F32, 2.0f), P(v_scale, F32, 0.75f), P(logits_soft_cap, F32, 50.0f), P(q_stride, I64, 8192 + 16), P(k_stride, I64, 2048 + 16), P(o_stride, I64, 8192 + 8)), .symbol = "talon_prefill_attention_e4m3_d256"},
     {.name = "prefill fp8 o right after k (1-byte elements: no overlap) -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(o, PTR, P_K + 1500 * 1024)), .symbol = "talon_prefill_attention_e4m3_d128"},
     {.name = "prefill 12 tiles: 12 CTAs -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(num_qo_heads, I64, 4), P(num_kv_heads, I64, 4), P(max_seqlen_q, I64, 300)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill 1000 queries over 20000 keys, 8 heads, full: 48 tiles in 8 pieces -> _bf16_d128_rows192", .set = ONE(P(batch, I64, 1), P(total_q, I64, 1000), P(total_kv, I64, 20000), P(num_qo_heads, I64, 8), P(num_kv_heads, I64, 8), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128_rows192"},
     {.name = "paged NHD page 16 bf16 d128 -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
+    {.name = "paged 2048 new over 30000 cached: the last 88 tiles in 3 pieces -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(batch, I64, 1), G(total_q, I64, 2048), G(max_seqlen_q, I64, 2048), G(max_kv_len, I64, 32048)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
     {.name = "paged page 16 d128 causal, max_kv_len 3071 -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 3071)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged page 16 d128 full, max_kv_len 1536 -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 1536), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
     {.name = "paged page 16 d128 full, max_kv_len 1535 -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 1535), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
@@ -257,12 +260,12 @@ static void check_cache_map(const struct fake_enc *e, CUdeviceptr base,
     assert_int_equal(e->swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-/* The tile counter (the workspace's first 4 bytes) zeroed on the stream before the launch. */
-static void assert_counter_zeroed(void) {
+/* The counters (the workspace's first `bytes`) zeroed on the stream before the launch. */
+static void assert_counters_zeroed(int64_t bytes) {
     assert_int_equal(fake.memsets, 1);
     assert_true(fake.fill.dst == P_WS);
     assert_int_equal(fake.fill.value, 0);
-    assert_int_equal(fake.fill.n, 1);
+    assert_int_equal(fake.fill.n, bytes / 4);
     assert_true(fake.fill.stream == STREAM);
     assert_int_equal(fake.fill.before_launch, 1);
 }
@@ -293,10 +296,27 @@ static void want_common(talon__prefill_params *want, const talon__prefill_params
     want->o_scale = 1.0f;
 }
 
+/* The launch of the plan for kv and keys (talon__prefill_plan_of, tested below): its split in
+   want, the grid (the split tiles counted once per piece, at most one CTA per SM), the counters
+   zeroed. */
+static void assert_planned_launch(const char *symbol, talon__prefill_params *want,
+                                  const talon__prefill_common *c, int kv, int64_t keys) {
+    talon__prefill_plan pl;
+    int64_t grid;
+    talon__prefill_plan_of(c, kv, keys, 132, &pl);
+    assert_int_equal(pl.m_blocks, want->m_blocks);
+    want->split_first = (int)pl.split_first;
+    want->split_parts = pl.split_parts;
+    want->split_magic = pl.split_parts > 1 ? (unsigned)((0x100000000ULL + pl.split_parts - 1) / pl.split_parts) : 0;
+    grid = pl.split_first + (pl.tiles - pl.split_first) * pl.split_parts;
+    assert_single_launch(symbol, grid < 132 ? grid : 132, STREAM, want, sizeof *want);
+    assert_counters_zeroed(pl.zeroed);
+}
+
 static void test_launch_paged(const launch_row *row) {
     talon_prefill_attention_paged_args a = valid_paged();
     talon__prefill_params got, want;
-    int64_t qs, tiles, bn, rows, tile_rows;
+    int64_t qs, bn, rows, tile_rows;
     int pages;
     apply_sets(&a, row->set, MAX_SETS);
     if (talon_prefill_attention_paged(g_ctx, STREAM, &a) != TALON_SUCCESS) fail_msg("%s", talon_last_error());
@@ -339,9 +359,10 @@ static void test_launch_paged(const launch_row *row) {
     want.section = talon__prefill_sections(a.batch * a.num_kv_heads, want.m_blocks, want.group,
                                            a.max_kv_len * a.head_dim * 2 * (a.kv_dtype == TALON_DTYPE_FP8_E4M3 ? 1 : 2),
                                            a.causal, 132, &want.section_first);
-    tiles = want.m_blocks * a.batch * a.num_qo_heads;
-    assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
-    assert_counter_zeroed();
+    {
+        const talon__prefill_common c = TALON__PREFILL_COMMON(&a, a.head_dim);
+        assert_planned_launch(row->symbol, &want, &c, talon__prefill_paged_kv(&a), a.max_kv_len);
+    }
     assert_int_equal(fake.last.block[0], 128 + 2 * tile_rows);
 }
 
@@ -375,6 +396,68 @@ static void test_sections(void **state) {
                          rows[i].want);
         assert_int_equal(first, rows[i].first);
     }
+}
+
+/* Split keys (talon__prefill_split): the last round's tiles in the pieces that make it
+   shortest by the model (a piece 1.3x its share), where the tiles fill fewer than 3 rounds and
+   that saves 3% of the call. */
+static void test_split(void **state) {
+    static const struct {
+        int64_t tiles;
+        int sms;
+        int64_t blocks, first;
+        int parts;
+    } rows[] = {
+        {352, 132, 236, 264, 3}, /* 2048 new over 30000 (GQA 32/8, 192 rows): 2 + 0.88 rounds */
+        {192, 132, 236, 132, 2}, /* 1024 new: 1 + 0.66 */
+        {384, 132, 236, 384, 1}, /* 2304 new: the last round is 120 of 132 */
+        {96, 132, 236, 96, 1},   /* 512 new: 4 pieces would save 2% (measured: 12% slower) */
+        {1376, 132, 64, 1376, 1},/* 10 rounds */
+        {264, 132, 64, 264, 1},  /* whole rounds */
+        {12, 132, 3, 12, 1},     /* 3 key blocks: too few to split */
+        {12, 132, 100, 0, 8},    /* 12 tiles: 8 pieces each */
+        {100, 66, 200, 66, 5},   /* 66 SMs: 34 tiles left, 170 pieces */
+        {270, 132, 16, 264, 4},  /* 4 key blocks a piece at most */
+        {11, 4, 16, 11, 1},      /* 4 SMs, 3 tiles left: 4 pieces each take longer than 1 */
+        {11, 4, 1000, 11, 1},    /* over 1000 blocks they save 0.8% of the call: under 3% */
+        {9, 4, 1000, 8, 4},      /* 1 tile left: 4 pieces, a round of them */
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int parts = -1;
+        assert_int_equal(talon__prefill_split(rows[i].tiles, rows[i].sms, rows[i].blocks, &parts),
+                         rows[i].first);
+        assert_int_equal(parts, rows[i].parts);
+    }
+}
+
+/* The plan (talon__prefill_plan_of): rows, tiles, split and workspace layout; no split where
+   a request may have fewer queries than max_seqlen_q (the tiles counted may not run). */
+static void paged_plan(const talon_prefill_attention_paged_args *g, talon__prefill_plan *pl) {
+    const talon__prefill_common c = TALON__PREFILL_COMMON(g, g->head_dim);
+    talon__prefill_plan_of(&c, TALON__PREFILL_KV_PAGES, g->max_kv_len, 132, pl);
+}
+static void test_plan(void **state) {
+    talon_prefill_attention_paged_args g = valid_paged();
+    talon__prefill_plan pl;
+    (void)state;
+    g.batch = 1; g.total_q = 2048; g.max_seqlen_q = 2048; g.max_kv_len = 32048;
+    paged_plan(&g, &pl);
+    assert_int_equal(pl.rows, 192);
+    assert_int_equal(pl.m_blocks, 11);
+    assert_int_equal(pl.tiles, 352);
+    assert_int_equal(pl.split_first, 264);
+    assert_int_equal(pl.split_parts, 3);
+    assert_int_equal(pl.zeroed, 16 + 88 * 12 * 4); /* a counter per warp of 16 rows */
+    assert_int_equal(pl.partials, 4352);
+    assert_int_equal(pl.bytes, 4352 + 88LL * 3 * 192 * (64 + 4) * 8);
+    g.total_q = 2047; /* a request of 2047 queries: none split */
+    paged_plan(&g, &pl);
+    assert_int_equal(pl.split_first, 352);
+    assert_int_equal(pl.split_parts, 1);
+    assert_int_equal(pl.zeroed, 16);
+    assert_int_equal(pl.bytes, 16);
 }
 
 /* Query rows a tile (talon__prefill_tile_rows): 192 for 16-bit contiguous k/v at head_dim 64
@@ -439,7 +522,8 @@ static void test_paged_source(void **state) {
     assert_int_equal(talon__prefill_paged_source(16, 268435456, 8, TALON_KV_HND), TALON__PREFILL_KV_GATHER);
 }
 
-/* 16 bytes for both ops whatever the args; NULL ctx, args or bytes refused. */
+/* The plan's bytes: 16 without split tiles (and for shapes the op refuses); NULL ctx, args or
+   bytes refused. */
 static void test_workspace_size(void **state) {
     talon_prefill_attention_args a = valid();
     talon_prefill_attention_paged_args g = valid_paged();
@@ -448,6 +532,16 @@ static void test_workspace_size(void **state) {
     assert_int_equal(talon_prefill_attention_workspace_size(g_ctx, &a, &bytes), TALON_SUCCESS);
     assert_int_equal(bytes, 16);
     bytes = -1;
+    assert_int_equal(talon_prefill_attention_paged_workspace_size(g_ctx, &g, &bytes), TALON_SUCCESS);
+    assert_int_equal(bytes, 16);
+    /* 2048 new tokens over 30000: 88 tiles of 192 rows in 3 pieces (test_plan) */
+    g.batch = 1; g.total_q = 2048; g.max_seqlen_q = 2048; g.max_kv_len = 32048;
+    assert_int_equal(talon_prefill_attention_paged_workspace_size(g_ctx, &g, &bytes), TALON_SUCCESS);
+    assert_int_equal(bytes, 4352 + 88LL * 3 * 192 * (64 + 4) * 8);
+    g.workspace_bytes = bytes - 1;
+    assert_rejected(talon_prefill_attention_paged(g_ctx, STREAM, &g), "talon_prefill_attention_paged",
+                    "args->workspace_bytes", "27578623");
+    g.head_dim = 100;
     assert_int_equal(talon_prefill_attention_paged_workspace_size(g_ctx, &g, &bytes), TALON_SUCCESS);
     assert_int_equal(bytes, 16);
     assert_rejected(talon_prefill_attention_workspace_size(g_ctx, &a, NULL),
@@ -462,7 +556,7 @@ static void test_launch(void **state) {
     const launch_row *row = (const launch_row *)*state;
     talon_prefill_attention_args a = valid();
     talon__prefill_params got, want;
-    int64_t tiles, qs, ks, vs, dv, bn, rows, keys;
+    int64_t qs, ks, vs, dv, bn, rows, keys;
     if (row->op == OP_PAGED) {
         test_launch_paged(row);
         return;
@@ -507,9 +601,10 @@ static void test_launch(void **state) {
                                                &want.section_first);
     }
     /* persistent: one CTA per SM (132 here), fewer for fewer tiles */
-    tiles = want.m_blocks * a.batch * a.num_qo_heads;
-    assert_single_launch(row->symbol, tiles < 132 ? tiles : 132, STREAM, &want, sizeof want);
-    assert_counter_zeroed();
+    {
+        const talon__prefill_common c = TALON__PREFILL_COMMON(&a, a.v_head_dim);
+        assert_planned_launch(row->symbol, &want, &c, TALON__PREFILL_KV_CONTIGUOUS, keys);
+    }
     assert_int_equal(fake.last.block[0], 128 + 2 * rows); /* a warpgroup per 64 rows, and the producer */
 }
 
@@ -540,6 +635,8 @@ int main(void) {
     ADD(test_page_warps);
     ADD(test_paged_source);
     ADD(test_workspace_size);
+    ADD(test_split);
+    ADD(test_plan);
     ADD(test_capture_needs_preload);
     return test_run("test_prefill");
 }

@@ -644,16 +644,17 @@ static talon_status talon__launch_ex(talon_ctx *ctx, CUstream stream, const char
     return talon__launch_fn(ctx, stream, op, k, f, grid_x, grid_y, params, dependent);
 }
 
-/* Kernel k on `blocks` CTAs after zeroing the uint32 at counter (a memset node when
-   captured): for kernels that take work from a counter. */
+/* Kernel k on `blocks` CTAs after zeroing `words` uint32 from counter (a memset node when
+   captured): for kernels that take work from counters. */
 static talon_status talon__launch_counted(talon_ctx *ctx, CUstream stream, const char *op, int k,
-                                          int64_t blocks, void *params, CUdeviceptr counter) {
+                                          int64_t blocks, void *params, CUdeviceptr counter,
+                                          int64_t words) {
     CUfunction f;
     CUresult r;
     char what[96];
     const talon_status s = talon__kernel_fn(ctx, stream, op, k, &f);
     if (s != TALON_SUCCESS) return s;
-    if ((r = ctx->drv->cuMemsetD32Async(counter, 0, 1, stream)) != CUDA_SUCCESS) {
+    if ((r = ctx->drv->cuMemsetD32Async(counter, 0, (size_t)words, stream)) != CUDA_SUCCESS) {
         snprintf(what, sizeof what, "%s: cuMemsetD32Async(workspace)", op);
         return talon__fail_cu(ctx->drv, TALON_ERROR_DRIVER, r, what);
     }

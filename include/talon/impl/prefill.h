@@ -18,10 +18,46 @@ static talon_status talon__prefill_check_stride(const char *op, const char *name
 static int talon__prefill_esize(talon_dtype dt) { return dt == TALON_DTYPE_FP8_E4M3 ? 1 : 2; }
 
 /* Persistent CTAs: one per SM (a CTA takes the whole register file), fewer when there are
-   fewer tiles. The workspace holds the counter of the tiles taken after the first grid. */
+   fewer tiles. The workspace starts with the counter of the tiles taken after the first grid
+   (16 bytes: all a call without split tiles needs). */
 #define TALON__PREFILL_WORKSPACE 16
 static int64_t talon__prefill_grid(int64_t tiles, int sms) {
     return tiles < sms ? tiles : sms;
+}
+
+/* Split keys, a host rule: where a call's tiles fill fewer than TALON__PREFILL_SPLIT_ROUNDS
+   rounds of the SMs, its last, partial round (rest = tiles % sms tiles) runs on a few SMs
+   while the others idle: on the H200, 2048 new tokens over a 30000-token prefix (352 tiles of
+   192 rows at GQA 32/8: 2.6 rounds) took 1907 us, 2304 new tokens (384 tiles) 2004 us. Those
+   last tiles are split into `parts` pieces, each over a parts-th of the tile's key blocks; the
+   last piece of a tile to finish merges the pieces' partials. The model, in tiles' time: the
+   last round takes 1 unsplit, else ceil(rest parts / sms) / parts x TALON__PREFILL_SPLIT_COST
+   (a piece measured 1.3-1.5x its share of a tile: the pieces of a round read more of k and v
+   at once) plus 2 / blocks (a piece's start and merge); parts (2..8, at most 3 sms pieces, 4
+   key blocks a piece) is the fastest, taken where it saves 3% of the call (docs/notes/
+   prefill.md, step 16: 2048 new 1.04-1.06x, 1024 new 1.18x; 512 new, 4 pieces of 96 tiles,
+   1.12x slower, which the model leaves whole). blocks: the key blocks of those last tiles,
+   about. Over more rounds the tiles' ends spread out and the tail costs little (hd128
+   non-causal L = 8192, 10.3 rounds: about 1.5%). Returns the first split tile (tiles: none);
+   *parts is 1 where none is split. */
+#define TALON__PREFILL_SPLIT_ROUNDS 3
+#define TALON__PREFILL_SPLIT_COST 1.3
+static int64_t talon__prefill_split(int64_t tiles, int sms, int64_t blocks, int *parts) {
+    const int64_t full = tiles / sms, rest = tiles % sms;
+    double best = 1.0;
+    int n;
+    *parts = 1;
+    if (full >= TALON__PREFILL_SPLIT_ROUNDS || rest == 0) return tiles;
+    for (n = 2; n <= TALON__PREFILL_SPLIT_PARTS && rest * n <= 3 * (int64_t)sms && 4 * n <= blocks; n++) {
+        const double last = (double)((rest * n + sms - 1) / sms) / n * TALON__PREFILL_SPLIT_COST +
+                            2.0 / (double)blocks;
+        if (last < best) {
+            best = last;
+            *parts = n;
+        }
+    }
+    if (1.0 - best < 0.03 * (double)(full + 1)) *parts = 1;
+    return *parts > 1 ? tiles - rest : tiles;
 }
 
 /* The tile order, a host rule the kernel follows: the (request, kv head) pairs are taken a
@@ -112,6 +148,42 @@ typedef struct talon__prefill_common {
     talon_dtype dtype;
 } talon__prefill_common;
 
+/* A launch's tiles and workspace: the kernel's query rows a tile (talon__prefill_tile_rows),
+   the tiles (m_blocks x batch x num_qo_heads), the split ones (talon__prefill_split: only where
+   every request has max_seqlen_q queries, so that the tiles counted are the ones that run),
+   and the workspace: the tile counter (16 bytes), a counter per warp (16 rows) of each split
+   tile, zeroed with it (zeroed bytes), then from a 256-byte boundary (partials) each piece's
+   partial o, maxima and sums, rows x (dv / 2 + 4) x 8 bytes. keys: a request's keys, about
+   (contiguous: the mean of total_kv or max_seqlen_q, paged: max_kv_len). */
+typedef struct talon__prefill_plan {
+    int rows, m_blocks, split_parts;
+    int64_t tiles, split_first, zeroed, partials, bytes;
+} talon__prefill_plan;
+
+static void talon__prefill_plan_of(const talon__prefill_common *a, int kv, int64_t keys, int sms,
+                                   talon__prefill_plan *pl) {
+    const int64_t dv = TALON__PREFILL_DV(a->head_dim);
+    const int64_t bn = a->dtype == TALON_DTYPE_FP8_E4M3 ? TALON__PREFILL_FP8_BN(a->head_dim)
+                                                        : TALON__PREFILL_BN(a->head_dim, kv);
+    int64_t last = keys, split;
+    pl->rows = talon__prefill_tile_rows(a->dtype, a->head_dim, kv, a->causal, keys);
+    pl->m_blocks = (int)((a->max_seqlen_q + pl->rows - 1) / pl->rows);
+    pl->tiles = (int64_t)pl->m_blocks * a->batch * a->num_qo_heads;
+    /* the last tiles in the order: a causal mask gives them a request's first queries */
+    if (a->causal && keys - a->max_seqlen_q + pl->rows < last)
+        last = (keys > a->max_seqlen_q ? keys - a->max_seqlen_q : 0) + pl->rows;
+    if (a->window > 0 && a->window + pl->rows < last) last = a->window + pl->rows;
+    pl->split_first = pl->tiles;
+    pl->split_parts = 1;
+    if (a->total_q == a->batch * a->max_seqlen_q)
+        pl->split_first = talon__prefill_split(pl->tiles, sms, (last + bn - 1) / bn, &pl->split_parts);
+    split = pl->tiles - pl->split_first;
+    pl->zeroed = TALON__PREFILL_WORKSPACE + split * (pl->rows / 16) * 4;
+    pl->partials = (pl->zeroed + 255) / 256 * 256;
+    pl->bytes = split ? pl->partials + split * pl->split_parts * pl->rows * (dv / 2 + 4) * 8
+                      : TALON__PREFILL_WORKSPACE;
+}
+
 /* Validates the shared fields and fills their params but q's map (no driver call: the caller
    encodes the maps after its own checks); *qs is q's token stride, *o_bytes o's span. fp8:
    whether dtype may be TALON_DTYPE_FP8_E4M3 (head_dim 128 or 256 then; the caller folds its
@@ -127,10 +199,6 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     TALON__TRY(talon__check_ptr_align(op, "q", a->q, 0, 16));
     TALON__TRY(talon__check_ptr_align(op, "cu_seqlens_q", a->cu_seqlens_q, 0, 4));
     TALON__TRY(talon__check_ptr_align(op, "workspace", a->workspace, 0, 16));
-    if (a->workspace_bytes < TALON__PREFILL_WORKSPACE)
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->workspace_bytes = %lld is "
-                           "smaller than the %d bytes the workspace size function asks for", op,
-                           (long long)a->workspace_bytes, TALON__PREFILL_WORKSPACE);
     const int es = talon__prefill_esize(a->dtype);
     if (!fp8 || a->dtype != TALON_DTYPE_FP8_E4M3) TALON__TRY(talon__check_dtype(op, a->dtype));
     else if (a->head_dim != 128 && a->head_dim != 256)
@@ -162,11 +230,9 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
                            (long long)a->num_qo_heads);
     *o_bytes = talon__rows_bytes(a->total_q, o_row, os, 2);
     if (talon__overlap(a->o, *o_bytes, a->q, talon__rows_bytes(a->total_q, q_row, *qs, es)) ||
-        talon__overlap(a->o, *o_bytes, a->lse, a->total_q * a->num_qo_heads * 4) ||
-        talon__overlap(a->o, *o_bytes, a->workspace, TALON__PREFILL_WORKSPACE))
-        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps q, lse "
-                           "or the workspace (outputs must not overlap inputs)", op,
-                           (unsigned long long)a->o);
+        talon__overlap(a->o, *o_bytes, a->lse, a->total_q * a->num_qo_heads * 4))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps q or lse "
+                           "(outputs must not overlap inputs)", op, (unsigned long long)a->o);
     memset(p, 0, sizeof *p);
     sm_scale = a->sm_scale != 0.0f ? a->sm_scale
                : a->head_dim == 64 ? 0.125f : a->head_dim == 128 ? 0.08838834764831845f
@@ -223,29 +289,52 @@ static talon_status talon__prefill_positions(const char *op, const char *keys_na
     return TALON_SUCCESS;
 }
 
+/* Plans the tiles (talon__prefill_plan_of) for the k/v source kv (TALON__PREFILL_KV_*) and a
+   request's keys, about, and checks the workspace against the plan; o_bytes: o's span. */
+static talon_status talon__prefill_plan_checked(const talon_ctx *ctx, const char *op,
+                                                const talon__prefill_common *a, int kv,
+                                                int64_t keys, int64_t o_bytes,
+                                                talon__prefill_plan *pl) {
+    talon__prefill_plan_of(a, kv, keys, ctx->sms, pl);
+    if (a->workspace_bytes < pl->bytes)
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->workspace_bytes = %lld is "
+                           "smaller than the %lld bytes the workspace size function gives for "
+                           "these args", op, (long long)a->workspace_bytes, (long long)pl->bytes);
+    if (talon__overlap(a->o, o_bytes, a->workspace, pl->bytes))
+        return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps the "
+                           "workspace (outputs must not overlap inputs)", op,
+                           (unsigned long long)a->o);
+    return TALON_SUCCESS;
+}
+
 /* Encodes q's and o's maps (the k and v maps are the caller's), orders the tiles, zeroes the
-   tile counter and launches the kernel for the k/v source kv (TALON__PREFILL_KV_*) and bm query
-   rows a tile; kv_bytes: the bytes of k and v of one (request, kv head) pair, about. */
+   counters and launches the kernel of plan pl for the k/v source kv; kv_bytes: the bytes of k
+   and v of one (request, kv head) pair, about. */
 static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const char *op,
                                           const talon__prefill_common *a, int64_t qs, int kv,
-                                          int bm, int64_t kv_bytes, talon__prefill_params *p) {
-    int64_t tiles;
+                                          const talon__prefill_plan *pl, int64_t kv_bytes,
+                                          talon__prefill_params *p) {
     int k;
-    p->m_blocks = (int)((a->max_seqlen_q + bm - 1) / bm);
-    tiles = (int64_t)p->m_blocks * a->batch * a->num_qo_heads;
+    p->m_blocks = pl->m_blocks;
+    p->split_first = (int)pl->split_first;
+    p->split_parts = pl->split_parts;
+    if (pl->split_parts > 1) /* ceil(2^32 / parts) */
+        p->split_magic = (unsigned)((0x100000000ULL + (unsigned)pl->split_parts - 1) / (unsigned)pl->split_parts);
     p->section = talon__prefill_sections(a->batch * a->num_kv_heads, p->m_blocks,
                                          p->group, kv_bytes, p->causal, ctx->sms,
                                          &p->section_first);
     TALON__TRY(talon__prefill_map(ctx, op, "q", &p->q_map, a->q, a->total_q, a->num_qo_heads,
-                                  a->head_dim, qs, bm, a->dtype));
+                                  a->head_dim, qs, pl->rows, a->dtype));
     TALON__TRY(talon__prefill_map(ctx, op, "o", &p->o_map, a->o, a->total_q, a->num_qo_heads,
                                   TALON__PREFILL_DV(a->head_dim), p->o_stride, 64,
                                   a->dtype == TALON_DTYPE_FP8_E4M3 ? TALON_DTYPE_BF16 : a->dtype));
     TALON__TRY(talon__pick(op, &k, TALON__B_prefill_tile, 4, (int)a->dtype, (int)a->head_dim, kv,
-                           bm));
+                           pl->rows));
     if (kv != TALON__PREFILL_KV_CONTIGUOUS) talon__check_set(ctx, &p->check, k); /* paged only */
-    return talon__launch_counted(ctx, stream, op, k, talon__prefill_grid(tiles, ctx->sms), p,
-                                 a->workspace);
+    return talon__launch_counted(ctx, stream, op, k,
+                                 talon__prefill_grid(pl->split_first + (pl->tiles - pl->split_first) *
+                                                     pl->split_parts, ctx->sms),
+                                 p, a->workspace, pl->zeroed / 4);
 }
 
 /* The shared fields of args a, v's head_dim dv. */
@@ -255,33 +344,49 @@ static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const
      (a)->head_dim, dv, (a)->q_stride, (a)->o_stride, (a)->window, (a)->causal, (a)->sm_scale, \
      (a)->logits_soft_cap, (a)->dtype}
 
-/* 16 bytes whatever the args (one counter). */
-static talon_status talon__prefill_workspace_size(talon_ctx *ctx, const char *op,
-                                                  const void *args, int64_t *bytes) {
+/* The plan's workspace bytes; 16 where the shapes are ones the op refuses (it says why). */
+static talon_status talon__prefill_workspace_size(talon_ctx *ctx, const char *op, const void *args,
+                                                  int64_t *bytes) {
     TALON__TRY(talon__check_common(op, ctx, args));
     if (!bytes) return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: bytes is NULL", op);
     *bytes = TALON__PREFILL_WORKSPACE;
     return TALON_SUCCESS;
 }
+static void talon__prefill_plan_bytes(const talon_ctx *ctx, const talon__prefill_common *c, int kv,
+                                      int64_t keys, int64_t *bytes) {
+    talon__prefill_plan pl;
+    const int64_t d = c->head_dim;
+    if (c->batch < 1 || c->num_qo_heads < 1 || c->max_seqlen_q < 1 || c->total_q < 1 ||
+        c->total_q > TALON__GRID_MAX || keys < 0 || keys > TALON__PREFILL_POS_MAX ||
+        (d != 64 && d != 128 && d != 192 && d != 256))
+        return;
+    talon__prefill_plan_of(c, kv, keys, ctx->sms, &pl);
+    *bytes = pl.bytes;
+}
+
+/* A request's keys for the plan: max_seqlen_q, or the mean of total_kv where that is more */
+static int64_t talon__prefill_keys(const talon_prefill_attention_args *a) {
+    const int64_t mean = a->batch > 0 ? a->total_kv / a->batch : 0;
+    return mean > a->max_seqlen_q ? mean : a->max_seqlen_q;
+}
 
 talon_status talon_prefill_attention_workspace_size(talon_ctx *ctx,
                                                     const talon_prefill_attention_args *a,
                                                     int64_t *bytes) {
-    return talon__prefill_workspace_size(ctx, "talon_prefill_attention_workspace_size", a, bytes);
-}
-
-talon_status talon_prefill_attention_paged_workspace_size(
-    talon_ctx *ctx, const talon_prefill_attention_paged_args *a, int64_t *bytes) {
-    return talon__prefill_workspace_size(ctx, "talon_prefill_attention_paged_workspace_size", a,
-                                         bytes);
+    TALON__TRY(talon__prefill_workspace_size(ctx, "talon_prefill_attention_workspace_size", a, bytes));
+    {
+        const talon__prefill_common c = TALON__PREFILL_COMMON(a, a->v_head_dim);
+        talon__prefill_plan_bytes(ctx, &c, TALON__PREFILL_KV_CONTIGUOUS, talon__prefill_keys(a), bytes);
+    }
+    return TALON_SUCCESS;
 }
 
 talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
                                      const talon_prefill_attention_args *a) {
     static const char op[] = "talon_prefill_attention";
     talon__prefill_params p;
-    int64_t qs, ks, vs, k_row, v_row, o_bytes, kv_keys;
-    int bm;
+    talon__prefill_plan pl;
+    int64_t qs, ks, vs, k_row, v_row, o_bytes;
     TALON__TRY(talon__check_common(op, ctx, a));
     {
         const talon__prefill_common c = TALON__PREFILL_COMMON(a, a->v_head_dim);
@@ -307,17 +412,16 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
             return talon__fail(TALON_ERROR_INVALID_ARGUMENT, "%s: args->o = 0x%llx overlaps k "
                                "or v (outputs must not overlap inputs)", op,
                                (unsigned long long)a->o);
+        TALON__TRY(talon__prefill_plan_checked(ctx, op, &c, TALON__PREFILL_KV_CONTIGUOUS,
+                                               talon__prefill_keys(a), o_bytes, &pl));
         TALON__TRY(talon__prefill_map(ctx, op, "k", &p.k_map, a->k, a->total_kv, a->num_kv_heads,
                                       a->head_dim, ks, bn, a->dtype));
         TALON__TRY(talon__prefill_map(ctx, op, "v", &p.v_map, a->v, a->total_kv, a->num_kv_heads,
                                       TALON__PREFILL_DV(a->head_dim), vs, bn, a->dtype));
         p.cu_seqlens_k = a->cu_seqlens_k;
-        /* a request's keys: max_seqlen_q, or the mean of total_kv where that is more */
-        kv_keys = a->total_kv / a->batch > a->max_seqlen_q ? a->total_kv / a->batch : a->max_seqlen_q;
-        bm = talon__prefill_tile_rows(a->dtype, a->head_dim, TALON__PREFILL_KV_CONTIGUOUS,
-                                      a->causal, kv_keys);
-        return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS, bm,
-                                     kv_keys * (a->head_dim + TALON__PREFILL_DV(a->head_dim)) * es, &p);
+        return talon__prefill_launch(ctx, stream, op, &c, qs, TALON__PREFILL_KV_CONTIGUOUS, &pl,
+                                     talon__prefill_keys(a) * (a->head_dim + TALON__PREFILL_DV(a->head_dim)) * es,
+                                     &p);
     }
 }
 
@@ -331,6 +435,24 @@ static int talon__prefill_paged_source(int64_t page_size, int64_t num_pages, int
     const int64_t map_rows = num_pages * (layout == TALON_KV_NHD ? page_size : num_kv_heads);
     return page_size >= 16 && map_rows <= INT32_MAX ? TALON__PREFILL_KV_PAGES
                                                     : TALON__PREFILL_KV_GATHER;
+}
+
+/* The k/v source of a paged call: fp8 caches widened, else by talon__prefill_paged_source. */
+static int talon__prefill_paged_kv(const talon_prefill_attention_paged_args *a) {
+    return a->kv_dtype == TALON_DTYPE_FP8_E4M3
+               ? TALON__PREFILL_KV_WIDEN
+               : talon__prefill_paged_source(a->page_size, a->num_pages, a->num_kv_heads, a->layout);
+}
+
+talon_status talon_prefill_attention_paged_workspace_size(
+    talon_ctx *ctx, const talon_prefill_attention_paged_args *a, int64_t *bytes) {
+    TALON__TRY(talon__prefill_workspace_size(ctx, "talon_prefill_attention_paged_workspace_size", a,
+                                             bytes));
+    {
+        const talon__prefill_common c = TALON__PREFILL_COMMON(a, a->head_dim);
+        talon__prefill_plan_bytes(ctx, &c, talon__prefill_paged_kv(a), a->max_kv_len, bytes);
+    }
+    return TALON_SUCCESS;
 }
 
 /* A paged cache as the map of KV_PAGES (prefill.def): NHD [pages, page_size, Hk, d] as {d, Hk,
@@ -362,8 +484,9 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
                                            const talon_prefill_attention_paged_args *a) {
     static const char op[] = "talon_prefill_attention_paged";
     talon__prefill_params p;
+    talon__prefill_plan pl;
     int64_t strides[3], qs, pt_stride, o_bytes, cache_bytes;
-    int kv, fp8, cache_es, bm;
+    int kv, fp8, cache_es;
     TALON__TRY(talon__check_common(op, ctx, a));
     fp8 = a->kv_dtype == TALON_DTYPE_FP8_E4M3;
     cache_es = fp8 ? 1 : 2; /* bytes of a cache element */
@@ -409,9 +532,8 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         p.page_shift = (int)talon__ceil_log2((uint64_t)a->page_size);
         p.layout = (int)a->layout;
         p.max_kv_len = (int)a->max_kv_len;
-        kv = fp8 ? TALON__PREFILL_KV_WIDEN
-                 : talon__prefill_paged_source(a->page_size, a->num_pages, a->num_kv_heads, a->layout);
-        bm = talon__prefill_tile_rows(a->dtype, a->head_dim, kv, a->causal, a->max_kv_len);
+        kv = talon__prefill_paged_kv(a);
+        TALON__TRY(talon__prefill_plan_checked(ctx, op, &c, kv, a->max_kv_len, o_bytes, &pl));
         if (kv == TALON__PREFILL_KV_PAGES) {
             const int bn = TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_PAGES);
             p.page_rows = (int)(a->page_size < bn ? a->page_size : bn);
@@ -421,7 +543,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
             TALON__TRY(talon__prefill_cache_map(ctx, op, "v_cache", &p.v_map, a->v_cache, a,
                                                 p.page_rows));
         }
-        return talon__prefill_launch(ctx, stream, op, &c, qs, kv, bm,
+        return talon__prefill_launch(ctx, stream, op, &c, qs, kv, &pl,
                                      a->max_kv_len * 2 * a->head_dim * cache_es, &p);
     }
 }
