@@ -826,7 +826,9 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    Kernel: a fill of the workspace's counters (cuMemsetD32Async: a memset node when captured),
    then one launch of min(tiles, SMs) persistent CTAs over the tiles of 128 query rows of one
    head of one request (192 with 16-bit q, k, v at head_dim 64, and at head_dim 128 when the
-   larger of max_seqlen_q and total_kv / batch is at least 1536, or 3072 with causal),
+   larger of max_seqlen_q and total_kv / batch is at least 1536, or 3072 with causal, unless
+   128-row tiles fill the SMs' rounds sooner: equal requests, no causal mask or a cached
+   prefix at least as long as the queries),
    in the order (request, kv head, query block from the last, query head): CTA i starts at
    tile i and takes the next untaken tile from a counter in the workspace whenever it
    finishes one, so causal and ragged batches stay balanced, the longest tiles of each
@@ -834,9 +836,9 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    L2. Which CTA runs a tile never changes the result (each tile's output is computed alone).
    Split keys: where the tiles fill fewer than 3 rounds of the SMs and every request has
    max_seqlen_q queries, the tiles of the last, partial round may each run as 2-8 pieces over
-   a share of its key blocks, on as many SMs (a host rule on the shapes and the SM count;
-   chunked prefill over a long cached prefix is the case: 1024 new tokens over 30000, 1.18x
-   faster on the H200). The last piece of a tile to finish merges the pieces' partial o, max
+   a share of its key blocks, on as many SMs (a host rule on the shapes and the SM count:
+   a short chunk over a long cached prefix with few heads, say). The last piece of a tile to
+   finish merges the pieces' partial o, max
    and sum from the workspace in piece order: a split tile's o differs from an unsplit one's
    by fp32 summation order only, and does not depend on which piece finished last.
    Workspace: talon_prefill_attention_workspace_size's bytes, 16-byte aligned, contents on

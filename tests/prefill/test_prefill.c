@@ -200,9 +200,12 @@ static const launch_row launch_rows[] = {
     {.name = "prefill fp8 d256 soft-cap, strides of 16 -> _e4m3_d256", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(head_dim, I64, 256), P(q_scale, F32, 0.125f), P(k_scale, F32, 2.0f), P(v_scale, F32, 0.75f), P(logits_soft_cap, F32, 50.0f), P(q_stride, I64, 8192 + 16), P(k_stride, I64, 2048 + 16), P(o_stride, I64, 8192 + 8)), .symbol = "talon_prefill_attention_e4m3_d256"},
     {.name = "prefill fp8 o right after k (1-byte elements: no overlap) -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(o, PTR, P_K + 1500 * 1024)), .symbol = "talon_prefill_attention_e4m3_d128"},
     {.name = "prefill 12 tiles: 12 CTAs -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(num_qo_heads, I64, 4), P(num_kv_heads, I64, 4), P(max_seqlen_q, I64, 300)), .symbol = "talon_prefill_attention_bf16_d128"},
-    {.name = "prefill 1000 queries over 20000 keys, 8 heads, full: 48 tiles in 8 pieces -> _bf16_d128_rows192", .set = ONE(P(batch, I64, 1), P(total_q, I64, 1000), P(total_kv, I64, 20000), P(num_qo_heads, I64, 8), P(num_kv_heads, I64, 8), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128_rows192"},
+    {.name = "prefill 1000 queries over 20000 keys, 8 heads, full: 64 tiles of 128 rows in 2 pieces -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(total_q, I64, 1000), P(total_kv, I64, 20000), P(num_qo_heads, I64, 8), P(num_kv_heads, I64, 8), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill 2 x 2000 queries, 8 heads, full: 256 tiles of 128 rows by rounds -> _bf16_d128", .set = ONE(P(total_q, I64, 4000), P(total_kv, I64, 4000), P(max_seqlen_q, I64, 2000), P(num_qo_heads, I64, 8), P(num_kv_heads, I64, 8), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill 2 x 8192 queries, 16 heads, full: 192 rows by rounds -> _bf16_d128_rows192", .set = ONE(P(total_q, I64, 16384), P(total_kv, I64, 16384), P(max_seqlen_q, I64, 8192), P(num_qo_heads, I64, 16), P(num_kv_heads, I64, 16), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128_rows192"},
     {.name = "paged NHD page 16 bf16 d128 -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
-    {.name = "paged 2048 new over 30000 cached: the last 88 tiles in 3 pieces -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(batch, I64, 1), G(total_q, I64, 2048), G(max_seqlen_q, I64, 2048), G(max_kv_len, I64, 32048)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
+    {.name = "paged 2048 new over 30000 cached: 512 tiles of 128 rows by rounds -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(batch, I64, 1), G(total_q, I64, 2048), G(max_seqlen_q, I64, 2048), G(max_kv_len, I64, 32048)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged 256 new over 32048 keys: 64 tiles of 128 rows in 2 pieces -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(batch, I64, 1), G(total_q, I64, 256), G(max_seqlen_q, I64, 256), G(max_kv_len, I64, 32048)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged page 16 d128 causal, max_kv_len 3071 -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 3071)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged page 16 d128 full, max_kv_len 1536 -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 1536), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
     {.name = "paged page 16 d128 full, max_kv_len 1535 -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 1535), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
@@ -333,6 +336,9 @@ static void test_launch_paged(const launch_row *row) {
     /* query rows a tile: 192 (three consumer warpgroups) with a box per page at d128 for 1536
        keys and more (3072 causal); else 128 */
     tile_rows = pages && a.head_dim == 128 && a.max_kv_len >= (a.causal ? 3072 : 1536) ? 192 : 128;
+    if (tile_rows == 192 && a.total_q == a.batch * a.max_seqlen_q &&
+        (!a.causal || a.max_kv_len >= 2 * a.max_seqlen_q)) /* about equal tiles: by rounds */
+        tile_rows = talon__prefill_round_rows(a.batch * a.num_qo_heads, a.max_seqlen_q, 132);
     check_map(&fake.enc_log[pages ? 2 : 0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs,
               (uint32_t)tile_rows, a.dtype);
     check_map(&fake.enc_log[pages ? 3 : 1], a.o, a.total_q, a.num_qo_heads, a.head_dim,
@@ -442,22 +448,45 @@ static void test_plan(void **state) {
     talon_prefill_attention_paged_args g = valid_paged();
     talon__prefill_plan pl;
     (void)state;
-    g.batch = 1; g.total_q = 2048; g.max_seqlen_q = 2048; g.max_kv_len = 32048;
+    g.batch = 1; g.total_q = 256; g.max_seqlen_q = 256; g.max_kv_len = 32048;
+    paged_plan(&g, &pl);
+    assert_int_equal(pl.rows, 128); /* 64 tiles of 128 rows fill the SMs as 64 of 192 do */
+    assert_int_equal(pl.m_blocks, 2);
+    assert_int_equal(pl.tiles, 64);
+    assert_int_equal(pl.split_first, 0);
+    assert_int_equal(pl.split_parts, 2);
+    assert_int_equal(pl.zeroed, 16 + 64 * 8 * 4); /* a counter per warp of 16 rows */
+    assert_int_equal(pl.partials, 2304);
+    assert_int_equal(pl.bytes, 2304 + 64LL * 2 * 128 * (64 + 4) * 8);
+    g.max_seqlen_q = 512; /* up to 512 queries (256 in all): 192 rows, none split */
     paged_plan(&g, &pl);
     assert_int_equal(pl.rows, 192);
-    assert_int_equal(pl.m_blocks, 11);
-    assert_int_equal(pl.tiles, 352);
-    assert_int_equal(pl.split_first, 264);
-    assert_int_equal(pl.split_parts, 3);
-    assert_int_equal(pl.zeroed, 16 + 88 * 12 * 4); /* a counter per warp of 16 rows */
-    assert_int_equal(pl.partials, 4352);
-    assert_int_equal(pl.bytes, 4352 + 88LL * 3 * 192 * (64 + 4) * 8);
-    g.total_q = 2047; /* a request of 2047 queries: none split */
-    paged_plan(&g, &pl);
-    assert_int_equal(pl.split_first, 352);
+    assert_int_equal(pl.split_first, 96);
     assert_int_equal(pl.split_parts, 1);
     assert_int_equal(pl.zeroed, 16);
     assert_int_equal(pl.bytes, 16);
+}
+
+/* Rows by rounds (talon__prefill_round_rows): 128 where their rounds end sooner than 192's
+   (a 192-row tile 1.05x faster a row). */
+static void test_round_rows(void **state) {
+    static const struct {
+        int64_t heads, max_q;
+        int sms, want;
+    } rows[] = {
+        {32, 512, 132, 128},  /* 128 tiles in 1 round against 96 in 1 */
+        {32, 1024, 132, 128}, /* 256 in 2 against 192 in 2 */
+        {32, 2048, 132, 128}, /* 512 (3.9 rounds) against 352 in 3 */
+        {16, 2304, 132, 192}, /* 288 in 3 against 192 in 2 */
+        {32, 6336, 132, 192}, /* 1600 against 1056: many rounds, 192's rows */
+        {32, 8192, 132, 192},
+        {32, 1024, 66, 128},  /* 66 SMs: 256 (3.9 rounds) against 192 in 3 */
+        {32, 512, 264, 128},  /* one round either way: the shorter tiles */
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        assert_int_equal(talon__prefill_round_rows(rows[i].heads, rows[i].max_q, rows[i].sms), rows[i].want);
 }
 
 /* Query rows a tile (talon__prefill_tile_rows): 192 for 16-bit contiguous k/v at head_dim 64
@@ -534,13 +563,13 @@ static void test_workspace_size(void **state) {
     bytes = -1;
     assert_int_equal(talon_prefill_attention_paged_workspace_size(g_ctx, &g, &bytes), TALON_SUCCESS);
     assert_int_equal(bytes, 16);
-    /* 2048 new tokens over 30000: 88 tiles of 192 rows in 3 pieces (test_plan) */
-    g.batch = 1; g.total_q = 2048; g.max_seqlen_q = 2048; g.max_kv_len = 32048;
+    /* 256 new tokens over 32048 keys: 64 tiles of 128 rows in 2 pieces (test_plan) */
+    g.batch = 1; g.total_q = 256; g.max_seqlen_q = 256; g.max_kv_len = 32048;
     assert_int_equal(talon_prefill_attention_paged_workspace_size(g_ctx, &g, &bytes), TALON_SUCCESS);
-    assert_int_equal(bytes, 4352 + 88LL * 3 * 192 * (64 + 4) * 8);
+    assert_int_equal(bytes, 2304 + 64LL * 2 * 128 * (64 + 4) * 8);
     g.workspace_bytes = bytes - 1;
     assert_rejected(talon_prefill_attention_paged(g_ctx, STREAM, &g), "talon_prefill_attention_paged",
-                    "args->workspace_bytes", "27578623");
+                    "args->workspace_bytes", "8915199");
     g.head_dim = 100;
     assert_int_equal(talon_prefill_attention_paged_workspace_size(g_ctx, &g, &bytes), TALON_SUCCESS);
     assert_int_equal(bytes, 16);
@@ -575,6 +604,9 @@ static void test_launch(void **state) {
     keys = a.total_kv / a.batch > a.max_seqlen_q ? a.total_kv / a.batch : a.max_seqlen_q;
     rows = a.dtype == TALON_DTYPE_FP8_E4M3 ? 128
            : a.head_dim == 64 || (a.head_dim == 128 && keys >= (a.causal ? 3072 : 1536)) ? 192 : 128;
+    if (rows == 192 && a.head_dim == 128 && a.total_q == a.batch * a.max_seqlen_q &&
+        (!a.causal || keys >= 2 * a.max_seqlen_q)) /* about equal tiles: by rounds */
+        rows = talon__prefill_round_rows(a.batch * a.num_qo_heads, a.max_seqlen_q, 132);
     assert_int_equal(fake.encodes, 4);
     check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, (uint32_t)bn, a.dtype);
     check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, dv, vs, (uint32_t)bn, a.dtype);
@@ -637,6 +669,7 @@ int main(void) {
     ADD(test_workspace_size);
     ADD(test_split);
     ADD(test_plan);
+    ADD(test_round_rows);
     ADD(test_capture_needs_preload);
     return test_run("test_prefill");
 }

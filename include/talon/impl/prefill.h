@@ -35,9 +35,11 @@ static int64_t talon__prefill_grid(int64_t tiles, int sms) {
    (a piece measured 1.3-1.5x its share of a tile: the pieces of a round read more of k and v
    at once) plus 2 / blocks (a piece's start and merge); parts (2..8, at most 3 sms pieces, 4
    key blocks a piece) is the fastest, taken where it saves 3% of the call (docs/notes/
-   prefill.md, step 16: 2048 new 1.04-1.06x, 1024 new 1.18x; 512 new, 4 pieces of 96 tiles,
-   1.12x slower, which the model leaves whole). blocks: the key blocks of those last tiles,
-   about. Over more rounds the tiles' ends spread out and the tail costs little (hd128
+   prefill.md, step 16, on 192-row tiles: 2048 new 1.03-1.07x, 1024 new 1.18x; 512 new, 4
+   pieces of 96 tiles, 1.12x slower, which the model leaves whole; 128-row tiles by rounds,
+   talon__prefill_round_rows, now serve those three better and split none). blocks: the key
+   blocks of those last tiles, about. Over more rounds the tiles' ends spread out and the
+   tail costs little (hd128
    non-causal L = 8192, 10.3 rounds: about 1.5%). Returns the first split tile (tiles: none);
    *parts is 1 where none is split. */
 #define TALON__PREFILL_SPLIT_ROUNDS 3
@@ -105,6 +107,24 @@ static int talon__prefill_tile_rows(talon_dtype dt, int64_t head_dim, int kv, in
     return TALON__PREFILL_BM;
 }
 
+/* Query rows a tile where 192 or 128 may serve (head_dim 128) and the tiles are about equal
+   (every request has max_seqlen_q queries, and no causal mask or a cached prefix at least as
+   long as the queries): the one whose tiles end sooner, a host rule. Time in rows of tile
+   work: the rounds of tiles on the SMs (whole rounds below TALON__PREFILL_SPLIT_ROUNDS, where
+   the last one's idle SMs count) x the rows, a 192-row tile's per row 1 / 1.05 of a 128-row
+   one's (step 11's paged measurement; 1.07-1.12 contiguous). On the H200, 512 new tokens over
+   30000 cached at GQA 32/8 (96 tiles of 192 rows, 36 SMs idle) ran 1.62x slower than
+   FlashInfer's FA3 in the same process (docs/notes/prefill.md, step 16). heads: batch x
+   num_qo_heads. */
+static int64_t talon__prefill_rounds(int64_t tiles, int sms) { /* x sms, so that it is exact */
+    return tiles < TALON__PREFILL_SPLIT_ROUNDS * (int64_t)sms ? (tiles + sms - 1) / sms * sms : tiles;
+}
+static int talon__prefill_round_rows(int64_t heads, int64_t max_seqlen_q, int sms) {
+    const int64_t narrow = talon__prefill_rounds(heads * ((max_seqlen_q + 127) / 128), sms) * 128 * 105;
+    const int64_t wide = talon__prefill_rounds(heads * ((max_seqlen_q + 191) / 192), sms) * 192 * 100;
+    return narrow < wide ? TALON__PREFILL_BM : TALON__PREFILL_BM_WIDE;
+}
+
 /* Producer warps that issue a paged block's TMA copies (KV_PAGES: a box per page run of
    min(page_size, bn) keys, for k and v, per 64 columns). A copy costs ~40-60 ns of issue
    whatever its size, so from 32 copies a block (pages of 16 keys at head_dim 128) the 4 warps
@@ -148,7 +168,8 @@ typedef struct talon__prefill_common {
     talon_dtype dtype;
 } talon__prefill_common;
 
-/* A launch's tiles and workspace: the kernel's query rows a tile (talon__prefill_tile_rows),
+/* A launch's tiles and workspace: the kernel's query rows a tile (talon__prefill_tile_rows,
+   for about equal tiles at head_dim 128 talon__prefill_round_rows),
    the tiles (m_blocks x batch x num_qo_heads), the split ones (talon__prefill_split: only where
    every request has max_seqlen_q queries, so that the tiles counted are the ones that run),
    and the workspace: the tile counter (16 bytes), a counter per warp (16 rows) of each split
@@ -167,6 +188,9 @@ static void talon__prefill_plan_of(const talon__prefill_common *a, int kv, int64
                                                         : TALON__PREFILL_BN(a->head_dim, kv);
     int64_t last = keys, split;
     pl->rows = talon__prefill_tile_rows(a->dtype, a->head_dim, kv, a->causal, keys);
+    if (pl->rows == TALON__PREFILL_BM_WIDE && a->head_dim == 128 &&
+        a->total_q == a->batch * a->max_seqlen_q && (!a->causal || keys >= 2 * a->max_seqlen_q))
+        pl->rows = talon__prefill_round_rows(a->batch * a->num_qo_heads, a->max_seqlen_q, sms);
     pl->m_blocks = (int)((a->max_seqlen_q + pl->rows - 1) / pl->rows);
     pl->tiles = (int64_t)pl->m_blocks * a->batch * a->num_qo_heads;
     /* the last tiles in the order: a causal mask gives them a request's first queries */
