@@ -873,10 +873,10 @@ typedef struct talon_prefill_attention_args {
 /* Workspace bytes talon_prefill_attention needs for these args on ctx's device: 16 (a tile
    counter) where no tile is split (split keys, above), else the counter, a counter per 16
    query rows of each split tile and each piece's partial: split tiles x pieces x rows a tile x
-   (v_head_dim / 2 + 4) x 8 bytes (at most 3 x SMs pieces: under 40 MB at v_head_dim 256). It
-   depends on the SM count, batch, total_q, total_kv, max_seqlen_q, the heads, head_dim,
-   window, causal and dtype; args that the op refuses get 16. Reads no device memory, launches
-   nothing. Errors: ctx, args or bytes NULL. Thread-safe. */
+   (v_head_dim / 2 + 4) x 8 bytes (at most 3 x SMs pieces: up to 54 MB at v_head_dim 256 on
+   132 SMs). It depends on the SM count, batch, total_q, total_kv, max_seqlen_q, the heads,
+   head_dim, window, causal and dtype; args that the op refuses get 16. Reads no device
+   memory, launches nothing. Errors: ctx, args or bytes NULL. Thread-safe. */
 talon_status talon_prefill_attention_workspace_size(talon_ctx *ctx,
                                                     const talon_prefill_attention_args *args,
                                                     int64_t *bytes);

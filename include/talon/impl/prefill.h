@@ -380,8 +380,10 @@ static void talon__prefill_plan_bytes(const talon_ctx *ctx, const talon__prefill
                                       int64_t keys, int64_t *bytes) {
     talon__prefill_plan pl;
     const int64_t d = c->head_dim;
-    if (c->batch < 1 || c->num_qo_heads < 1 || c->max_seqlen_q < 1 || c->total_q < 1 ||
-        c->total_q > TALON__GRID_MAX || keys < 0 || keys > TALON__PREFILL_POS_MAX ||
+    if (c->batch < 1 || c->batch > (1 << 20) || c->num_qo_heads < 1 || c->num_qo_heads > 1024 ||
+        c->max_seqlen_q < 1 || c->total_q < c->max_seqlen_q || c->total_q > TALON__GRID_MAX ||
+        (c->max_seqlen_q + TALON__PREFILL_BM - 1) / TALON__PREFILL_BM * c->batch * c->num_qo_heads > TALON__GRID_MAX ||
+        keys < 0 || keys > TALON__PREFILL_POS_MAX || c->window < 0 || c->window > INT32_MAX ||
         (d != 64 && d != 128 && d != 192 && d != 256))
         return;
     talon__prefill_plan_of(c, kv, keys, ctx->sms, &pl);
@@ -456,9 +458,12 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    coordinates. */
 static int talon__prefill_paged_source(int64_t page_size, int64_t num_pages, int64_t num_kv_heads,
                                        talon_kv_layout layout) {
-    const int64_t map_rows = num_pages * (layout == TALON_KV_NHD ? page_size : num_kv_heads);
-    return page_size >= 16 && map_rows <= INT32_MAX ? TALON__PREFILL_KV_PAGES
-                                                    : TALON__PREFILL_KV_GATHER;
+    /* map rows: num_pages x this (divided, not multiplied: the workspace size function passes
+       args not yet checked) */
+    const int64_t per_page = layout == TALON_KV_NHD ? page_size : num_kv_heads;
+    return page_size >= 16 && per_page > 0 && num_pages <= INT32_MAX / per_page
+               ? TALON__PREFILL_KV_PAGES
+               : TALON__PREFILL_KV_GATHER;
 }
 
 /* The k/v source of a paged call: fp8 caches widened, else by talon__prefill_paged_source. */
