@@ -39,9 +39,8 @@ static int64_t talon__prefill_grid(int64_t tiles, int sms) {
    pieces of 96 tiles, 1.12x slower, which the model leaves whole; 128-row tiles by rounds,
    talon__prefill_round_rows, now serve those three better and split none). blocks: the key
    blocks of those last tiles, about. Over more rounds the tiles' ends spread out and the
-   tail costs little (hd128
-   non-causal L = 8192, 10.3 rounds: about 1.5%). Returns the first split tile (tiles: none);
-   *parts is 1 where none is split. */
+   tail costs little (hd128 non-causal L = 8192, 10.3 rounds: about 1.5%). Returns the first
+   split tile (tiles: none); *parts is 1 where none is split. */
 #define TALON__PREFILL_SPLIT_ROUNDS 3
 #define TALON__PREFILL_SPLIT_COST 1.3
 static int64_t talon__prefill_split(int64_t tiles, int sms, int64_t blocks, int *parts) {
@@ -368,7 +367,7 @@ static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const
      (a)->head_dim, dv, (a)->q_stride, (a)->o_stride, (a)->window, (a)->causal, (a)->sm_scale, \
      (a)->logits_soft_cap, (a)->dtype}
 
-/* The plan's workspace bytes; 16 where the shapes are ones the op refuses (it says why). */
+/* A workspace size function's checks; *bytes starts at 16 (a call without split tiles). */
 static talon_status talon__prefill_workspace_size(talon_ctx *ctx, const char *op, const void *args,
                                                   int64_t *bytes) {
     TALON__TRY(talon__check_common(op, ctx, args));
@@ -376,6 +375,8 @@ static talon_status talon__prefill_workspace_size(talon_ctx *ctx, const char *op
     *bytes = TALON__PREFILL_WORKSPACE;
     return TALON_SUCCESS;
 }
+/* The plan's workspace bytes into *bytes where the shapes are ones the op may accept (the args
+   are not checked yet: the others keep 16, and the op refuses them, saying why). */
 static void talon__prefill_plan_bytes(const talon_ctx *ctx, const talon__prefill_common *c, int kv,
                                       int64_t keys, int64_t *bytes) {
     talon__prefill_plan pl;
