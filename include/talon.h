@@ -838,9 +838,9 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    max_seqlen_q queries, the tiles of the last, partial round may each run as 2-8 pieces over
    a share of its key blocks, on as many SMs (a host rule on the shapes and the SM count:
    a short chunk over a long cached prefix with few heads, say). The last piece of a tile to
-   finish merges the pieces' partial o, max
-   and sum from the workspace in piece order: a split tile's o differs from an unsplit one's
-   by fp32 summation order only, and does not depend on which piece finished last.
+   finish merges the pieces' partial o, max and sum from the workspace in piece order: a split
+   tile's o differs from an unsplit one's by fp32 summation order only, and does not depend
+   on which piece finished last.
    Workspace: talon_prefill_attention_workspace_size's bytes, 16-byte aligned, contents on
    entry irrelevant; one call at a time per workspace (see WORKSPACES). */
 typedef struct talon_prefill_attention_args {
