@@ -374,16 +374,24 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // the lead's next candidate tile (unsigned: grid + tickets may pass 2^31 - 1 when
         // tiles come near it)
         unsigned next = blockIdx.x;
+        // the lead decodes its next tile once, after the current tile's k/v copies (for the q
+        // prefetch), into tl, which the current tile no longer needs then
+        Tile tl;
+        bool decoded = false;
+        // the lead's next tile with work (tile_of false: a query block past the request's
+        // queries), taking tickets past those without
+        auto find_next = [&] {
+            while (next < unsigned(tiles) && !tile_of<BM, BN, PAGED>(p, int(next), tl, true))
+                next = gridDim.x + atomicAdd(counter, 1u);
+        };
         for (int k = 0;; k++) {
-            // The lead takes the next tile with work (tile_of false: a query block past the
-            // request's queries) once the previous tile's q k^T are done (so that the slot
-            // and tile_ready are at most one tile ahead of every reader), publishes it (-1:
-            // none left) and loads its q.
-            Tile tl;
+            // The lead takes the next tile with work once the previous tile's q k^T are done
+            // (so that the slot and tile_ready are at most one tile ahead of every reader),
+            // publishes it (-1: none left) and loads its q.
             int t = -1;
             if (lead) {
-                while (next < unsigned(tiles) && !tile_of<BM, BN, PAGED>(p, int(next), tl, true))
-                    next = gridDim.x + atomicAdd(counter, 1u);
+                if (!decoded) find_next();
+                decoded = false;
                 t = next < unsigned(tiles) ? int(next) : -1;
                 mbar_wait(q_empty, q_phase ^ 1);
                 tile_slot[k % 2] = t;
@@ -583,11 +591,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             }
             // the next tile's q into L2 while this tile's last blocks are consumed: its load
             // waits for every warpgroup's last q k^T, and the tile's first S waits for it
-            if (lead && next < unsigned(tiles)) {
-                Tile tn;
-                if (tile_of<BM, BN, PAGED>(p, int(next), tn)) {
+            if (lead) {
+                find_next();
+                decoded = true;
+                if (next < unsigned(tiles)) {
 #pragma unroll
-                    for (int c = 0; c < CH; c++) tma_prefetch_3d(&p.q_map, c * CW, tn.h, tn.q0 + tn.m0);
+                    for (int c = 0; c < CH; c++) tma_prefetch_3d(&p.q_map, c * CW, tl.h, tl.q0 + tl.m0);
                 }
             }
         }
@@ -904,12 +913,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         l > 0.f ? (m[r] + log2f(l)) * 0.6931471805599453f : NEG_INF;
             }
         };
-        // o's columns 8 q + 2 (lane % 4) + {0, 1} of row r0 + 8 r
-        auto store_pair = [&](int r, int q, float a, float b) {
+        // this thread's columns 2 (lane % 4) + {0, 1} of o's row r0 + 8 r (+ 8 q for pair q), or
+        // null where the row is not in o
+        auto o_row = [&](int r) -> TO * {
             const int row = tl.m0 + r0 + 8 * r;
-            if (row_ok(row))
-                *reinterpret_cast<uint32_t *>(out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV +
-                                              2 * (lane % 4) + 8 * q) = pack2<TO>(a, b);
+            return row_ok(row) ? out + (int64_t(tl.q0) + row) * p.o_stride + int64_t(tl.h) * DV + 2 * (lane % 4)
+                               : nullptr;
         };
         float inv[2];
         // The tile's number read again (its slot is not rewritten before this tile's q and the
@@ -950,6 +959,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         ls[r] = fmaf(__ldcg(pieces + j * (WORDS * 32) + 32 * (DV / 2 + 2 + r)), w[j][r], ls[r]);
                 }
             finish_rows(mx, ls, inv);
+            TO *const rows[2] = {o_row(0), o_row(1)};
 #pragma unroll 1
             for (int q = 0; q < DV / 8; q += 2) { // registers 4 q .. 4 q + 7: pairs q, q + 1 of both rows
                 float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -960,8 +970,11 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         if (j < p.split_parts)
                             a[e] = fmaf(__ldcg(pieces + j * (WORDS * 32) + 32 * (4 * q + e)), w[j][(e / 2) % 2], a[e]);
 #pragma unroll
-                for (int e = 0; e < 8; e += 2)
-                    store_pair((e / 2) % 2, q + e / 4, a[e] * inv[(e / 2) % 2], a[e + 1] * inv[(e / 2) % 2]);
+                for (int e = 0; e < 8; e += 2) {
+                    const int r = (e / 2) % 2;
+                    if (rows[r])
+                        *reinterpret_cast<uint32_t *>(rows[r] + 8 * (q + e / 4)) = pack2<TO>(a[e] * inv[r], a[e + 1] * inv[r]);
+                }
             }
             continue;
         }
@@ -1026,10 +1039,14 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             }
         } else {
 #pragma unroll
-            for (int r = 0; r < 2; r++)
+            for (int r = 0; r < 2; r++) {
+                TO *orow = o_row(r);
+                if (!orow) continue;
 #pragma unroll
                 for (int q = 0; q < DV / 8; q++)
-                    store_pair(r, q, o[4 * q + 2 * r] * inv[r], o[4 * q + 2 * r + 1] * inv[r]);
+                    *reinterpret_cast<uint32_t *>(orow + 8 * q) =
+                        pack2<TO>(o[4 * q + 2 * r] * inv[r], o[4 * q + 2 * r + 1] * inv[r]);
+            }
         }
     }
 }
