@@ -56,13 +56,13 @@ def ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s, dv=None):
             "o": torch.empty(total_q, hq, dv, device="cuda", dtype=dt),
             "lse": torch.empty(total_q, hq, device="cuda", dtype=torch.float32),
             "cu_q": torch.tensor(q0s, device="cuda", dtype=torch.int32),
-            "cu_k": torch.tensor(k0s, device="cuda", dtype=torch.int32),
-            "ws": torch.empty(16, device="cuda", dtype=torch.uint8)}
+            "cu_k": torch.tensor(k0s, device="cuda", dtype=torch.int32)}
 
 
 def with_workspace(h, s, args, ws, paged=False):
     """Gives args (in s) a workspace of the bytes talon's workspace size function asks for
-    (more than 16 where the call splits its last tiles' keys), as tensor s[ws]."""
+    (more than 16 where the call splits its last tiles' keys), as tensor s[ws]; every case's
+    args get theirs here."""
     fn = "talon_prefill_attention_paged_workspace_size" if paged else "talon_prefill_attention_workspace_size"
     n = ctypes.c_int64()
     h._check(fn, getattr(h.lib, fn)(h.ctx, ctypes.byref(s[args]), ctypes.byref(n)))
@@ -87,8 +87,7 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv
         s = ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s, dv)
         s["args"] = Args(o=ptr(s["o"]), lse=ptr(s["lse"]), q=ptr(s["q"]), k=ptr(s["k"]),
                          v=ptr(s["v"]), cu_seqlens_q=ptr(s["cu_q"]), cu_seqlens_k=ptr(s["cu_k"]),
-                         workspace=ptr(s["ws"]), workspace_bytes=16, batch=B, total_q=total_q,
-                         total_kv=total_kv, max_seqlen_q=max(lens),
+                         batch=B, total_q=total_q, total_kv=total_kv, max_seqlen_q=max(lens),
                          num_qo_heads=hq, num_kv_heads=hk, head_dim=d, v_head_dim=dv,
                          causal=int(causal), dtype=BF16)
         with_workspace(h, s, "args", "ws")
@@ -179,7 +178,6 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
                 s[name] = ((s[name].float() / scales[name]).to(torch.float8_e4m3fn).float()
                            * scales[name]).to(dt)
         s["o2"] = torch.empty_like(s["o"])
-        s["ws2"] = torch.empty_like(s["ws"])
         s["lens"] = torch.tensor(kv, device="cuda", dtype=torch.int32)
         shape = (num_pages, page, hk, d) if nhd else (num_pages, hk, page, d)
         perm = torch.randperm(num_pages, device="cuda").to(torch.int32)
@@ -203,15 +201,14 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
         s["args"] = Args(o=ptr(s["o"]), lse=ptr(s["lse"]), q=ptr(s["q"]),
                          k_cache=ptr(s["k_cache"]), v_cache=ptr(s["v_cache"]),
                          page_table=ptr(table), kv_lens=ptr(s["lens"]), cu_seqlens_q=ptr(s["cu_q"]),
-                         workspace=ptr(s["ws"]), workspace_bytes=16, batch=B, total_q=total_q,
-                         max_seqlen_q=max(new), max_kv_len=max(kv),
+                         batch=B, total_q=total_q, max_seqlen_q=max(new), max_kv_len=max(kv),
                          num_pages=num_pages, page_size=page, page_table_stride=stride,
                          num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=1, dtype=BF16,
                          layout=layout, kv_dtype=4 if kv8 else 0, k_scale=scales.get("k", 0.0),
                          v_scale=scales.get("v", 0.0))
         s["contig"] = Contig(o=ptr(s["o2"]), lse=ptr(s["lse"]), q=ptr(s["q"]), k=ptr(s["k"]),
                              v=ptr(s["v"]), cu_seqlens_q=ptr(s["cu_q"]), cu_seqlens_k=ptr(s["cu_k"]),
-                             workspace=ptr(s["ws2"]), workspace_bytes=16, batch=B,
+                             batch=B,
                              total_q=total_q, total_kv=total_kv, max_seqlen_q=max(new),
                              num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=1, dtype=BF16)
         with_workspace(h, s, "args", "ws", paged=True)
@@ -286,21 +283,21 @@ def fp8_case(h, lens, heads, d, causal, label, targets=()):
 
     def make():
         s = ragged_inputs(total, total, heads, heads, d, q0s, q0s)
-        s["o16"], s["ws16"] = torch.empty_like(s["o"]), torch.empty_like(s["ws"])
+        s["o16"] = torch.empty_like(s["o"])
         scales = {}
         for name in ("q", "k", "v"):
             scales[name] = s[name].float().abs().max().item() / 448
             s[name + "8"] = (s[name].float() / scales[name]).to(torch.float8_e4m3fn)
             s[name] = (s[name + "8"].float() * scales[name]).to(torch.bfloat16)  # dequantised
         common = dict(lse=ptr(s["lse"]), cu_seqlens_q=ptr(s["cu_q"]), cu_seqlens_k=ptr(s["cu_k"]),
-                      workspace_bytes=16, batch=B, total_q=total, total_kv=total,
+                      batch=B, total_q=total, total_kv=total,
                       max_seqlen_q=L, num_qo_heads=heads, num_kv_heads=heads, head_dim=d,
                       causal=int(causal))
         s["args"] = Args(o=ptr(s["o"]), q=ptr(s["q8"]), k=ptr(s["k8"]), v=ptr(s["v8"]),
-                         workspace=ptr(s["ws"]), dtype=FP8, q_scale=scales["q"],
+                         dtype=FP8, q_scale=scales["q"],
                          k_scale=scales["k"], v_scale=scales["v"], **common)
         s["args16"] = Args(o=ptr(s["o16"]), q=ptr(s["q"]), k=ptr(s["k"]), v=ptr(s["v"]),
-                           workspace=ptr(s["ws16"]), dtype=BF16, **common)
+                           dtype=BF16, **common)
         with_workspace(h, s, "args", "ws")
         with_workspace(h, s, "args16", "ws16")
         return s
