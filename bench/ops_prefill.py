@@ -19,7 +19,11 @@ talon_prefill_attention_paged (chunked prefill over a cached prefix): new tokens
 at the end of its keys, k/v in a paged cache (pages shuffled), against the same attention on
 contiguous k/v: talon_prefill_attention ("talon_contiguous": the cost of paging), FlashInfer's
 FA3 single prefill (batch of 1; causal aligned bottom-right) and SDPA with a lower-right causal
-bias. Check: an fp32 reference of the first and last query heads. Target (issue 22): 2048 new
+bias; and FlashInfer's FA3 batch prefill over the same paged cache ("flashinfer_fa3_paged",
+bf16 caches; its module is not in ../shared/peers' pack: add
+gen_batch_prefill_module("fa3", bf16, bf16, bf16, int32, 128, 128, 0, False, False, False) to
+fi_pack.py's list and rebuild). Check: an fp32 reference of the first and last query heads,
+for talon and for FA3 paged. Target (issue 22): 2048 new
 tokens over a 30000-token prefix, page 16, GQA 32/8 hd128 >= 560 TFLOP/s.
 
 fp8 (fp8_case): e4m3 q/k/v with per-tensor scales, B=2 x L=8192; targets (issue 22): hd128
@@ -43,6 +47,23 @@ def flashinfer_fa3():
         import flashinfer
         return flashinfer.single_prefill_with_kv_cache, None
     except Exception as exc:  # not installed on this machine: skipped, noted in the JSON
+        return None, f"{type(exc).__name__}: {exc}"[:200]
+
+
+def flashinfer_fa3_paged(layout):
+    """A new FlashInfer FA3 batch prefill wrapper over a paged cache (the call engines make for
+    chunked prefill; one per input set, as its plan holds the page lists), or the reason it is
+    not available."""
+    try:
+        import flashinfer
+        ws = torch.empty(128 << 20, device="cuda", dtype=torch.uint8)
+        w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, kv_layout="NHD" if layout == 0 else "HND",
+                                                           backend="fa3")
+        one = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
+        w.plan(one, one, one[:1], one[1:], 8, 8, 128, 16, causal=True, q_data_type=torch.bfloat16,
+               kv_data_type=torch.bfloat16)  # builds or loads its module: fails here if not packed
+        return w, None
+    except Exception as exc:  # not installed: skipped, noted in the JSON
         return None, f"{type(exc).__name__}: {exc}"[:200]
 
 
@@ -166,6 +187,9 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
     num_pages, stride = sum(pages) + 8, max(pages)
     flops = 4 * hq * d * sum(n * p + n * (n + 1) // 2 for n, p in zip(new, prefix))
     fa3, fa3_skip = flashinfer_fa3()
+    # FlashInfer FA3 over the same paged cache (bf16 caches: its fp8 k/v needs fp8 q)
+    fa3_paged_skip = "fp8 caches: FA3 takes fp8 k/v only with fp8 q" if kv8 else flashinfer_fa3_paged(layout)[1]
+    fa3_paged = fa3_paged_skip is None
     nhd = layout == 0
 
     def make():
@@ -213,6 +237,15 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
                              num_qo_heads=hq, num_kv_heads=hk, head_dim=d, causal=1, dtype=BF16)
         with_workspace(h, s, "args", "ws", paged=True)
         with_workspace(h, s, "contig", "ws2")
+        if fa3_paged:  # its planner reads the page lists on the host, here, once
+            s["fa3_paged"] = flashinfer_fa3_paged(layout)[0]
+            lens = torch.tensor(kv, dtype=torch.int32)
+            npages = torch.tensor(pages, dtype=torch.int32)
+            indptr = torch.cat([torch.zeros(1, dtype=torch.int32), npages.cumsum(0).to(torch.int32)])
+            indices = torch.cat([table[b, :pages[b]].cpu() for b in range(B)])
+            s["fa3_paged"].plan(torch.tensor(q0s, dtype=torch.int32).cuda(), indptr.cuda(), indices.cuda(),
+                           (lens - (npages - 1) * page).cuda(), hq, hk, d, page, causal=True,
+                           q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
         return s
 
     def talon(s, stream):
@@ -235,6 +268,9 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
     def fa3_run(s):
         return fa3(s["q"], s["k"], s["v"], causal=True, backend="fa3")
 
+    def fa3_paged_run(s):
+        return s["fa3_paged"].run(s["q"], (s["k_cache"], s["v_cache"]))
+
     peers = {"talon_contiguous": contiguous}
     meta = {"dtype": "bf16", "kv_dtype": "fp8_e4m3" if kv8 else "bf16", "batch": B, "hq": hq,
             "hk": hk, "head_dim": d, "causal": True, "page_size": page, "layout": "NHD" if nhd else "HND", "total_q": total_q,
@@ -245,11 +281,16 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
             peers["flashinfer_fa3"] = fa3_run
         elif fa3 is None:
             meta["skipped_peers"] = {"flashinfer_fa3": fa3_skip}
+    if fa3_paged:
+        peers["flashinfer_fa3_paged"] = fa3_paged_run
+    else:
+        meta.setdefault("skipped_peers", {})["flashinfer_fa3_paged"] = fa3_paged_skip
 
     def check(s):
         torch.cuda.synchronize()
         scale = 1.0 / math.sqrt(d)
         worst, tol = 0.0, 0.0
+        peer_o = fa3_paged_run(s) if fa3_paged else None  # the peer read the cache right
         for b in range(B):
             for hh in (0, hq - 1):
                 g = hh // (hq // hk)
@@ -262,6 +303,9 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
                 ref = torch.softmax(sc.masked_fill(j > i, float("-inf")), dim=-1) @ v
                 worst = max(worst, (s["o"][q0s[b]:q0s[b + 1], hh].float() - ref).abs().max().item())
                 tol = max(tol, 2.0 ** -7 * ref.abs().max().item() + 4e-3)
+                if peer_o is not None:
+                    err = (peer_o[q0s[b]:q0s[b + 1], hh].float() - ref).abs().max().item()
+                    assert err <= 2.0 ** -7 * ref.abs().max().item() + 4e-3, f"FA3 paged differs by {err}"
         assert math.isfinite(worst) and worst <= tol, f"talon o differs from the reference by {worst} (tol {tol})"
 
     return Case("prefill_attention_paged", label, make, talon, peers, check=check, flops=flops,

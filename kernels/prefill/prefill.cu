@@ -260,8 +260,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // the v stages the consumers read: the k ring's count, fp8 the v^T ring's
     constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES : STAGES;
     constexpr int LSTAGES = TALON__PREFILL_FP8_LAND_STAGES; // fp8: v's landing ring
-    constexpr int PRODUCER_REGS = FP8 ? 56 : WIDEN ? 72 : CONSUMERS == 3 ? 32 : 40;
-    constexpr int CONSUMER_REGS = FP8 ? 224 : WIDEN ? 216 : CONSUMERS == 3 ? 160 : 232;
+    constexpr int PRODUCER_REGS = FP8 ? 56 : WIDEN ? 72 : GATHER ? 56 : CONSUMERS == 3 ? 32 : 40;
+    constexpr int CONSUMER_REGS = FP8 ? 224 : WIDEN ? 216 : GATHER ? 224 : CONSUMERS == 3 ? 160 : 232;
     static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <= 65536, "register file");
     constexpr int DV = TALON__PREFILL_DV(D); // v's and o's head_dim
     static_assert(!PAGED || DV == D, "the paged caches have one head_dim");
@@ -323,9 +323,10 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     if (warpgroup_index() == 0) {
         // The CTA holds 384 x 168 registers (the launch bound's share, rounded to 8): 2 x 128 x
         // 232 + 128 x 40 (the tile hand-over and the paged address arithmetic spill at 24);
-        // fp8 2 x 128 x 224 + 128 x 56 (the transposing warps spill at 40); fp8 caches 2 x
-        // 128 x 216 + 128 x 72 (the widening threads spill at 56). Three consumers: 512 x 128,
-        // 3 x 128 x 160 + 128 x 32.
+        // fp8 2 x 128 x 224 + 128 x 56 (the transposing warps spill at 40); gathered pages
+        // the same (their copy loops unrolled, which spill at 40); fp8 caches 2 x 128 x 216 +
+        // 128 x 72 (the widening threads spill at 56). Three consumers: 512 x 128, 3 x 128 x
+        // 160 + 128 x 32.
         setmaxnreg_dec<PRODUCER_REGS>();
         // contiguous: thread 0 alone (fp8: and warps 1-3 transpose v); pages: page_warps warps
         // (lane 0 of warp 0 leads); gather: 4 warps
@@ -504,7 +505,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         pipe->producer_acquire(st);
                         const T *src = reinterpret_cast<const T *>(cache) + (lane % 8) * 8;
                         const uint32_t base = smem_addr(ring + st.stage * BN * D) + dst;
-#pragma unroll 1
+                        // unrolled: the shuffles and address arithmetic of one row overlap the
+                        // others' (a loop of dependent steps a row left the consumers waiting)
+#pragma unroll
                         for (int i = 0; i < BN / 16; i++) {
                             const unsigned at = __shfl_sync(~0u, mine, 4 * i + lane / 8);
                             const T *row = src + uint64_t(at == ~0u ? 0 : at) * D;
@@ -528,7 +531,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         const uint32_t buf = smem_addr(sland + slot * 2 * BN * D) + r0 * D + (lane % 8) * 16;
                         const uint8_t *kc = reinterpret_cast<const uint8_t *>(p.k_cache) + (lane % 8) * 16;
                         const uint8_t *vc = reinterpret_cast<const uint8_t *>(p.v_cache) + (lane % 8) * 16;
-#pragma unroll 1
+#pragma unroll
                         for (int i = 0; i < BN / 16; i++) {
                             const unsigned at = __shfl_sync(~0u, rows, 4 * i + lane / 8);
                             const uint64_t off = uint64_t(at == ~0u ? 0 : at) * D;
