@@ -919,8 +919,9 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    page where max_kv_len is at least 1536, or 3072 with causal.
    fp8 caches (kv_dtype TALON_DTYPE_FP8_E4M3, as talon_kv_append and talon_decode_attention
    use them: real value = e4m3 value x k_scale / v_scale): the producer warps load each block's
-   rows and widen them to dtype (exact) in shared memory, so q and P v keep dtype's precision;
-   k_scale is folded into sm_scale and v_scale into o. Any page size, both layouts, head_dim
+   rows and widen them (exact) in shared memory, k to dtype and v to f16, so q k^T keeps q's
+   precision and P v runs in f16 (P rounded to f16, 3 bits more than bf16); k_scale is folded
+   into sm_scale and v_scale into o. Any page size, both layouts, head_dim
    64, 128, 256. */
 typedef struct talon_prefill_attention_paged_args {
     CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */

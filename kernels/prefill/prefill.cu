@@ -44,7 +44,8 @@
 // the rows by 16-byte cp.async, zero-filling rows past the keys (docs/notes/prefill.md).
 // KV_WIDEN (paged fp8 e4m3 caches, 16-bit q and o): the producer warpgroup's threads copy
 // their pieces of each block's rows into a landing buffer by cp.async and widen them (exact)
-// into the 16-bit k/v ring, so the rest is the 16-bit kernel.
+// into the 16-bit k/v ring (k to q's type, v to f16, P v in f16), so the rest is the 16-bit
+// kernel.
 // Checked mode (kernels/dev/check.cuh), paged only: the lead producer thread records a kv_lens
 // outside [0, max_kv_len] (clamped, as always), and a producer warp scans the page ids of each
 // tile's keys once, before its block loop (a page id outside the cache reads as zeros, as
@@ -245,6 +246,10 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // the producer warpgroup's 128 threads fill the k/v stages (cp.async, or widening fp8 rows)
     constexpr bool WIDEN = KV == TALON__PREFILL_KV_WIDEN;
     constexpr bool GATHER = KV == TALON__PREFILL_KV_GATHER || WIDEN;
+    // P and v in P v: fp8 caches widen v to f16 whatever q's type (one conversion instruction
+    // a pair where bf16 takes four; exact, as every e4m3 value is an f16 value, and P in [0, 1]
+    // keeps three more bits in f16 than in bf16)
+    constexpr int DTV = WIDEN ? TALON__F16 : DT;
     static_assert(!FP8 || !PAGED, "fp8: contiguous k/v only");
     constexpr int BN = FP8 ? TALON__PREFILL_FP8_BN(D) : TALON__PREFILL_BN(D, KV);
     constexpr int CONSUMERS = BM / 64; // consumer warpgroups
@@ -545,9 +550,10 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         }
                         cp_async_commit();
                     };
-                    // its landed pieces of k (half 0) or v (1) of buffer slot into the next stage
-                    // of pipe: piece x (elements 16 x .. 16 x + 15) of a row goes to its 64-column
-                    // chunk x / 4 as 16-byte pieces 2 (x % 4) and + 1, swizzled by r0 % 8
+                    // its landed pieces of k (half 0, to q's type) or v (1, to f16) of buffer
+                    // slot into the next stage of pipe: piece x (elements 16 x .. 16 x + 15) of
+                    // a row goes to its 64-column chunk x / 4 as 16-byte pieces 2 (x % 4) and + 1,
+                    // swizzled by r0 % 8
                     auto widen = [&](Pipeline<STAGES> *pipe, T *ring, int slot, int half) {
                         const uint32_t src = smem_addr(sland + (slot * 2 + half) * BN * D) + r0 * D + (lane % 8) * 16;
                         pipe->producer_acquire(st);
@@ -563,7 +569,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 #pragma unroll
                                 for (int k = 0; k < 8; k++) {
                                     const uint32_t two = in[k / 2] >> (16 * (k % 2));
-                                    h[k] = DT == TALON__BF16 ? e4m3x2_to_bf16x2(two) : e4m3x2_to_f16x2(two);
+                                    h[k] = DT == TALON__BF16 && half == 0 ? e4m3x2_to_bf16x2(two) : e4m3x2_to_f16x2(two);
                                 }
                                 const uint32_t row = to + (x / 4) * (KV_CHUNK * 2) + i * 2048;
                                 sts4(row + (((2 * (x % 4)) ^ (r0 % 8)) << 4), h[0], h[1], h[2], h[3]);
@@ -666,7 +672,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         } else { // v's rows: a k16 step is 16 rows of 128 bytes
             const uint64_t dv = make_desc_mn_major_b128(sv + vst.stage * BN * DV, KV_CHUNK * 2);
 #pragma unroll
-            for (int kk = 0; kk < PK; kk++) mma_rs<DT, DV>(o, pf[kk], desc_add(dv, kk * 16 * 128));
+            for (int kk = 0; kk < PK; kk++) mma_rs<DTV, DV>(o, pf[kk], desc_add(dv, kk * 16 * 128));
         }
         wgmma_commit();
     };
@@ -752,7 +758,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 }
         } else {
 #pragma unroll
-            for (int i = 0; i < BN / 2; i += 2) pf[i / 8][(i % 8) / 2] = pack2<T>(s[i], s[i + 1]);
+            for (int i = 0; i < BN / 2; i += 2) pf[i / 8][(i % 8) / 2] = pack2<elem<DTV>>(s[i], s[i + 1]);
         }
     };
     // Releases the v stage once this warp's P v on it is done. fp8: the transposing warps
