@@ -4,7 +4,9 @@ talon_prefill_attention on a ragged batch (q, k, v [tokens, heads, head_dim], cu
 against PyTorch SDPA with the cuDNN and flash backends on the same data viewed as [B, H, L, D]
 (equal lengths; enable_gqa where the heads differ), and FlashInfer's FlashAttention-3 backend
 (single_prefill_with_kv_cache(..., backend="fa3"), one call per request, so only on batches of
-1 or 2; bf16 hd128 is what ../shared/peers packs) where it imports. bf16, inputs N(0, 1). TFLOP/s count
+1 or 2; bf16 hd128 is what ../shared/peers packs) where it imports, and its batch kernel over the
+same ragged tensors (BatchPrefillWithRaggedKVCacheWrapper(backend="fa3"): "flashinfer_fa3_batch",
+every bf16 hd128 case; packed as the paged one below). bf16, inputs N(0, 1). TFLOP/s count
 4 * sum(q_len * kv_len) * Hq * D, halved when causal (the convention FlashAttention reports).
 Check: on the last timed set, against SDPA's flash (or cuDNN) output of the same inputs, or
 for ragged batches an fp32 SDPA per request: |talon - ref| <= 2^-7 max|ref| + 4e-3 (talon
@@ -67,6 +69,21 @@ def flashinfer_fa3_paged(layout):
         return None, f"{type(exc).__name__}: {exc}"[:200]
 
 
+def flashinfer_fa3_ragged():
+    """A new FlashInfer FA3 batch prefill wrapper over ragged contiguous k/v (one per input set,
+    as its plan holds the lengths), or the reason it is not available."""
+    try:
+        import flashinfer
+        ws = torch.empty(128 << 20, device="cuda", dtype=torch.uint8)
+        w = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(ws, kv_layout="NHD", backend="fa3")
+        one = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
+        w.plan(one, one, 8, 8, 128, causal=True, q_data_type=torch.bfloat16,
+               kv_data_type=torch.bfloat16)  # builds or loads its module: fails here if not packed
+        return w, None
+    except Exception as exc:  # not installed: skipped, noted in the JSON
+        return None, f"{type(exc).__name__}: {exc}"[:200]
+
+
 def ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s, dv=None):
     """q, k, v N(0, 1) bf16 [tokens, heads, d] (v and o: dv), o and lse, and the cu_seqlens."""
     dt = torch.bfloat16
@@ -103,6 +120,9 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv
     flops = 2 * pairs * hq * (d + dv) // (2 if causal else 1)
     equal = len(set(lens)) == 1 and lens == kv_lens
     fa3, fa3_skip = flashinfer_fa3()
+    # FlashInfer FA3's batch kernel over the same ragged tensors (bf16 hd128 is what is packed)
+    fa3_ragged_skip = flashinfer_fa3_ragged()[1] if d == 128 and dv == 128 else "head_dim: not packed"
+    fa3_ragged = fa3_ragged_skip is None
 
     def make():
         s = ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s, dv)
@@ -112,6 +132,10 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv
                          num_qo_heads=hq, num_kv_heads=hk, head_dim=d, v_head_dim=dv,
                          causal=int(causal), dtype=BF16)
         with_workspace(h, s, "args", "ws")
+        if fa3_ragged:  # its planner reads the lengths on the host, here, once
+            s["fa3_ragged"] = flashinfer_fa3_ragged()[0]
+            s["fa3_ragged"].plan(s["cu_q"], s["cu_k"], hq, hk, d, causal=causal,
+                                 q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
         return s
 
     def talon(s, stream):
@@ -136,6 +160,9 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv
                       s["v"][k0s[b]:k0s[b + 1]], causal=causal, backend="fa3")
         return out
 
+    def fa3_ragged_run(s):
+        return s["fa3_ragged"].run(s["q"], s["k"], s["v"])
+
     peers, meta = {}, {"dtype": "bf16", "batch": B, "hq": hq, "hk": hk, "head_dim": d,
                        "v_head_dim": dv, "causal": causal, "total_q": total_q}
     if equal:
@@ -145,6 +172,10 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv
         peers["flashinfer_fa3"] = fa3_run  # one call per request: fair for a batch of 1 or 2
     elif fa3 is None:
         meta["skipped_peers"] = {"flashinfer_fa3": fa3_skip}
+    if fa3_ragged:
+        peers["flashinfer_fa3_batch"] = fa3_ragged_run
+    else:
+        meta.setdefault("skipped_peers", {})["flashinfer_fa3_batch"] = fa3_ragged_skip
 
     def check(s):
         torch.cuda.synchronize()
@@ -167,6 +198,9 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv
         err = (s["o"].float() - ref).abs().max().item()
         tol = 2.0 ** -7 * ref.abs().max().item() + 4e-3
         assert math.isfinite(err) and err <= tol, f"talon o differs from the reference by {err} (tol {tol})"
+        if fa3_ragged:  # the peer read the ragged batch right
+            err = (fa3_ragged_run(s).float() - ref).abs().max().item()
+            assert err <= tol, f"FA3 batch differs from the reference by {err} (tol {tol})"
 
     return Case("prefill_attention", label, make, talon, peers, check=check, flops=flops,
                 targets=targets, meta=meta)

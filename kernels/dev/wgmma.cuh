@@ -81,9 +81,10 @@ __device__ __forceinline__ uint64_t make_desc_mn_major_b128(const void *smem, ui
 }
 
 // Move the start address by `bytes` (multiple of 16). Stays inside the 14-bit field for any
-// shared-memory address (< 256 KB).
+// shared-memory address (< 256 KB), so only the low word changes: a 64-bit add made the
+// compiler carry into the high word and move both into uniform registers for every wgmma.
 __device__ __forceinline__ uint64_t desc_add(uint64_t desc, uint32_t bytes) {
-    return desc + (bytes >> 4);
+    return (desc & 0xffffffff00000000ull) | uint32_t(uint32_t(desc) + (bytes >> 4));
 }
 
 // Make prior register / shared-memory writes visible to the following wgmmas (required before
