@@ -921,8 +921,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    use them: real value = e4m3 value x k_scale / v_scale): the producer warps load each block's
    rows and widen them (exact) in shared memory, k to dtype and v to f16, so q k^T keeps q's
    precision and P v runs in f16 (P rounded to f16, 3 bits more than bf16); k_scale is folded
-   into sm_scale and v_scale into o. Any page size, both layouts, head_dim
-   64, 128, 256. */
+   into sm_scale and v_scale into o. Any page size, both layouts, head_dim 64, 128, 256. */
 typedef struct talon_prefill_attention_paged_args {
     CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */
     CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */
