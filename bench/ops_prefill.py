@@ -52,36 +52,38 @@ def flashinfer_fa3():
         return None, f"{type(exc).__name__}: {exc}"[:200]
 
 
-def flashinfer_fa3_paged(layout):
-    """A new FlashInfer FA3 batch prefill wrapper over a paged cache (the call engines make for
-    chunked prefill; one per input set, as its plan holds the page lists), or the reason it is
-    not available."""
-    try:
-        import flashinfer
-        ws = torch.empty(128 << 20, device="cuda", dtype=torch.uint8)
-        w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, kv_layout="NHD" if layout == 0 else "HND",
-                                                           backend="fa3")
-        one = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
-        w.plan(one, one, one[:1], one[1:], 8, 8, 128, 16, causal=True, q_data_type=torch.bfloat16,
-               kv_data_type=torch.bfloat16)  # builds or loads its module: fails here if not packed
-        return w, None
-    except Exception as exc:  # not installed: skipped, noted in the JSON
-        return None, f"{type(exc).__name__}: {exc}"[:200]
+def flashinfer_fa3_batch(layout=None):
+    """A new FlashInfer FA3 batch prefill wrapper: over a paged cache of this layout (0 NHD,
+    1 HND; the call engines make for chunked prefill), or over ragged contiguous k/v (layout
+    None). One per input set, as its plan holds the lengths and page lists."""
+    import flashinfer
+    ws = torch.empty(128 << 20, device="cuda", dtype=torch.uint8)
+    if layout is None:
+        return flashinfer.BatchPrefillWithRaggedKVCacheWrapper(ws, kv_layout="NHD", backend="fa3")
+    return flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, kv_layout="NHD" if layout == 0 else "HND",
+                                                          backend="fa3")
 
 
-def flashinfer_fa3_ragged():
-    """A new FlashInfer FA3 batch prefill wrapper over ragged contiguous k/v (one per input set,
-    as its plan holds the lengths), or the reason it is not available."""
-    try:
-        import flashinfer
-        ws = torch.empty(128 << 20, device="cuda", dtype=torch.uint8)
-        w = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(ws, kv_layout="NHD", backend="fa3")
-        one = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
-        w.plan(one, one, 8, 8, 128, causal=True, q_data_type=torch.bfloat16,
-               kv_data_type=torch.bfloat16)  # builds or loads its module: fails here if not packed
-        return w, None
-    except Exception as exc:  # not installed: skipped, noted in the JSON
-        return None, f"{type(exc).__name__}: {exc}"[:200]
+_FA3_BATCH_SKIP = {}
+
+
+def flashinfer_fa3_batch_skip(layout=None):
+    """Why flashinfer_fa3_batch(layout) cannot run here, or None; probed once per layout (a
+    one-request plan builds or loads its module, and fails here where it is not packed)."""
+    if layout not in _FA3_BATCH_SKIP:
+        try:
+            w = flashinfer_fa3_batch(layout)
+            one = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
+            if layout is None:
+                w.plan(one, one, 8, 8, 128, causal=True, q_data_type=torch.bfloat16,
+                       kv_data_type=torch.bfloat16)
+            else:
+                w.plan(one, one, one[:1], one[1:], 8, 8, 128, 16, causal=True,
+                       q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+            _FA3_BATCH_SKIP[layout] = None
+        except Exception as exc:  # not installed: skipped, noted in the JSON
+            _FA3_BATCH_SKIP[layout] = f"{type(exc).__name__}: {exc}"[:200]
+    return _FA3_BATCH_SKIP[layout]
 
 
 def ragged_inputs(total_q, total_kv, hq, hk, d, q0s, k0s, dv=None):
@@ -121,7 +123,7 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv
     equal = len(set(lens)) == 1 and lens == kv_lens
     fa3, fa3_skip = flashinfer_fa3()
     # FlashInfer FA3's batch kernel over the same ragged tensors (bf16 hd128 is what is packed)
-    fa3_ragged_skip = flashinfer_fa3_ragged()[1] if d == 128 and dv == 128 else "head_dim: not packed"
+    fa3_ragged_skip = flashinfer_fa3_batch_skip() if d == 128 and dv == 128 else "head_dim: not packed"
     fa3_ragged = fa3_ragged_skip is None
 
     def make():
@@ -133,7 +135,7 @@ def prefill_case(h, lens, hq, hk, d, causal, label, targets=(), kv_lens=None, dv
                          causal=int(causal), dtype=BF16)
         with_workspace(h, s, "args", "ws")
         if fa3_ragged:  # its planner reads the lengths on the host, here, once
-            s["fa3_ragged"] = flashinfer_fa3_ragged()[0]
+            s["fa3_ragged"] = flashinfer_fa3_batch()
             s["fa3_ragged"].plan(s["cu_q"], s["cu_k"], hq, hk, d, causal=causal,
                                  q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
         return s
@@ -222,7 +224,7 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
     flops = 4 * hq * d * sum(n * p + n * (n + 1) // 2 for n, p in zip(new, prefix))
     fa3, fa3_skip = flashinfer_fa3()
     # FlashInfer FA3 over the same paged cache (bf16 caches: its fp8 k/v needs fp8 q)
-    fa3_paged_skip = "fp8 caches: FA3 takes fp8 k/v only with fp8 q" if kv8 else flashinfer_fa3_paged(layout)[1]
+    fa3_paged_skip = "fp8 caches: FA3 takes fp8 k/v only with fp8 q" if kv8 else flashinfer_fa3_batch_skip(layout)
     fa3_paged = fa3_paged_skip is None
     nhd = layout == 0
 
@@ -272,7 +274,7 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
         with_workspace(h, s, "args", "ws", paged=True)
         with_workspace(h, s, "contig", "ws2")
         if fa3_paged:  # its planner reads the page lists on the host, here, once
-            s["fa3_paged"] = flashinfer_fa3_paged(layout)[0]
+            s["fa3_paged"] = flashinfer_fa3_batch(layout)
             lens = torch.tensor(kv, dtype=torch.int32)
             npages = torch.tensor(pages, dtype=torch.int32)
             indptr = torch.cat([torch.zeros(1, dtype=torch.int32), npages.cumsum(0).to(torch.int32)])

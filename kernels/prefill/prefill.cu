@@ -143,16 +143,20 @@ __device__ __forceinline__ void check_tile_pages(const talon__prefill_params &p,
 }
 
 // report: checked mode records a bad kv_lens (the lead producer thread only).
+// Piece number t (>= split_first) of a split tile (talon__prefill_split): the tile's place
+// among the split ones, and in part which share of its keys the piece takes.
+__device__ __forceinline__ unsigned split_slot(const talon__prefill_params &p, int t, int &part) {
+    const unsigned v = t - p.split_first, slot = __umulhi(v, p.split_magic); // v / parts
+    part = int(v - slot * p.split_parts);
+    return slot;
+}
+
 template <int BM, int BN, bool PAGED>
 __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, Tile &tl,
                                         bool report = false) {
-    // a piece of a split tile (talon__prefill_split): its tile, and which share of the keys
+    // a piece of a split tile: its tile, and which share of the keys
     int part = -1;
-    if (t >= p.split_first) {
-        const unsigned v = t - p.split_first, slot = __umulhi(v, p.split_magic); // v / parts
-        part = int(v - slot * p.split_parts);
-        t = p.split_first + int(slot);
-    }
+    if (t >= p.split_first) t = p.split_first + int(split_slot(p, t, part));
     // t = (section of (b, kv head) pairs, query block from the last, pair of the section,
     // query head of the group): talon__prefill_sections
     const int per_pair = p.m_blocks * p.group, hk_count = p.num_qo_heads / p.group;
@@ -210,8 +214,9 @@ __device__ __forceinline__ bool split_piece_done(const talon__prefill_params &p,
                                                  const float (&o)[DV / 2], const float (&m)[2],
                                                  const float (&l)[2], const float *&pieces) {
     constexpr int WORDS = DV / 2 + 4;
-    const unsigned v = t - p.split_first, slot = __umulhi(v, p.split_magic);
-    const int part = int(v - slot * p.split_parts), lane = lane_index();
+    int part;
+    const unsigned slot = split_slot(p, t, part);
+    const int lane = lane_index();
     // the workspace: the tile counter (16 bytes), the split tiles' warp counters, then from a
     // 256-byte boundary the partials (talon__prefill_plan_of)
     const int split_tiles = p.m_blocks * p.batch * p.num_qo_heads - p.split_first;
