@@ -24,12 +24,16 @@
 // select: each block stages its hits in shared memory, reserves space for them with one
 // global atomic per block and counter, and appends them (element bits and index) to the
 // workspace. The row's last block to finish (arrival counter) resolves the candidates:
-//   - few entries (above + candidates <= block size): every entry's rank among them, by (key
-//     desc, index asc), is its output position; ties need nothing more;
-//   - else radix select over the candidates' key offsets from lo finds the k-th key T and how
-//     many keys equal to T are needed; when that is fewer than there are, a second radix
-//     select over (2^18 - 1 - index) takes the lowest indices (the tie rule); the k winners
-//     are then bitonic-sorted by (key desc, index asc) if asked.
+//   - few entries (above + candidates <= half the block): every entry's rank among them, by
+//     (key desc, index asc), is its output position; ties need nothing more;
+//   - else entries (the keys above and the candidates) spread over bins of the top 11 bits of
+//     their key range, at most BIN_MAX in any bin from the k-th entry's up: each entry of those
+//     bins is placed by the counts of the bins above it and its rank within its own bin, by
+//     (key desc, index asc); ties need nothing more, and the output comes out sorted either way;
+//   - else (ties, narrow or outlying values) radix select over the candidates' key offsets
+//     from lo finds the k-th key T and how many keys equal to T are needed; when that is fewer
+//     than there are, a second radix select over (2^18 - 1 - index) takes the lowest indices
+//     (the tie rule); the k winners are then bitonic-sorted by (key desc, index asc) if asked.
 // Values are written from the element bits carried along, so NaN payloads and -0.0 survive.
 // Candidates usually fit the workspace (cap = min(cols, TALON__TOPK_CAP)); when more keys are
 // candidates (many ties, narrow distributions), the last block re-reads the row for each
@@ -340,6 +344,79 @@ struct SelectSmem {
 
 static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in include/talon/kernels/topk.def is too small");
 
+// The resolving block's common case: the m entries in sm.cand_raw / cand_idx (m >= k, every
+// key >= lo) are binned by the top 11 bits of their offsets from lo; the k-th entry's bin d
+// comes from the counts. Entries in bins d and up are laid out in `order` bin by bin, from the
+// top (a bin starts after the counts of the bins above it), and each one's output place is its
+// bin's start plus its rank among its own bin's entries by (key desc, index asc). A bin from d
+// up holding more than BIN_MAX entries (ties, a narrow range, an outlier stretching the range)
+// makes that ranking costly: then false, nothing written, and the caller's radix select and
+// sort take over. Expects sm.count = 0, set before the barrier ahead of this call. Not inlined:
+// inlined, ptxas spilled 44 bytes in chunk_select_bf16.
+template <typename T, int BLOCK>
+__device__ __noinline__ bool place_by_bins(SelectSmem &sm, int m, int k, uint32_t lo, T *out_val,
+                                           int *out_idx) {
+    constexpr int PER = BINS / BLOCK, WARPS = BLOCK / 32, BIN_MAX = 128;
+    static_assert(TALON__TOPK_KMAX - 1 + BIN_MAX <= 2 * TALON__TOPK_KMAX, "order aliases sorted");
+    const int t = threadIdx.x;
+    uint32_t hi = 0;
+    for (int e = t; e < m; e += BLOCK) hi = max(hi, key_of_raw<T>(sm.cand_raw[e]));
+    hi = __reduce_max_sync(~0u, hi);
+    if (t % 32 == 0) sm.warp_sums[t / 32] = (int)hi;
+    for (int b = t; b < BINS; b += BLOCK) sm.hist[b] = 0;
+    __syncthreads();
+    for (int w = 0; w < WARPS; w++) hi = max(hi, (uint32_t)sm.warp_sums[w]);
+    const int shift = max(0, 32 - __clz(hi - lo) - TALON__TOPK_DIGIT);
+    auto bin_of = [&](int e) { return (int)((key_of_raw<T>(sm.cand_raw[e]) - lo) >> shift); };
+    for (int e = t; e < m; e += BLOCK) atomicAdd(&sm.hist[bin_of(e)], 1);
+    __syncthreads();
+    find_digit<BLOCK>(sm.hist, k, sm.res, sm.warp_sums);
+    const int d = sm.res[0];
+    int sum = 0, widest = 0;
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+        const int count = sm.hist[t * PER + j];
+        sum += count;
+        if (t * PER + j >= d) widest = max(widest, count);
+    }
+    widest = __reduce_max_sync(~0u, widest);
+    if (t % 32 == 0) atomicMax(&sm.count, widest);
+    int start = sum_above<BLOCK>(sum, sm.warp_sums); // its barrier also publishes sm.count
+    if (sm.count > BIN_MAX) {
+        __syncthreads(); // hist, res and warp_sums are the caller's again
+        return false;
+    }
+#pragma unroll
+    for (int j = PER - 1; j >= 0; j--) {
+        const int count = sm.hist[t * PER + j];
+        sm.hist[t * PER + j] = start; // the bin's cursor, from its start
+        start += count;
+    }
+    __syncthreads();
+    uint32_t *order = reinterpret_cast<uint32_t *>(sm.sorted);
+    for (int e = t; e < m; e += BLOCK) {
+        const int b = bin_of(e);
+        if (b >= d) order[atomicAdd(&sm.hist[b], 1)] = (uint32_t)e;
+    }
+    __syncthreads();
+    // Now hist[b] is where bin b ends, which is where bin b - 1 starts.
+    auto rank_key = [&](uint32_t e) {
+        return (unsigned long long)key_of_raw<T>(sm.cand_raw[e]) << 32 | (IDX_TOP - sm.cand_idx[e]);
+    };
+    for (int q = t; q < sm.hist[d]; q += BLOCK) {
+        const uint32_t e = order[q];
+        const int b = bin_of((int)e), end = sm.hist[b];
+        const unsigned long long mine = rank_key(e);
+        int place = b == BINS - 1 ? 0 : sm.hist[b + 1];
+        for (int j = place; j < end; j++) place += rank_key(order[j]) > mine;
+        if (place < k) {
+            out_val[place] = from_raw<T>(sm.cand_raw[e]);
+            out_idx[place] = (int)sm.cand_idx[e];
+        }
+    }
+    return true;
+}
+
 // A select block's row and chunk [begin, end). Blocks run in the reverse order of chunk_hist's:
 // the chunks it read last are the likeliest to be still in L2 (the sampled path reads its rows
 // once; order does not matter).
@@ -440,9 +517,9 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
         sm.sorted[o] = (unsigned long long)key << 32 | (unsigned long long)(IDX_TOP - i) << 10 | o;
         sm.raw[o] = u;
     };
-    if (in_smem && above + ncand <= BLOCK) {
+    if (in_smem && above + ncand <= BLOCK / 2) {
         // Few entries (small k, spread values): each one's rank among all of them is its place
-        // in the sorted output, ties included; no radix passes, no sort.
+        // in the sorted output, ties included: one barrier, where binning takes seven.
         const int m = above + ncand, e = threadIdx.x;
         if (e < above) {
             const T v = __ldcg(&out_val[e]);
@@ -462,12 +539,21 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
         }
         return;
     }
+    // Entries in shared memory: the candidates, then (where they fit) the keys above them.
+    const bool binned = in_smem && above + ncand <= TALON__TOPK_CAP;
     if (in_smem)
         for (int c = threadIdx.x; c < ncand; c += BLOCK) {
             sm.cand_raw[c] = __ldcg(&r.cand_raw[c]);
             sm.cand_idx[c] = __ldcg(&r.cand_idx[c]);
         }
+    if (binned)
+        for (int o = threadIdx.x; o < above; o += BLOCK) {
+            sm.cand_raw[ncand + o] = raw_of(__ldcg(&out_val[o]));
+            sm.cand_idx[ncand + o] = (uint32_t)__ldcg(&out_idx[o]);
+        }
+    if (threadIdx.x == 0) sm.count = 0;
     __syncthreads();
+    if (binned && place_by_bins<T, BLOCK>(sm, above + ncand, p.k, lo, out_val, out_idx)) return;
     // Every candidate (low key bits, index, element bits) this thread owns.
     auto each_cand = [&](auto f) {
         if (in_smem) {

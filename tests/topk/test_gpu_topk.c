@@ -7,7 +7,8 @@
    be unchanged. Also CUDA graph capture with replays on fresh inputs.
 
    TALON_TEST_QUICK=1 (for compute-sanitizer) keeps every dtype, pattern, mode and path (both
-   kernel sequences, the candidate fallback included) on fewer and smaller rows. */
+   kernel sequences; the last block's rank among few entries, its bins, and its radix select
+   and sort where ties fill a bin; the candidate fallback) on fewer and smaller rows. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
