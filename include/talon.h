@@ -442,6 +442,9 @@ talon_status talon_moe_router_topk(talon_ctx *ctx, CUstream stream,
    copied bit for bit from the input (NaN payloads and the sign of zero are kept).
    sorted = 1: each output row is in descending order, equal values by ascending index;
    sorted = 0: the same set of k entries in an unspecified order (it may differ between calls).
+     It is rarely faster: the k are placed in order as they are selected, except where many
+     values near the k-th lie close together (ties, or an inf or NaN in the row stretching the
+     range they are placed in); then a sort runs, for sorted = 1 only.
    workspace, workspace_bytes: at least talon_topk_workspace_size's bytes (see WORKSPACES).
    Pointers must be aligned to their element (4 bytes for fp32 and indices, 2 for bf16/f16).
    Launches a fixed sequence of two kernels chosen from rows and cols alone: for small problems
