@@ -1,5 +1,6 @@
 """talon_topk beside torch.topk (sorted, on the same tensors): the issue's targets at fp32
-V=128256 k=50 and V=262144 k=1024, plus k=1024 at V=128256, a bf16 case and two small shapes of
+V=128256 k=50 and V=262144 k=1024, plus k=1024 at V=128256, two bf16 cases (bf16 ties more:
+at B=256 V=262144 k=1024 about 50 keys share each value near the k-th) and two small shapes of
 the two-kernel path (B=4 V=128256, B=2 V=262144; it reaches up to B=64 at V=128256) and two
 sampled shapes whose chunking differs from the targets' (B=65 V=128256, B=100 V=262144).
 Peer "flashinfer" (where ops_norm's loader imports FlashInfer; else named, with the reason, in
@@ -83,6 +84,7 @@ def cases(h):
         case(1, 128256, 1024),
         case(64, 128256, 1024),
         case(64, 128256, 50, "bf16"),
+        case(256, 262144, 1024, "bf16"),
         case(4, 128256, 50),
         case(2, 262144, 1024),
         case(65, 128256, 50),
