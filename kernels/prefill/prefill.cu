@@ -142,7 +142,6 @@ __device__ __forceinline__ void check_tile_pages(const talon__prefill_params &p,
     }
 }
 
-// report: checked mode records a bad kv_lens (the lead producer thread only).
 // Piece number t (>= split_first) of a split tile (talon__prefill_split): the tile's place
 // among the split ones, and in part which share of its keys the piece takes.
 __device__ __forceinline__ unsigned split_slot(const talon__prefill_params &p, int t, int &part) {
@@ -151,6 +150,7 @@ __device__ __forceinline__ unsigned split_slot(const talon__prefill_params &p, i
     return slot;
 }
 
+// report: checked mode records a bad kv_lens (the lead producer thread only).
 template <int BM, int BN, bool PAGED>
 __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, Tile &tl,
                                         bool report = false) {
