@@ -47,6 +47,7 @@
 // 16-byte loads with L2 hints, each measured faster. The measurements, and the variants tried
 // and not taken (one-read register lists, 8-block clusters, group skipping, longer chunks), are
 // in docs/notes/topk.md.
+#include <type_traits>
 #include "dev/async.cuh"
 #include "dev/kernel.cuh"
 #include "dev/keys.cuh"
@@ -95,33 +96,47 @@ template <int POL> __device__ __forceinline__ uint64_t l2_policy() {
     return 0;
 }
 
-// Calls f(i, v) for every element of [begin, end) this thread owns, loads in flight first: with
-// POL, where the range starts 16-byte aligned, two 16-byte loads under that L2 policy (fewer
-// load instructions than 4-byte ones), the rest UNROLL element loads. More loads in flight
-// cost registers and a block per SM, and measured slower (docs/notes/topk.md).
+// Element l of a 16-byte group as a float, straight from its word (a 16-bit element's value is
+// its bits moved up, one instruction, where to_f32 of the extracted element takes two).
+template <typename T> __device__ __forceinline__ float group_f32(const uint4 &x, int l) {
+    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+    if constexpr (sizeof(T) == 4) return __uint_as_float(w[l]);
+    const uint32_t u = w[l / 2];
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) return __uint_as_float(l % 2 ? u & 0xffff0000u : u << 16);
+    return __half2float(__ushort_as_half((unsigned short)(l % 2 ? u >> 16 : u)));
+}
+
+// Calls f(i, v, x) for every element v of [begin, end) this thread owns, x = to_f32(v), loads in
+// flight first: with POL, where the range starts 16-byte aligned, two 16-byte loads under that
+// L2 policy (fewer load instructions than 4-byte ones), the rest UNROLL element loads. More
+// loads in flight cost registers and a block per SM, and measured slower (docs/notes/topk.md).
+// The 16-byte loop's full rounds walk a pointer and test no bounds (with an index per load,
+// ptxas rebuilt each load's address from the row's base every round).
 template <typename T, int BLOCK, int POL = 0, typename F>
 __device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
     constexpr int V = 16 / sizeof(T), UV = POL ? 2 : 0;
     const uint64_t pol = l2_policy<POL>();
     if (UV && (reinterpret_cast<uintptr_t>(in + begin) & 15) == 0) {
         const int nvec = (end - begin) / V;
-        const uint4 *vin = reinterpret_cast<const uint4 *>(in + begin);
-        for (int b = 0; b < nvec; b += BLOCK * UV) {
+        const uint4 *vin = reinterpret_cast<const uint4 *>(in + begin) + threadIdx.x;
+        auto each = [&](const uint4 &x, int q) {
+            T e[V];
+            memcpy(e, &x, 16);
+#pragma unroll
+            for (int l = 0; l < V; l++) f(begin + q * V + l, e[l], group_f32<T>(x, l));
+        };
+        int b = 0;
+        for (; b + BLOCK * UV <= nvec; b += BLOCK * UV, vin += BLOCK * UV) {
             uint4 x[UV > 0 ? UV : 1];
 #pragma unroll
-            for (int j = 0; j < UV; j++) {
-                const int q = b + j * BLOCK + threadIdx.x;
-                if (q < nvec) x[j] = load_16_l2_hint(vin + q, pol);
-            }
+            for (int j = 0; j < UV; j++) x[j] = load_16_l2_hint(vin + j * BLOCK, pol);
 #pragma unroll
-            for (int j = 0; j < UV; j++) {
-                const int q = b + j * BLOCK + threadIdx.x;
-                T e[V];
-                memcpy(e, &x[j], 16);
+            for (int j = 0; j < UV; j++) each(x[j], b + j * BLOCK + threadIdx.x);
+        }
 #pragma unroll
-                for (int l = 0; l < V; l++)
-                    if (q < nvec) f(begin + q * V + l, e[l]);
-            }
+        for (int j = 0; j < UV; j++) {
+            const int q = b + j * BLOCK + threadIdx.x;
+            if (q < nvec) each(load_16_l2_hint(vin + j * BLOCK, pol), q);
         }
         begin += nvec * V;
     }
@@ -135,7 +150,7 @@ __device__ __forceinline__ void for_keys(const T *in, int begin, int end, F f) {
 #pragma unroll
         for (int j = 0; j < UNROLL; j++) {
             const int i = base + j * BLOCK + threadIdx.x;
-            if (i < end) f(i, v[j]);
+            if (i < end) f(i, v[j], to_f32(v[j]));
         }
     }
 }
@@ -272,8 +287,8 @@ template <int DT, int BLOCK> __device__ void topk_chunk_hist(const talon__topk_p
     if (blockIdx.x == 0 && threadIdx.x < TALON__TOPK_CTRS) r.ctr[threadIdx.x] = 0;
     for (int b = threadIdx.x; b < BINS; b += BLOCK) hist[b] = 0;
     __syncthreads();
-    for_keys<T, BLOCK, L2_KEEP>(row_in<T>(p, row), begin, end, [&](int i, T v) {
-        atomicAdd(&hist[key_of(v) >> LOW], 1);
+    for_keys<T, BLOCK, L2_KEEP>(row_in<T>(p, row), begin, end, [&](int, T, float x) {
+        atomicAdd(&hist[order_key(x) >> LOW], 1);
     });
     __syncthreads();
     uint32_t *mine = reinterpret_cast<uint32_t *>(r.hist) + blockIdx.x * (BINS / 2);
@@ -462,11 +477,11 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
     if (threadIdx.x == 0) sm.n_above = sm.n_cand = 0;
     __syncthreads();
     const float below = order_key_value(lo);
-    for_keys<T, BLOCK, L2_DROP>(in, begin, end, [&](int i, T v) {
-        if (to_f32(v) < below) return; // the common case: one compare
-        const uint32_t key = key_of(v);
+    for_keys<T, BLOCK, L2_DROP>(in, begin, end, [&](int i, T v, float x) {
+        if (x < below) return; // the common case: one compare
+        const uint32_t key = order_key(x);
         if (key < lo) return;
-        if (key - lo > span) {
+        if (SLOTS && key - lo > span) { // keys above the candidates: the chunk path only
             const int o = atomicAdd(&sm.n_above, 1);
             sm.cand_raw[o] = raw_of(v);
             sm.cand_idx[o] = (uint32_t)i;
@@ -562,8 +577,8 @@ template <typename T, int BLOCK, bool SLOTS> __device__ void select_rows(const t
                 f(key_of_raw<T>(u) - lo, sm.cand_idx[c], u);
             }
         } else {
-            for_keys<T, BLOCK>(in, 0, p.cols, [&](int i, T v) {
-                const uint32_t key = key_of(v);
+            for_keys<T, BLOCK>(in, 0, p.cols, [&](int i, T v, float x) {
+                const uint32_t key = order_key(x);
                 if (key >= lo && key - lo <= span) f(key - lo, (uint32_t)i, raw_of(v));
             });
         }
