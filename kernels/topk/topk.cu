@@ -96,8 +96,8 @@ template <int POL> __device__ __forceinline__ uint64_t l2_policy() {
     return 0;
 }
 
-// Element l of a 16-byte group as a float, straight from its word (a 16-bit element's value is
-// its bits moved up, one instruction, where to_f32 of the extracted element takes two).
+// Element l of a 16-byte group as a float, straight from its word (bf16: its bits moved up or
+// masked, one instruction, where to_f32 of the extracted element took two).
 template <typename T> __device__ __forceinline__ float group_f32(const uint4 &x, int l) {
     const uint32_t w[4] = {x.x, x.y, x.z, x.w};
     if constexpr (sizeof(T) == 4) return __uint_as_float(w[l]);
