@@ -47,6 +47,7 @@
 // 16-byte loads with L2 hints, each measured faster. The measurements, and the variants tried
 // and not taken (one-read register lists, 8-block clusters, group skipping, longer chunks), are
 // in docs/notes/topk.md.
+#include <cstddef>
 #include <type_traits>
 #include "dev/async.cuh"
 #include "dev/kernel.cuh"
@@ -361,7 +362,7 @@ static_assert(sizeof(SelectSmem) <= TALON__TOPK_SMEM, "TALON__TOPK_SMEM in inclu
 
 // The resolving block's common case: the m entries in sm.cand_raw / cand_idx (m >= k, every
 // key >= lo) are binned by the top 11 bits of their offsets from lo; the k-th entry's bin d
-// comes from the counts. Entries in bins d and up are laid out in `order` bin by bin, from the
+// comes from the counts. Entries in bins d and up are laid out in `placed` bin by bin, from the
 // top (a bin starts after the counts of the bins above it), and each one's output place is its
 // bin's start plus its rank among its own bin's entries by (key desc, index asc). A bin from d
 // up holding more than BIN_MAX entries (ties, a narrow range, an outlier stretching the range)
@@ -372,7 +373,10 @@ template <typename T, int BLOCK>
 __device__ __noinline__ bool place_by_bins(SelectSmem &sm, int m, int k, uint32_t lo, T *out_val,
                                            int *out_idx) {
     constexpr int PER = BINS / BLOCK, WARPS = BLOCK / 32, BIN_MAX = 128;
-    static_assert(TALON__TOPK_KMAX - 1 + BIN_MAX <= 2 * TALON__TOPK_KMAX, "order aliases sorted");
+    static_assert(TALON__TOPK_CAP <= 1 << 12 && IDX_BITS <= 20, "a rank key's fields");
+    static_assert(offsetof(SelectSmem, raw) == offsetof(SelectSmem, sorted) + sizeof(sm.sorted) &&
+                      (TALON__TOPK_KMAX - 1 + BIN_MAX) * 8 <= sizeof(sm.sorted) + sizeof(sm.raw),
+                  "placed spans sorted and raw");
     const int t = threadIdx.x;
     uint32_t hi = 0;
     for (int e = t; e < m; e += BLOCK) hi = max(hi, key_of_raw<T>(sm.cand_raw[e]));
@@ -382,8 +386,7 @@ __device__ __noinline__ bool place_by_bins(SelectSmem &sm, int m, int k, uint32_
     __syncthreads();
     for (int w = 0; w < WARPS; w++) hi = max(hi, (uint32_t)sm.warp_sums[w]);
     const int shift = max(0, 32 - __clz(hi - lo) - TALON__TOPK_DIGIT);
-    auto bin_of = [&](int e) { return (int)((key_of_raw<T>(sm.cand_raw[e]) - lo) >> shift); };
-    for (int e = t; e < m; e += BLOCK) atomicAdd(&sm.hist[bin_of(e)], 1);
+    for (int e = t; e < m; e += BLOCK) atomicAdd(&sm.hist[(key_of_raw<T>(sm.cand_raw[e]) - lo) >> shift], 1);
     __syncthreads();
     find_digit<BLOCK>(sm.hist, k, sm.res, sm.warp_sums);
     const int d = sm.res[0];
@@ -408,23 +411,26 @@ __device__ __noinline__ bool place_by_bins(SelectSmem &sm, int m, int k, uint32_
         start += count;
     }
     __syncthreads();
-    uint32_t *order = reinterpret_cast<uint32_t *>(sm.sorted);
+    // The entries of bins d and up, bin by bin, as rank keys: key << 32 | (IDX_TOP - index) << 12
+    // | e (the entry; indices are unique, so e never decides a compare), so that ranking within
+    // a bin is an 8-byte load and a compare per entry (with ties, bf16 bins hold tens).
+    unsigned long long *placed = sm.sorted; // runs on into sm.raw: both unused on this path
     for (int e = t; e < m; e += BLOCK) {
-        const int b = bin_of(e);
-        if (b >= d) order[atomicAdd(&sm.hist[b], 1)] = (uint32_t)e;
+        const uint32_t key = key_of_raw<T>(sm.cand_raw[e]);
+        const int b = (int)((key - lo) >> shift);
+        if (b >= d)
+            placed[atomicAdd(&sm.hist[b], 1)] =
+                (unsigned long long)key << 32 | (IDX_TOP - sm.cand_idx[e]) << 12 | (uint32_t)e;
     }
     __syncthreads();
     // Now hist[b] is where bin b ends, which is where bin b - 1 starts.
-    auto rank_key = [&](uint32_t e) {
-        return (unsigned long long)key_of_raw<T>(sm.cand_raw[e]) << 32 | (IDX_TOP - sm.cand_idx[e]);
-    };
     for (int q = t; q < sm.hist[d]; q += BLOCK) {
-        const uint32_t e = order[q];
-        const int b = bin_of((int)e), end = sm.hist[b];
-        const unsigned long long mine = rank_key(e);
+        const unsigned long long mine = placed[q];
+        const int b = (int)(((uint32_t)(mine >> 32) - lo) >> shift), end = sm.hist[b];
         int place = b == BINS - 1 ? 0 : sm.hist[b + 1];
-        for (int j = place; j < end; j++) place += rank_key(order[j]) > mine;
+        for (int j = place; j < end; j++) place += placed[j] > mine;
         if (place < k) {
+            const uint32_t e = (uint32_t)mine & 0xFFF;
             out_val[place] = from_raw<T>(sm.cand_raw[e]);
             out_idx[place] = (int)sm.cand_idx[e];
         }
