@@ -386,7 +386,8 @@ __device__ __noinline__ bool place_by_bins(SelectSmem &sm, int m, int k, uint32_
     __syncthreads();
     for (int w = 0; w < WARPS; w++) hi = max(hi, (uint32_t)sm.warp_sums[w]);
     const int shift = max(0, 32 - __clz(hi - lo) - TALON__TOPK_DIGIT);
-    for (int e = t; e < m; e += BLOCK) atomicAdd(&sm.hist[(key_of_raw<T>(sm.cand_raw[e]) - lo) >> shift], 1);
+    auto bin_of = [&](uint32_t key) { return (int)((key - lo) >> shift); };
+    for (int e = t; e < m; e += BLOCK) atomicAdd(&sm.hist[bin_of(key_of_raw<T>(sm.cand_raw[e]))], 1);
     __syncthreads();
     find_digit<BLOCK>(sm.hist, k, sm.res, sm.warp_sums);
     const int d = sm.res[0];
@@ -417,7 +418,7 @@ __device__ __noinline__ bool place_by_bins(SelectSmem &sm, int m, int k, uint32_
     unsigned long long *placed = sm.sorted; // runs on into sm.raw: both unused on this path
     for (int e = t; e < m; e += BLOCK) {
         const uint32_t key = key_of_raw<T>(sm.cand_raw[e]);
-        const int b = (int)((key - lo) >> shift);
+        const int b = bin_of(key);
         if (b >= d)
             placed[atomicAdd(&sm.hist[b], 1)] =
                 (unsigned long long)key << 32 | (IDX_TOP - sm.cand_idx[e]) << 12 | (uint32_t)e;
@@ -426,7 +427,7 @@ __device__ __noinline__ bool place_by_bins(SelectSmem &sm, int m, int k, uint32_
     // Now hist[b] is where bin b ends, which is where bin b - 1 starts.
     for (int q = t; q < sm.hist[d]; q += BLOCK) {
         const unsigned long long mine = placed[q];
-        const int b = (int)(((uint32_t)(mine >> 32) - lo) >> shift), end = sm.hist[b];
+        const int b = bin_of((uint32_t)(mine >> 32)), end = sm.hist[b];
         int place = b == BINS - 1 ? 0 : sm.hist[b + 1];
         for (int j = place; j < end; j++) place += placed[j] > mine;
         if (place < k) {
