@@ -858,6 +858,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         } else if (tl.nb_hi > tl.nb_lo) {
             // Software pipeline: S of block n is computed while P v of block n + 1 (blocks
             // are walked downwards) still runs, and the softmax of block n overlaps that P v.
+            // O takes the factor of block n + 1's maxima right after S of block n is issued,
+            // under that product (O is in no wgmma's hands there), and P v of block n + 1
+            // follows. The wait for a P v heads the next step, before P is packed over its A
+            // registers: placed straight after the softmax, ptxas hoisted it (and the v stage's
+            // release) above the softmax, which then no longer overlapped P v (SASS,
+            // docs/notes/prefill.md).
             float s[BN / 2], alpha[2];
             uint32_t pf[PK][4];
             my_turn();
@@ -868,10 +874,15 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             release_k(tl.nb_hi - 1 == tl.nb_lo);
             if (tl.nb_hi - 1 == tl.nb_lo) release_q();
             softmax(s, tl.nb_hi - 1, alpha);
-            pack(s, pf);
-            for (int n = tl.nb_hi - 2; n >= tl.nb_lo; n--) {
+            for (int n = tl.nb_hi - 2;; n--) {
+                wgmma_wait<0>(); // P v of block n + 2
+                fence_operand(o);
+                if (n != tl.nb_hi - 2) release_v();
+                pack(s, pf);
                 my_turn();
+                if (n < tl.nb_lo) break;
                 issue_qk(s);
+                rescale_o(alpha);
                 issue_pv(pf);
                 their_turn();
                 wgmma_wait<1>(); // S done, P v still running
@@ -879,23 +890,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 release_k(n == tl.nb_lo);
                 if (n == tl.nb_lo) release_q();
                 softmax(s, n, alpha);
-                // P v must be done before O is rescaled and this block's P packed over its A
-                // registers. The waits follow the softmax, behind a branch: straight after it,
-                // ptxas hoisted the wait (and the v stage's release) above the softmax, which
-                // then no longer overlapped P v (SASS, docs/notes/prefill.md). The branch is
-                // taken by the whole warpgroup or none of it (named barriers 4, 5), as the
-                // .aligned waits need: a warpgroup none of whose rows' maxima moved skips them.
-                if (named_bar_any(4 + band, 128, alpha[0] != 1.f || alpha[1] != 1.f)) {
-                    wgmma_wait<0>();
-                    fence_operand(o);
-                    rescale_o(alpha);
-                }
-                wgmma_wait<0>();
-                fence_operand(o);
-                release_v();
-                pack(s, pf);
             }
-            my_turn();
+            rescale_o(alpha);
             issue_pv(pf);
             their_turn();
             wgmma_wait<0>();
