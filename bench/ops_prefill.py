@@ -458,7 +458,7 @@ def cases(h):
                           "2048 new over 30000 cached, page 16 HND, GQA 32/8 hd128"))
     out.append(paged_case(h, [2048], [30000], 32, 8, 128, 1, 0,
                           "2048 new over 30000 cached, page 1 NHD, GQA 32/8 hd128"))
-    for n in (1024, 512):  # short chunks over a long prefix: few tiles (rows by rounds)
+    for n in (1024, 512):  # short chunks over a long prefix: few tiles
         out.append(paged_case(h, [n], [30000], 32, 8, 128, 16, 0,
                               f"{n} new over 30000 cached, page 16 NHD, GQA 32/8 hd128"))
     out.append(paged_case(h, [512] * 8, [4096] * 8, 32, 8, 128, 16, 0,

@@ -828,11 +828,7 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    accumulation error (fewer bits than fp32) and o's bf16 rounding.
    Kernel: a fill of the workspace's counters (cuMemsetD32Async: a memset node when captured),
    then one launch of min(tiles, SMs) persistent CTAs over the tiles of 128 query rows of one
-   head of one request (192 with 16-bit q, k, v at head_dim 64, and at head_dim 128 when the
-   larger of max_seqlen_q and total_kv / batch is at least 1536, or 3072 with causal, unless
-   128-row tiles fill the SMs' rounds sooner: equal requests, no causal mask or a cached
-   prefix at least as long as the queries),
-   in the order (request, kv head, query block from the last, query head): CTA i starts at
+   head of one request (192 with 16-bit q, k, v at head_dim 64), in the order (request, kv head, query block from the last, query head): CTA i starts at
    tile i and takes the next untaken tile from a counter in the workspace whenever it
    finishes one, so causal and ragged batches stay balanced, the longest tiles of each
    (request, kv head) pair go first and the tiles in flight share the k/v of a few pairs in
@@ -918,8 +914,7 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    smaller pages (where that would be up to 128 copies a block): the rows are gathered by the
    producer warps' 16-byte copies. Either way a request's keys past kv_lens[b] are never used
    (the cache's unwritten slots may hold anything, NaN included). Workspace and scheduling as
-   talon_prefill_attention's; tiles of 128 query rows, 192 at head_dim 128 with a copy per
-   page where max_kv_len is at least 1536, or 3072 with causal.
+   talon_prefill_attention's; tiles of 128 query rows.
    fp8 caches (kv_dtype TALON_DTYPE_FP8_E4M3, as talon_kv_append and talon_decode_attention
    use them: real value = e4m3 value x k_scale / v_scale): the producer warps load each block's
    rows and widen them (exact) in shared memory, k to dtype and v to f16, so q k^T keeps q's

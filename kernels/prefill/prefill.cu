@@ -265,7 +265,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     constexpr bool SERIAL = CONSUMERS == 3;
     constexpr int STAGES = FP8     ? TALON__PREFILL_FP8_STAGES(D)
                            : WIDEN ? TALON__PREFILL_WIDEN_STAGES(D)
-                                   : TALON__PREFILL_STAGES(D, BM);
+                                   : TALON__PREFILL_STAGES(D);
     constexpr int WLAND = TALON__PREFILL_WIDEN_LAND(D); // widen: landing buffers of fp8 k and v
     // the v stages the consumers read: the k ring's count, fp8 the v^T ring's
     constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES : STAGES;
@@ -644,19 +644,18 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     };
     // KV_PAGES: v rows past the request's keys in the tile's first v stage (its last block)
     // are zeroed before the first P v: by warpgroup 1, warpgroup 2 issuing its first P v after
-    // that (ping-pong); three consumers (no turns) zero them together, each before its first
-    // P v. Whole 128-byte rows: the swizzle permutes only within a row.
-    constexpr int ZEROING = SERIAL ? CONSUMERS * 128 : 128; // threads that zero the tail
+    // that (ping-pong). Whole 128-byte rows: the swizzle permutes only within a row.
+    static_assert(!PAGED || CONSUMERS == 2, "paged: 128-row tiles");
     bool first_pv = false;
     auto zero_v_tail = [&] {
         const int valid = tl.kv_len - (tl.nb_hi - 1) * BN; // in (0, BN]
         if (valid >= BN) return;
         T *base = sv + vst.stage * BN * DV;
         const int per_chunk = (BN - valid) * 8; // 16-byte pieces
-        for (int e = int(threadIdx.x) - 128; e < CHV * per_chunk; e += ZEROING)
+        for (int e = int(threadIdx.x) - 128; e < CHV * per_chunk; e += 128)
             reinterpret_cast<uint4 *>(base + e / per_chunk * KV_CHUNK + valid * 64)[e % per_chunk] = make_uint4(0, 0, 0, 0);
         fence_proxy_async(); // ordinary stores, read next by the tensor cores
-        named_bar_sync(3, ZEROING);
+        named_bar_sync(3, 128);
     };
     // O += P v of the next v stage, issued (P from registers, v MN-major)
     // (P fragments: k16 steps of 16-bit P, k32 steps of fp8 P)
@@ -664,7 +663,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     auto issue_pv = [&](const uint32_t (&pf)[PK][4]) {
         vpipe->consumer_wait(vst);
         if constexpr (PAGED && !GATHER) {
-            if (first_pv && (SERIAL || band == 0)) zero_v_tail();
+            if (first_pv && band == 0) zero_v_tail();
         }
         first_pv = false;
         if (GATHER) fence_proxy_async(); // written by cp.async, read by the tensor cores
@@ -793,8 +792,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // once it has been read. The other warpgroups may still be reading it for their last q k^T:
     // the tile's phase of q_empty says when all are done (a phase no warpgroup a tile ahead
     // can overrun: the next one needs this epilogue first). Not at d256 or with fp8
-    // (their k stage is half o's size), with 192 rows at d128 (two thirds) nor the gathering
-    // producers (their d64 kernels spilled with it).
+    // (their k stage is half o's size) nor the gathering producers (their d64 kernels spilled
+    // with it).
     constexpr bool STAGE_O = !FP8 && !GATHER && BN * D >= BM * DV;
     PipeState<STAGES> o_stage; // the held k stage
     auto release_k = [&](bool last) {

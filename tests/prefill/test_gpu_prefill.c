@@ -932,13 +932,12 @@ static void test_many_tiles(void **state) {
     c = fp8_case(128, 16, 16, 1, sl, NULL, ns, 67);
     c.sample = g_quick ? 1 : 61;
     run_case(&t, &c, 0, 1);
-    /* head_dim 128 in tiles of 192 rows (talon__prefill_tile_rows: 1600 keys a request without
-       a causal mask; the full run's 8192-token requests above take them too), GQA 16/8, f16 */
+    /* head_dim 128, GQA 16/8, f16, no causal mask: 1600 and 77 queries */
     c = base(TALON_DTYPE_F16, 128, 16, 8, 0, wide, NULL, COUNT(wide), 66);
     c.sample = 5;
     run_case(&t, &c, 0, 1);
-    /* the same from pages of 16 (the cache's tail rows zeroed by all three consumers), and a
-       causal prefill of 300 and 9 tokens over 3500 and 3100 cached keys */
+    /* the same from pages of 16 (the cache's tail rows zeroed by the consumers), and a causal
+       prefill of 300 and 9 tokens over 3500 and 3100 cached keys */
     c = base(TALON_DTYPE_BF16, 128, 16, 8, 0, wide, NULL, COUNT(wide), 71);
     c.page_size = 16;
     c.sample = 5;

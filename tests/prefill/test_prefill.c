@@ -188,11 +188,9 @@ static const launch_row launch_rows[] = {
     {.name = "prefill q/k 192, v 128 f16 -> _f16_d192", .set = ONE(P(head_dim, I64, 192), P(v_head_dim, I64, 128), P(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_f16_d192"},
     {.name = "prefill q/k 192, v 128, strides, v_head_dim 128 -> _bf16_d192", .set = ONE(P(head_dim, I64, 192), P(v_head_dim, I64, 128), P(q_stride, I64, 6144 + 8), P(v_stride, I64, 1032), P(o_stride, I64, 4096 + 16)), .symbol = "talon_prefill_attention_bf16_d192"},
     {.name = "prefill v_head_dim = head_dim -> _bf16_d64", .set = ONE(P(head_dim, I64, 64), P(v_head_dim, I64, 64)), .symbol = "talon_prefill_attention_bf16_d64"},
-    {.name = "prefill max_seqlen_q + total_kv = 2^31 - 256 -> _bf16_d128_rows192", .set = ONE(P(total_kv, I64, 2147482392LL)), .symbol = "talon_prefill_attention_bf16_d128_rows192"},
-    {.name = "prefill d128 full, 1536 keys a request -> _bf16_d128_rows192", .set = ONE(P(causal, INT, 0), P(total_kv, I64, 3072)), .symbol = "talon_prefill_attention_bf16_d128_rows192"},
-    {.name = "prefill d128 full, 1535 keys a request -> _bf16_d128", .set = ONE(P(causal, INT, 0), P(total_kv, I64, 3070)), .symbol = "talon_prefill_attention_bf16_d128"},
-    {.name = "prefill f16 d128 causal, 3072 keys a request -> _f16_d128_rows192", .set = ONE(P(dtype, ENUM, TALON_DTYPE_F16), P(total_kv, I64, 6144)), .symbol = "talon_prefill_attention_f16_d128_rows192"},
-    {.name = "prefill d128 causal, max_seqlen_q 3071 -> _bf16_d128", .set = ONE(P(total_q, I64, 4000), P(max_seqlen_q, I64, 3071)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill max_seqlen_q + total_kv = 2^31 - 256 -> _bf16_d128", .set = ONE(P(total_kv, I64, 2147482392LL)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill d128 full, 1536 keys a request (128 rows at any length) -> _bf16_d128", .set = ONE(P(causal, INT, 0), P(total_kv, I64, 3072)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill f16 d128 causal, 3072 keys a request (128 rows at any length) -> _f16_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_F16), P(total_kv, I64, 6144)), .symbol = "talon_prefill_attention_f16_d128"},
     {.name = "prefill fp8 d128 full, 4096 keys a request -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(causal, INT, 0), P(total_kv, I64, 8192)), .symbol = "talon_prefill_attention_e4m3_d128"},
     {.name = "prefill window 2^31-1 (no key excluded: passed as none) -> _bf16_d128", .set = ONE(P(window, I64, 2147483647LL), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill window = total_kv (passed as none) -> _bf16_d128", .set = ONE(P(window, I64, 1500)), .symbol = "talon_prefill_attention_bf16_d128"},
@@ -201,25 +199,23 @@ static const launch_row launch_rows[] = {
     {.name = "prefill fp8 o right after k (1-byte elements: no overlap) -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(o, PTR, P_K + 1500 * 1024)), .symbol = "talon_prefill_attention_e4m3_d128"},
     {.name = "prefill 12 tiles: 12 CTAs -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(num_qo_heads, I64, 4), P(num_kv_heads, I64, 4), P(max_seqlen_q, I64, 300)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill 1000 queries over 20000 keys, 8 heads, full: 64 tiles of 128 rows in 2 pieces -> _bf16_d128", .set = ONE(P(batch, I64, 1), P(total_q, I64, 1000), P(total_kv, I64, 20000), P(num_qo_heads, I64, 8), P(num_kv_heads, I64, 8), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
-    {.name = "prefill 2 x 2000 queries, 8 heads, full: 256 tiles of 128 rows by rounds -> _bf16_d128", .set = ONE(P(total_q, I64, 4000), P(total_kv, I64, 4000), P(max_seqlen_q, I64, 2000), P(num_qo_heads, I64, 8), P(num_kv_heads, I64, 8), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
-    {.name = "prefill 2 x 8192 queries, 16 heads, full: 192 rows by rounds -> _bf16_d128_rows192", .set = ONE(P(total_q, I64, 16384), P(total_kv, I64, 16384), P(max_seqlen_q, I64, 8192), P(num_qo_heads, I64, 16), P(num_kv_heads, I64, 16), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128_rows192"},
-    {.name = "paged NHD page 16 bf16 d128 -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
-    {.name = "paged 2048 new over 30000 cached: 512 tiles of 128 rows by rounds -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(batch, I64, 1), G(total_q, I64, 2048), G(max_seqlen_q, I64, 2048), G(max_kv_len, I64, 32048)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "prefill 2 x 2000 queries, 8 heads, full: 256 tiles of 128 rows -> _bf16_d128", .set = ONE(P(total_q, I64, 4000), P(total_kv, I64, 4000), P(max_seqlen_q, I64, 2000), P(num_qo_heads, I64, 8), P(num_kv_heads, I64, 8), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "prefill 2 x 8192 queries, 16 heads, full: 1024 tiles of 128 rows -> _bf16_d128", .set = ONE(P(total_q, I64, 16384), P(total_kv, I64, 16384), P(max_seqlen_q, I64, 8192), P(num_qo_heads, I64, 16), P(num_kv_heads, I64, 16), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
+    {.name = "paged NHD page 16 bf16 d128 -> _pages_bf16_d128", .op = OP_PAGED, .set = NONE, .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged 2048 new over 30000 cached: 512 tiles of 128 rows -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(batch, I64, 1), G(total_q, I64, 2048), G(max_seqlen_q, I64, 2048), G(max_kv_len, I64, 32048)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged 256 new over 32048 keys: 64 tiles of 128 rows in 2 pieces -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(batch, I64, 1), G(total_q, I64, 256), G(max_seqlen_q, I64, 256), G(max_kv_len, I64, 32048)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
-    {.name = "paged page 16 d128 causal, max_kv_len 3071 -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 3071)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
-    {.name = "paged page 16 d128 full, max_kv_len 1536 -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 1536), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
-    {.name = "paged page 16 d128 full, max_kv_len 1535 -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 1535), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged page 16 d128 full, max_kv_len 1536 (128 rows at any length) -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(max_kv_len, I64, 1536), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged HND page 256 f16 d256, table stride 300 -> _pages_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16), G(page_table_stride, I64, 300)), .symbol = "talon_prefill_attention_pages_f16_d256"},
-    {.name = "paged HND page 64 d128 MQA, q/o strides -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 64), G(num_pages, I64, 1024), G(num_kv_heads, I64, 1), G(q_stride, I64, 4096 + 8), G(o_stride, I64, 8192)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
+    {.name = "paged HND page 64 d128 MQA, q/o strides -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 64), G(num_pages, I64, 1024), G(num_kv_heads, I64, 1), G(q_stride, I64, 4096 + 8), G(o_stride, I64, 8192)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged NHD page 1 d64, window, no lse -> _gather_bf16_d64", .op = OP_PAGED, .set = ONE(G(page_size, I64, 1), G(num_pages, I64, 65536), G(head_dim, I64, 64), G(window, I64, 4096), G(lse, PTR, 0), G(causal, INT, 0)), .symbol = "talon_prefill_attention_gather_bf16_d64"},
-    {.name = "paged window = max_kv_len (passed as none) -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(window, I64, 32768), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
-    {.name = "paged window max_kv_len - 1 (kept) -> _pages_bf16_d128_rows192", .op = OP_PAGED, .set = ONE(G(window, I64, 32767)), .symbol = "talon_prefill_attention_pages_bf16_d128_rows192"},
+    {.name = "paged window = max_kv_len (passed as none) -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(window, I64, 32768), G(causal, INT, 0)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
+    {.name = "paged window max_kv_len - 1 (kept) -> _pages_bf16_d128", .op = OP_PAGED, .set = ONE(G(window, I64, 32767)), .symbol = "talon_prefill_attention_pages_bf16_d128"},
     {.name = "paged HND page 8 f16 d256 -> _gather_f16_d256", .op = OP_PAGED, .set = ONE(G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 8), G(num_pages, I64, 8192), G(head_dim, I64, 256), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_gather_f16_d256"},
     {.name = "paged fp8 caches NHD page 16 bf16 d128, scales -> _widen_bf16_d128", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 0.5f), G(v_scale, F32, 3.0f)), .symbol = "talon_prefill_attention_widen_bf16_d128"},
     {.name = "paged fp8 caches HND page 1 f16 d64 -> _widen_f16_d64", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 2.0f), G(v_scale, F32, 0.25f), G(layout, ENUM, TALON_KV_HND), G(page_size, I64, 1), G(num_pages, I64, 65536), G(head_dim, I64, 64), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_widen_f16_d64"},
     {.name = "paged fp8 caches page 256 d256, o right after k_cache (1-byte elements) -> _widen_bf16_d256", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_FP8_E4M3), G(k_scale, F32, 1), G(v_scale, F32, 1), G(page_size, I64, 256), G(num_pages, I64, 256), G(head_dim, I64, 256), G(o, PTR, P_K + 256LL * 256 * 8 * 256)), .symbol = "talon_prefill_attention_widen_bf16_d256"},
-    {.name = "paged kv_dtype 0 with dtype f16 (0: dtype) -> _pages_f16_d128_rows192", .op = OP_PAGED, .set = ONE(G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_pages_f16_d128_rows192"},
-    {.name = "paged kv_dtype = dtype (f16) -> _pages_f16_d128_rows192", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_F16), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_pages_f16_d128_rows192"},
+    {.name = "paged kv_dtype 0 with dtype f16 (0: dtype) -> _pages_f16_d128", .op = OP_PAGED, .set = ONE(G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_pages_f16_d128"},
+    {.name = "paged kv_dtype = dtype (f16) -> _pages_f16_d128", .op = OP_PAGED, .set = ONE(G(kv_dtype, ENUM, TALON_DTYPE_F16), G(dtype, ENUM, TALON_DTYPE_F16)), .symbol = "talon_prefill_attention_pages_f16_d128"},
     {.name = "paged NHD page 16, MQA, 2^31 page rows -> _gather_bf16_d128", .op = OP_PAGED, .set = ONE(G(num_pages, I64, 1 << 27), G(num_kv_heads, I64, 1), G(k_cache, PTR, 0x100000000000LL), G(v_cache, PTR, 0x200000000000LL)), .symbol = "talon_prefill_attention_gather_bf16_d128"},
 };
 
@@ -333,12 +329,7 @@ static void test_launch_paged(const launch_row *row) {
         check_cache_map(&fake.enc_log[0], a.k_cache, &a, rows);
         check_cache_map(&fake.enc_log[1], a.v_cache, &a, rows);
     }
-    /* query rows a tile: 192 (three consumer warpgroups) with a box per page at d128 for 1536
-       keys and more (3072 causal); else 128 */
-    tile_rows = pages && a.head_dim == 128 && a.max_kv_len >= (a.causal ? 3072 : 1536) ? 192 : 128;
-    if (tile_rows == 192 && a.total_q == a.batch * a.max_seqlen_q &&
-        (!a.causal || a.max_kv_len >= 2 * a.max_seqlen_q)) /* about equal tiles: by rounds */
-        tile_rows = talon__prefill_round_rows(a.batch * a.num_qo_heads, a.max_seqlen_q, 132);
+    tile_rows = 128; /* query rows a tile: always 128 from a paged cache */
     check_map(&fake.enc_log[pages ? 2 : 0], a.q, a.total_q, a.num_qo_heads, a.head_dim, qs,
               (uint32_t)tile_rows, a.dtype);
     check_map(&fake.enc_log[pages ? 3 : 1], a.o, a.total_q, a.num_qo_heads, a.head_dim,
@@ -450,7 +441,7 @@ static void test_plan(void **state) {
     (void)state;
     g.batch = 1; g.total_q = 256; g.max_seqlen_q = 256; g.max_kv_len = 32048;
     paged_plan(&g, &pl);
-    assert_int_equal(pl.rows, 128); /* 64 tiles of 128 rows fill the SMs as 64 of 192 do */
+    assert_int_equal(pl.rows, 128);
     assert_int_equal(pl.m_blocks, 2);
     assert_int_equal(pl.tiles, 64);
     assert_int_equal(pl.split_first, 0);
@@ -458,71 +449,40 @@ static void test_plan(void **state) {
     assert_int_equal(pl.zeroed, 16 + 64 * 8 * 4); /* a counter per warp of 16 rows */
     assert_int_equal(pl.partials, 2304);
     assert_int_equal(pl.bytes, 2304 + 64LL * 2 * 128 * (64 + 4) * 8);
-    g.max_seqlen_q = 512; /* up to 512 queries (256 in all): 192 rows, none split */
+    g.max_seqlen_q = 512; /* up to 512 queries (256 in all): none split */
     paged_plan(&g, &pl);
-    assert_int_equal(pl.rows, 192);
-    assert_int_equal(pl.split_first, 96);
+    assert_int_equal(pl.rows, 128);
+    assert_int_equal(pl.split_first, 128);
     assert_int_equal(pl.split_parts, 1);
     assert_int_equal(pl.zeroed, 16);
     assert_int_equal(pl.bytes, 16);
 }
 
-/* Rows by rounds (talon__prefill_round_rows): 128 where their rounds end sooner than 192's
-   (a 192-row tile 1.05x faster a row). */
-static void test_round_rows(void **state) {
-    static const struct {
-        int64_t heads, max_q;
-        int sms, want;
-    } rows[] = {
-        {32, 512, 132, 128},  /* 128 tiles in 1 round against 96 in 1 */
-        {32, 1024, 132, 128}, /* 256 in 2 against 192 in 2 */
-        {32, 2048, 132, 128}, /* 512 (3.9 rounds) against 352 in 3 */
-        {16, 2304, 132, 192}, /* 288 in 3 against 192 in 2 */
-        {32, 6336, 132, 192}, /* 1600 against 1056: many rounds, 192's rows */
-        {32, 8192, 132, 192},
-        {32, 1024, 66, 128},  /* 66 SMs: 256 (3.9 rounds) against 192 in 3 */
-        {32, 512, 264, 128},  /* one round either way: the shorter tiles */
-    };
-    size_t i;
-    (void)state;
-    for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        assert_int_equal(talon__prefill_round_rows(rows[i].heads, rows[i].max_q, rows[i].sms), rows[i].want);
-}
-
-/* Query rows a tile (talon__prefill_tile_rows): 192 for 16-bit contiguous k/v at head_dim 64
-   whatever the length, and at head_dim 128 with contiguous k/v or a box per page from 1536
-   keys a request (3072 causal); 128 for every other head_dim, fp8, the gathering and widening
-   sources. */
+/* Query rows a tile (talon__prefill_tile_rows): 192 for 16-bit contiguous k/v at head_dim 64;
+   128 for every other head_dim, fp8, and every paged source. */
 static void test_tile_rows(void **state) {
     static const struct {
         talon_dtype dt;
         int64_t head_dim;
-        int kv, causal;
-        int64_t keys;
-        int want;
+        int kv, want;
     } rows[] = {
-        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_CONTIGUOUS, 1, 1, 192},
-        {TALON_DTYPE_F16, 64, TALON__PREFILL_KV_CONTIGUOUS, 0, 100000, 192},
-        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_CONTIGUOUS, 0, 1535, 128},
-        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_CONTIGUOUS, 0, 1536, 192},
-        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_CONTIGUOUS, 1, 3071, 128},
-        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_CONTIGUOUS, 1, 3072, 192},
-        {TALON_DTYPE_FP8_E4M3, 128, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
-        {TALON_DTYPE_BF16, 192, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
-        {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
-        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_PAGES, 0, 8192, 128},
-        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_PAGES, 1, 3071, 128},
-        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_PAGES, 1, 3072, 192},
-        {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_PAGES, 0, 8192, 128},
-        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_GATHER, 0, 8192, 128},
-        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_WIDEN, 1, 30000, 128},
+        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_CONTIGUOUS, 192},
+        {TALON_DTYPE_F16, 64, TALON__PREFILL_KV_CONTIGUOUS, 192},
+        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_CONTIGUOUS, 128},
+        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_CONTIGUOUS, 128},
+        {TALON_DTYPE_FP8_E4M3, 128, TALON__PREFILL_KV_CONTIGUOUS, 128},
+        {TALON_DTYPE_BF16, 192, TALON__PREFILL_KV_CONTIGUOUS, 128},
+        {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_CONTIGUOUS, 128},
+        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_PAGES, 128},
+        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_PAGES, 128},
+        {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_PAGES, 128},
+        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_GATHER, 128},
+        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_WIDEN, 128},
     };
     size_t i;
     (void)state;
     for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        assert_int_equal(talon__prefill_tile_rows(rows[i].dt, rows[i].head_dim, rows[i].kv,
-                                                  rows[i].causal, rows[i].keys),
-                         rows[i].want);
+        assert_int_equal(talon__prefill_tile_rows(rows[i].dt, rows[i].head_dim, rows[i].kv), rows[i].want);
 }
 
 /* Producer warps of the box-per-page loader (talon__prefill_page_warps): 4 from 32 TMA copies
@@ -599,14 +559,10 @@ static void test_launch(void **state) {
     /* keys per block */
     bn = a.dtype == TALON_DTYPE_FP8_E4M3 ? (a.head_dim == 256 ? 64 : 128)
          : a.head_dim == 256 ? 80 : a.head_dim == 64 ? 192 : 128;
-    /* query rows a tile: 192 (three consumer warpgroups) for 16-bit inputs at head_dim 64, and
-       at 128 for requests of 1536 keys and more (3072 causal); else 128 */
+    /* query rows a tile: 192 (three consumer warpgroups) for 16-bit inputs at head_dim 64;
+       else 128 */
+    rows = a.dtype != TALON_DTYPE_FP8_E4M3 && a.head_dim == 64 ? 192 : 128;
     keys = a.total_kv / a.batch > a.max_seqlen_q ? a.total_kv / a.batch : a.max_seqlen_q;
-    rows = a.dtype == TALON_DTYPE_FP8_E4M3 ? 128
-           : a.head_dim == 64 || (a.head_dim == 128 && keys >= (a.causal ? 3072 : 1536)) ? 192 : 128;
-    if (rows == 192 && a.head_dim == 128 && a.total_q == a.batch * a.max_seqlen_q &&
-        (!a.causal || keys >= 2 * a.max_seqlen_q)) /* about equal tiles: by rounds */
-        rows = talon__prefill_round_rows(a.batch * a.num_qo_heads, a.max_seqlen_q, 132);
     assert_int_equal(fake.encodes, 4);
     check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, (uint32_t)bn, a.dtype);
     check_map(&fake.enc_log[1], a.v, a.total_kv, a.num_kv_heads, dv, vs, (uint32_t)bn, a.dtype);
@@ -626,7 +582,6 @@ static void test_launch(void **state) {
         want.o_scale = a.v_scale;
     }
     {
-        const int64_t keys = a.total_kv / a.batch > a.max_seqlen_q ? a.total_kv / a.batch : a.max_seqlen_q;
         const int64_t es = a.dtype == TALON_DTYPE_FP8_E4M3 ? 1 : 2;
         want.section = talon__prefill_sections(a.batch * a.num_kv_heads, want.m_blocks, want.group,
                                                keys * (a.head_dim + dv) * es, a.causal, 132,
@@ -669,7 +624,6 @@ int main(void) {
     ADD(test_workspace_size);
     ADD(test_split);
     ADD(test_plan);
-    ADD(test_round_rows);
     ADD(test_capture_needs_preload);
     return test_run("test_prefill");
 }

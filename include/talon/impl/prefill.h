@@ -36,8 +36,8 @@ static int64_t talon__prefill_grid(int64_t tiles, int sms) {
    at once) plus 2 / blocks (a piece's start and merge); parts (2..8, at most 3 sms pieces, 4
    key blocks a piece) is the fastest, taken where it saves 3% of the call (docs/notes/
    prefill.md, step 16, on 192-row tiles: 2048 new 1.03-1.07x, 1024 new 1.18x; 512 new, 4
-   pieces of 96 tiles, 1.12x slower, which the model leaves whole; 128-row tiles by rounds,
-   talon__prefill_round_rows, now serve those three better and split none). blocks: the key
+   pieces of 96 tiles, 1.12x slower, which the model leaves whole; the 128-row tiles that now
+   serve head_dim 128 split none of those three). blocks: the key
    blocks of those last tiles, about. Over more rounds the tiles' ends spread out and the
    tail costs little (hd128 non-causal L = 8192, 10.3 rounds: about 1.5%). Returns the first
    split tile (tiles: none); *parts is 1 where none is split. */
@@ -89,39 +89,15 @@ static int talon__prefill_sections(int64_t pairs, int64_t m_blocks, int64_t grou
 }
 
 /* Query rows a tile (the kernel's BM, prefill.def), a host rule: 192 (three consumer
-   warpgroups) for 16-bit q, k, v with contiguous k/v at head_dim 64, and at head_dim 128 with
-   contiguous k/v or a TMA box per page where a request's keys (about) are at least 1536, or
-   3072 under a causal mask; else 128. Measured on the H100 against 128 rows (docs/notes/
-   prefill.md): d64 1.00-1.21x at 512 to 8192 tokens a request; d128 1.07-1.12x from those
-   lengths up and 0.87-0.99x below them (the rows past a request's last query weigh more
-   there, and a tile's o, 192 x 128, fits no k stage to be staged in); paged, 2048 new tokens
-   over 30000 cached 1.04-1.05x. */
-static int talon__prefill_tile_rows(talon_dtype dt, int64_t head_dim, int kv, int causal,
-                                    int64_t keys) {
-    if (dt == TALON_DTYPE_FP8_E4M3) return TALON__PREFILL_BM;
-    if (kv == TALON__PREFILL_KV_CONTIGUOUS && head_dim == 64) return TALON__PREFILL_BM_WIDE;
-    if ((kv == TALON__PREFILL_KV_CONTIGUOUS || kv == TALON__PREFILL_KV_PAGES) && head_dim == 128 &&
-        keys >= (causal ? 3072 : 1536))
-        return TALON__PREFILL_BM_WIDE;
-    return TALON__PREFILL_BM;
-}
-
-/* Query rows a tile where 192 or 128 may serve (head_dim 128) and the tiles are about equal
-   (every request has max_seqlen_q queries, and no causal mask or a cached prefix at least as
-   long as the queries): the one whose tiles end sooner, a host rule. Time in rows of tile
-   work: the rounds of tiles on the SMs (whole rounds below TALON__PREFILL_SPLIT_ROUNDS, where
-   the last one's idle SMs count) x the rows, a 192-row tile's per row 1 / 1.05 of a 128-row
-   one's (step 11's paged measurement; 1.07-1.12 contiguous). On the H200, 512 new tokens over
-   30000 cached at GQA 32/8 (96 tiles of 192 rows, 36 SMs idle) ran 1.62x slower than
-   FlashInfer's FA3 in the same process (docs/notes/prefill.md, step 16). heads: batch x
-   num_qo_heads. */
-static int64_t talon__prefill_rounds(int64_t tiles, int sms) { /* x sms, so that it is exact */
-    return tiles < TALON__PREFILL_SPLIT_ROUNDS * (int64_t)sms ? (tiles + sms - 1) / sms * sms : tiles;
-}
-static int talon__prefill_round_rows(int64_t heads, int64_t max_seqlen_q, int sms) {
-    const int64_t narrow = talon__prefill_rounds(heads * ((max_seqlen_q + 127) / 128), sms) * 128 * 105;
-    const int64_t wide = talon__prefill_rounds(heads * ((max_seqlen_q + 191) / 192), sms) * 192 * 100;
-    return narrow < wide ? TALON__PREFILL_BM : TALON__PREFILL_BM_WIDE;
+   warpgroups) for 16-bit q, k, v with contiguous k/v at head_dim 64 (measured on the H100
+   against 128 rows: 1.00-1.21x at 512 to 8192 tokens a request, docs/notes/prefill.md); else
+   128. At head_dim 128, 192 rows served long requests (1.07-1.12x on the H100) until the
+   128-row kernel rescaled O under the next q k^T: on the H200, 128 rows then ran 1.02-1.03x
+   faster causal at L = 8192 and as fast without a mask (docs/notes/prefill.md, step 20). */
+static int talon__prefill_tile_rows(talon_dtype dt, int64_t head_dim, int kv) {
+    return dt != TALON_DTYPE_FP8_E4M3 && kv == TALON__PREFILL_KV_CONTIGUOUS && head_dim == 64
+               ? TALON__PREFILL_BM_WIDE
+               : TALON__PREFILL_BM;
 }
 
 /* Producer warps that issue a paged block's TMA copies (KV_PAGES: a box per page run of
@@ -167,8 +143,7 @@ typedef struct talon__prefill_common {
     talon_dtype dtype;
 } talon__prefill_common;
 
-/* A launch's tiles and workspace: the kernel's query rows a tile (talon__prefill_tile_rows,
-   for about equal tiles at head_dim 128 talon__prefill_round_rows),
+/* A launch's tiles and workspace: the kernel's query rows a tile (talon__prefill_tile_rows),
    the tiles (m_blocks x batch x num_qo_heads), the split ones (talon__prefill_split: only where
    every request has max_seqlen_q queries, so that the tiles counted are the ones that run),
    and the workspace: the tile counter (16 bytes), a counter per warp (16 rows) of each split
@@ -186,10 +161,7 @@ static void talon__prefill_plan_of(const talon__prefill_common *a, int kv, int64
     const int64_t bn = a->dtype == TALON_DTYPE_FP8_E4M3 ? TALON__PREFILL_FP8_BN(a->head_dim)
                                                         : TALON__PREFILL_BN(a->head_dim, kv);
     int64_t last = keys, split;
-    pl->rows = talon__prefill_tile_rows(a->dtype, a->head_dim, kv, a->causal, keys);
-    if (pl->rows == TALON__PREFILL_BM_WIDE && a->head_dim == 128 &&
-        a->total_q == a->batch * a->max_seqlen_q && (!a->causal || keys >= 2 * a->max_seqlen_q))
-        pl->rows = talon__prefill_round_rows(a->batch * a->num_qo_heads, a->max_seqlen_q, sms);
+    pl->rows = talon__prefill_tile_rows(a->dtype, a->head_dim, kv);
     pl->m_blocks = (int)((a->max_seqlen_q + pl->rows - 1) / pl->rows);
     pl->tiles = (int64_t)pl->m_blocks * a->batch * a->num_qo_heads;
     /* the last tiles in the order: a causal mask gives them a request's first queries */
