@@ -39,19 +39,6 @@ __device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t threads) 
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// bar.sync that also returns whether `pred` held in any of the `threads` threads: the same
-// answer in every one of them, so a branch on it keeps a warpgroup's warps together (wgmma's
-// .aligned waits inside it stay at one pc for all four warps, as __any_sync would not).
-__device__ __forceinline__ bool named_bar_any(uint32_t id, uint32_t threads, bool pred) {
-    uint32_t any;
-    asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n"
-                 " bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}"
-                 : "=r"(any)
-                 : "r"(uint32_t(pred)), "r"(id), "r"(threads)
-                 : "memory");
-    return any != 0;
-}
-
 // True in exactly one active lane of the warp (the same one in all callers of the warp);
 // cheaper than lane == 0 tests for issuing TMA / mbarrier ops, and warp-convergence aware.
 __device__ __forceinline__ bool elect_one() {

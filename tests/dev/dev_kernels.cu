@@ -437,14 +437,10 @@ dev_gemm_ws(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUte
     }
 }
 
-// ------------------------------------------------------------------ named_bar_any
-// Two warpgroups, three rounds: in round r, thread `picks[2 r + wg]` of warpgroup wg (-1: none)
-// holds the predicate; every thread writes what named_bar_any (barrier 1 + wg) answered.
-// (picks are read with load_relaxed, which this checks too.)
-extern "C" __global__ void __launch_bounds__(256) dev_named_bar_any(const int *picks, int *out) {
-    const int wg = int(threadIdx.x) / 128, t = int(threadIdx.x) % 128;
-    for (int r = 0; r < 3; r++)
-        out[r * 256 + threadIdx.x] = named_bar_any(1 + wg, 128, t == load_relaxed(picks + 2 * r + wg));
+// ------------------------------------------------------------------ load_relaxed
+// out[i] = load_relaxed(&in[i % n]) for 256 threads.
+extern "C" __global__ void __launch_bounds__(256) dev_load_relaxed(const int *in, int n, int *out) {
+    out[threadIdx.x] = load_relaxed(in + int(threadIdx.x) % n);
 }
 
 // ------------------------------------------------------------------ pipeline state skip

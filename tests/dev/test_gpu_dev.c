@@ -835,28 +835,24 @@ static void test_scheduler(void **state) {
     }
 }
 
-/* named_bar_any (kernels/dev/warpgroup.cuh): every thread of a warpgroup gets whether the
-   predicate held in any of its 128 threads (one thread, or none), round after round on the same
-   barrier, each warpgroup on its own. */
-static void test_named_bar_any(void **state) {
-    static const int picks[6] = {-1, 0, 127, -1, 64, 33};
-    int *got, i;
-    CUdeviceptr dpicks, dout;
+/* load_relaxed (kernels/dev/async.cuh): each of 256 threads reads in[i % 6] as the host
+   wrote it (ld.relaxed.gpu). */
+static void test_load_relaxed(void **state) {
+    static const int in[6] = {-1, 0, 127, 2147483647, -2147483647 - 1, 33};
+    int n = 6, *got, i;
+    CUdeviceptr din, dout;
     check c;
-    void *params[2] = {&dpicks, &dout};
+    void *params[3] = {&din, &n, &dout};
     (void)state;
-    if (!selected("named_bar_any 2 warpgroups x 3 rounds")) return;
-    dpicks = dev_buf(picks, sizeof picks);
-    dout = dev_buf(NULL, sizeof(int) * 3 * 256);
-    launch("dev_named_bar_any", 1, 1, 1, 256, 0, params);
-    got = host_from(dout, sizeof(int) * 3 * 256);
-    check_begin(&c, "named_bar_any 2 warpgroups x 3 rounds");
-    for (i = 0; i < 3 * 256; i++) {
-        const int want = picks[2 * (i / 256) + (i % 256) / 128] >= 0;
-        check_one(&c, got[i] == want, "round %d thread %d: got %d want %d", i / 256, i % 256,
-                  got[i], want);
-    }
-    cu.cuMemFree(dpicks);
+    if (!selected("load_relaxed 256 threads")) return;
+    din = dev_buf(in, sizeof in);
+    dout = dev_buf(NULL, sizeof(int) * 256);
+    launch("dev_load_relaxed", 1, 1, 1, 256, 0, params);
+    got = host_from(dout, sizeof(int) * 256);
+    check_begin(&c, "load_relaxed 256 threads");
+    for (i = 0; i < 256; i++)
+        check_one(&c, got[i] == in[i % 6], "thread %d: got %d want %d", i, got[i], in[i % 6]);
+    cu.cuMemFree(din);
     cu.cuMemFree(dout);
     free(got);
     check_end(&c);
@@ -1016,7 +1012,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_tma_store),     cmocka_unit_test(test_bulk_copy),
         cmocka_unit_test(test_cp_async_mbar),
         cmocka_unit_test(test_tma_multicast), cmocka_unit_test(test_wgmma_tile),
-        cmocka_unit_test(test_gemm_ws),       cmocka_unit_test(test_named_bar_any),
+        cmocka_unit_test(test_gemm_ws),       cmocka_unit_test(test_load_relaxed),
         cmocka_unit_test(test_pipe_skip),     cmocka_unit_test(test_e4m3_divider),
         cmocka_unit_test(test_e4m3_scale),    cmocka_unit_test(test_e4m3_given_divider),
     };
