@@ -11,10 +11,11 @@
 // of 132 different pairs read 132 separate k/v streams, more than HBM delivers (measured:
 // 0.55x cuDNN at 16 x 1024 tokens, docs/notes/prefill.md). Within a pair the causal tiles
 // with the most keys come first.
-//   warpgroup 0  thread 0 takes the tiles and loads each tile's q (once the previous tile's
-//                last q k^T is done), then k and v of each block of BN keys into a ring of STAGES
-//                stages (separate barriers for k and v, so that q k^T starts while v is still
-//                on its way); its registers go to the others.
+//   warpgroup 0  thread 0 takes the tiles, decodes each into shared memory for the others,
+//                and loads its q (once the previous tile's last q k^T is done), then k and v
+//                of each block of BN keys into a ring of STAGES stages (separate barriers for
+//                k and v, so that q k^T starts while v is still on its way); its registers go
+//                to the others.
 //   warpgroups 1..  64 query rows each: S = q k^T (wgmma, both operands in shared memory),
 //                the online softmax in registers (fp32, exp2 with log2 e folded into the
 //                scale), P rounded to the input type and O += P v with P straight from the
@@ -122,9 +123,9 @@ __device__ __forceinline__ void transpose_v_block(const uint8_t *land, uint8_t *
 
 // The tile's place: request b, query head h, rows [m0, m0 + BM) of the request's q_len,
 // keys in blocks [nb_lo, nb_hi) of BN; off = kv_len - q_len (query row i sits at key position
-// i + off: the new tokens are the last ones).
+// i + off: the new tokens are the last ones), pos0 = m0 + off (the tile's first row's).
 struct Tile {
-    int b, h, m0, q0, q_len, k0, kv_len, off, nb_lo, nb_hi;
+    int b, h, m0, q0, q_len, k0, kv_len, off, nb_lo, nb_hi, pos0;
 };
 
 // Checked mode, paged k/v: records the first page id outside [0, num_pages) among those the
@@ -190,6 +191,7 @@ __device__ __forceinline__ bool tile_of(const talon__prefill_params &p, int t, T
     }
     // query row i attends keys j in [pos - window + 1, pos] (causal) of [0, kv_len), pos = i + off
     tl.off = tl.kv_len - tl.q_len;
+    tl.pos0 = tl.m0 + tl.off;
     int hi = tl.kv_len, lo = 0;
     if (p.causal) hi = min(hi, tl.m0 + BM + tl.off);
     if (p.window) lo = max(0, tl.m0 + tl.off - p.window + 1);
@@ -301,11 +303,22 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // after writing it)
     int *tile_slot = FP8 ? reinterpret_cast<int *>(lpipe + 1) : reinterpret_cast<int *>(vpipe + 1);
     uint64_t *tile_ready = reinterpret_cast<uint64_t *>(tile_slot + 2);
+    // Tile k as the lead decoded it (tile_of), in box k % 3, which every other thread reads: a
+    // decode of its own cost each consumer thread ~150 instructions (divisions, dependent
+    // loads of cu_seqlens) at the start of every tile, and registers or another decode for
+    // the epilogue's fields. The lead decodes tile k + 1 into its box while tile k runs: box
+    // k % 3 is written next for tile k + 3, after the lead published tile k + 2, that is after
+    // every reader arrived on q_empty for tile k + 1, which each does after its last read of
+    // tile k's box (the epilogue's included).
+    Tile *tile_box = reinterpret_cast<Tile *>(tile_ready + 1);
+    static_assert(sizeof(Tile) * 3 <= TALON__PREFILL_TILE_BOX_BYTES, "tile box");
     // the tiles, with each split tile counted once per piece (talon__prefill_split)
     const int tiles = p.split_first + (p.m_blocks * p.batch * p.num_qo_heads - p.split_first) * p.split_parts;
     // KV_PAGES: a block's page runs (a box each for k and v per 64 columns) and the producer
     // warps that issue their copies (talon__prefill_page_warps: 4 or 1)
-    const int page_runs = KV == TALON__PREFILL_KV_PAGES ? BN / p.page_rows : 0;
+    // (page_rows = min(page size, BN) keys a box)
+    const int page_rows = min(1 << p.page_shift, BN);
+    const int page_runs = KV == TALON__PREFILL_KV_PAGES ? BN / page_rows : 0;
     const int page_warps = KV == TALON__PREFILL_KV_PAGES ? p.page_warps : 1;
 
     if (threadIdx.x == 0) {
@@ -351,7 +364,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     const int t = tile_slot[k % 2];
                     mbar_arrive(q_empty);
                     if (t < 0) return;
-                    tile_of<BM, BN, PAGED>(p, t, tl);
+                    tl = tile_box[k % 3];
                     for (int n = tl.nb_hi - 1; n >= tl.nb_lo; n--) {
                         lpipe->consumer_wait(ls);
                         vpipe->producer_acquire(ts);
@@ -386,13 +399,13 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // tiles come near it)
         unsigned next = blockIdx.x;
         // the lead decodes its next tile once, after the current tile's k/v copies (for the q
-        // prefetch), into tl, which the current tile no longer needs then
+        // prefetch), into the tile's box
         Tile tl;
         bool decoded = false;
         // the lead's next tile with work (tile_of false: a query block past the request's
-        // queries), taking tickets past those without
-        auto find_next = [&] {
-            while (next < unsigned(tiles) && !tile_of<BM, BN, PAGED>(p, int(next), tl, true))
+        // queries), taking tickets past those without, decoded into box
+        auto find_next = [&](Tile &box) {
+            while (next < unsigned(tiles) && !tile_of<BM, BN, PAGED>(p, int(next), box, true))
                 next = gridDim.x + atomicAdd(counter, 1u);
         };
         for (int k = 0;; k++) {
@@ -401,11 +414,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             // publishes it (-1: none left) and loads its q.
             int t = -1;
             if (lead) {
-                if (!decoded) find_next();
+                if (!decoded) find_next(tile_box[k % 3]);
                 decoded = false;
                 t = next < unsigned(tiles) ? int(next) : -1;
                 mbar_wait(q_empty, q_phase ^ 1);
                 tile_slot[k % 2] = t;
+                tl = tile_box[k % 3];
                 if (GATHER || FP8 || page_warps == 4) mbar_arrive(tile_ready);
                 if (t < 0) {
                     mbar_arrive(q_full); // no bytes: the consumers read -1 and stop
@@ -426,9 +440,10 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                 mbar_arrive(q_empty);
             } else if constexpr (PAGED) {
                 t = __shfl_sync(~0u, t, 0);
+                __syncwarp(); // the lead's write of the box before the other lanes' reads
             }
             if (t < 0) break;
-            if (!lead) tile_of<BM, BN, PAGED>(p, t, tl);
+            if (!lead) tl = tile_box[k % 3];
             if constexpr (PAGED) {
                 if (checking(p.check) && warp_in_warpgroup() == 0) check_tile_pages<BN>(p, tl);
             }
@@ -459,7 +474,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     // lane i / page_warps of warp i % page_warps loads page run i: page_rows
                     // keys, 64 columns a box; a coordinate below 0 puts the whole box outside
                     // the map (zeros)
-                    const int w = warp_in_warpgroup(), rows = p.page_rows;
+                    const int w = warp_in_warpgroup(), rows = page_rows;
                     if (lead) {
                         kpipe->producer_acquire(st);
                         kpipe->producer_commit(st, K_BYTES);
@@ -606,11 +621,12 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             // the next tile's q into L2 while this tile's last blocks are consumed: its load
             // waits for every warpgroup's last q k^T, and the tile's first S waits for it
             if (lead) {
-                find_next();
+                Tile &nt = tile_box[(k + 1) % 3];
+                find_next(nt);
                 decoded = true;
                 if (next < unsigned(tiles)) {
 #pragma unroll
-                    for (int c = 0; c < CH; c++) tma_prefetch_3d(&p.q_map, c * CW, tl.h, tl.q0 + tl.m0);
+                    for (int c = 0; c < CH; c++) tma_prefetch_3d(&p.q_map, c * CW, nt.h, nt.q0 + nt.m0);
                 }
             }
         }
@@ -621,11 +637,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     const int band = warpgroup_index() - 1, lane = lane_index();
     const int r0 = band * 64 + 16 * warp_in_warpgroup() + lane / 4; // tile row of h = 0; h = 1: + 8
     const uint64_t dq = make_desc_kmajor<Swizzle::B128>(sq + band * 64 * CW); // 64 rows of 128 B
-    // soft-cap: the scores are capped in log2 units, then used as they are
-    const float sc = p.cap != 0.f ? 1.f : p.scale;
     PipeState<STAGES> kst;
     PipeState<VSTAGES> vst; // v is consumed one block behind k
-    uint32_t q_phase = 0;
     float o[DV / 2], m_run[2], l_run[2];
     Tile tl{};
 
@@ -680,9 +693,10 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         }
         wgmma_commit();
     };
-    // Scores of block n, masked, into p = exp2(s sc - max) in place (log2 units: sc folds
-    // log2 e into sm_scale, which is > 0, so the max of s gives the max of s sc); the running
-    // max and sum move on, alpha gets the factor the rows' O must be rescaled by.
+    // Scores of block n, masked, into p = exp2(s e - max) in place, e = p.exp_scale (log2
+    // units: e folds log2 e into sm_scale, which is > 0, so the max of s gives the max of s e;
+    // with a soft-cap the capped scores are in log2 units and e is 1); the running max and sum
+    // move on, alpha gets the factor the rows' O must be rescaled by.
     auto softmax = [&](float (&s)[BN / 2], int n, float (&alpha)[2]) {
         if (p.cap != 0.f) {
 #pragma unroll
@@ -690,15 +704,15 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         }
         const int j0 = n * BN;
         const bool tail = j0 + BN > tl.kv_len;
-        const bool diag = p.causal && j0 + BN - 1 > tl.m0 + tl.off;
-        const bool left = p.window && j0 < tl.m0 + BM - 1 + tl.off - p.window + 1;
+        const bool diag = p.causal && j0 + BN - 1 > tl.pos0;
+        const bool left = p.window && j0 < tl.pos0 + BM - 1 - p.window + 1;
         if (PAGED && (tail || diag || left)) {
             // the paged kernels keep the per-element test (9 instructions an element, with
             // branches): with the row bounds below held, they spill at d256 and the gathering d64
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) {
                 const int j = j0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-                const int pos = tl.m0 + r0 + 8 * ((i / 2) % 2) + tl.off;
+                const int pos = tl.pos0 + r0 + 8 * ((i / 2) % 2);
                 const bool ok = j < tl.kv_len && (!p.causal || j <= pos) && (!p.window || j > pos - p.window);
                 if (!ok) s[i] = NEG_INF;
             }
@@ -708,7 +722,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             const int c0 = j0 + 2 * (lane % 4);
 #pragma unroll
             for (int r = 0; r < 2; r++) {
-                const int pos = tl.m0 + r0 + 8 * r + tl.off;
+                const int pos = tl.pos0 + r0 + 8 * r;
                 const int hi = (p.causal ? min(tl.kv_len, pos + 1) : tl.kv_len) - c0;
                 const int lo = (p.window ? max(0, pos - p.window + 1) : 0) - c0;
 #pragma unroll
@@ -732,14 +746,14 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             mx[r] = fmaxf(fmaxf(mx4[r][0], mx4[r][1]), fmaxf(mx4[r][2], mx4[r][3]));
             mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 1));
             mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 2));
-            const float m_new = fmaxf(m_run[r], mx[r] * sc);
+            const float m_new = fmaxf(m_run[r], mx[r] * p.exp_scale);
             ms[r] = m_new == NEG_INF ? 0.f : m_new; // a row with no key yet: p = 0, not NaN
             alpha[r] = exp2_ftz(m_run[r] - ms[r]);
             m_run[r] = m_new;
         }
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) {
-            s[i] = exp2_ftz(fmaf(s[i], sc, -ms[(i / 2) % 2]));
+            s[i] = exp2_ftz(fmaf(s[i], p.exp_scale, -ms[(i / 2) % 2]));
             rs4[(i / 2) % 2][(i / 4) % 4] += s[i];
         }
 #pragma unroll
@@ -806,11 +820,10 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     };
 
     for (int k = 0;; k++) {
-        mbar_wait(q_full, q_phase); // the tile's q, or -1: no tiles left (and its slot)
-        q_phase ^= 1;
+        mbar_wait(q_full, k % 2); // the tile's q, or -1: no tiles left (and its slot)
         const int t = tile_slot[k % 2];
         if (t < 0) break;
-        tile_of<BM, BN, PAGED>(p, t, tl);
+        tl = tile_box[k % 3];
         first_pv = true;
 #pragma unroll
         for (int i = 0; i < DV / 2; i++) o[i] = 0.f;
@@ -901,6 +914,10 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         }
 
         // ---- o = O / l, lse = ln(sum exp(score)) = (max + log2 l) ln 2
+        // The tile read again (its slot and box are not rewritten before this tile's q and the
+        // next tile's are released): the fields only the epilogue reads (request, head, rows)
+        // then hold no registers through the block loop.
+        tl = tile_box[k % 3];
         TO *out = reinterpret_cast<TO *>(p.o);
         float *lse = reinterpret_cast<float *>(p.lse);
         // rows of this request inside o, even for cu_seqlens that break the caller's promise
@@ -930,8 +947,6 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                                : nullptr;
         };
         float inv[2];
-        // The tile's number read again (its slot is not rewritten before this tile's q and the
-        // next tile's are released): kept through the block loop, it cost registers there.
         if (tile_slot[k % 2] >= p.split_first) {
             // A piece: its partial out; the last of a tile's pieces (a warp's rows at a time)
             // merges all of them in piece order, so that o does not depend on which finished
@@ -998,7 +1013,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             auto piece = [&](int i, int c, int i8) {
                 return stage + (c / 8) * 8192 + i * 128 + (((c % 8) ^ i8) << 4);
             };
-            mbar_wait(q_empty, q_phase ^ 1); // every warpgroup's last q k^T of this tile is done
+            mbar_wait(q_empty, k % 2); // every warpgroup's last q k^T of this tile is done
 #pragma unroll
             for (int j = 0; j < DV / 8; j += 2) {
                 // matrices (row half, 8 columns) (0, j), (1, j), (0, j + 1), (1, j + 1)

@@ -292,6 +292,7 @@ static void want_common(talon__prefill_params *want, const talon__prefill_params
     /* scores in log2 units: sm_scale log2(e), or sm_scale / cap inside cap log2(e) tanh(.) */
     want->scale = cap > 0 ? sm / cap : sm * 1.4426950408889634f;
     want->cap = cap * 1.4426950408889634f;
+    want->exp_scale = cap > 0 ? 1.0f : want->scale;
     want->o_scale = 1.0f;
 }
 
@@ -347,10 +348,10 @@ static void test_launch_paged(const launch_row *row) {
     while ((1 << want.page_shift) < a.page_size) want.page_shift++;
     want.layout = (int)a.layout;
     want.max_kv_len = (int)a.max_kv_len;
-    want.page_rows = pages ? (int)rows : 0;
     want.page_warps = pages ? talon__prefill_page_warps(a.page_size, a.head_dim, bn) : 0;
     if (a.kv_dtype == TALON_DTYPE_FP8_E4M3) { /* k_scale in the score scale, v_scale on o */
         want.scale *= a.k_scale;
+        want.exp_scale = a.logits_soft_cap > 0 ? 1.0f : want.scale;
         want.o_scale = a.v_scale;
     }
     want.section = talon__prefill_sections(a.batch * a.num_kv_heads, want.m_blocks, want.group,
@@ -579,6 +580,7 @@ static void test_launch(void **state) {
     want.cu_seqlens_k = a.cu_seqlens_k;
     if (a.dtype == TALON_DTYPE_FP8_E4M3) { /* q_scale k_scale in the score scale, v_scale on o */
         want.scale *= a.q_scale * a.k_scale;
+        want.exp_scale = a.logits_soft_cap > 0 ? 1.0f : want.scale;
         want.o_scale = a.v_scale;
     }
     {

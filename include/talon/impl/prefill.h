@@ -245,6 +245,7 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     p->scale = a->logits_soft_cap > 0.0f ? sm_scale / a->logits_soft_cap
                                          : sm_scale * 1.4426950408889634f;
     p->cap = a->logits_soft_cap * 1.4426950408889634f;
+    p->exp_scale = p->cap != 0.0f ? 1.0f : p->scale;
     p->o_scale = 1.0f;
     return TALON_SUCCESS;
 }
@@ -256,6 +257,7 @@ static talon_status talon__prefill_fold_scales(const char *op, talon__prefill_pa
     TALON__TRY(talon__check_float(op, "k_scale", k_scale, 1, 0));
     TALON__TRY(talon__check_float(op, "v_scale", v_scale, 1, 0));
     p->scale *= (q_scale != 0.0f ? q_scale : 1.0f) * k_scale;
+    p->exp_scale = p->cap != 0.0f ? 1.0f : p->scale;
     p->o_scale = v_scale;
     if (p->scale > 0.0f && p->scale - p->scale == 0.0f) return TALON_SUCCESS;
     if (q_scale != 0.0f)
@@ -538,12 +540,12 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__prefill_plan_checked(ctx, op, &c, kv, a->max_kv_len, o_bytes, &pl));
         if (kv == TALON__PREFILL_KV_PAGES) {
             const int bn = TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_PAGES);
-            p.page_rows = (int)(a->page_size < bn ? a->page_size : bn);
+            const int page_rows = (int)(a->page_size < bn ? a->page_size : bn);
             p.page_warps = talon__prefill_page_warps(a->page_size, a->head_dim, bn);
             TALON__TRY(talon__prefill_cache_map(ctx, op, "k_cache", &p.k_map, a->k_cache, a,
-                                                p.page_rows));
+                                                page_rows));
             TALON__TRY(talon__prefill_cache_map(ctx, op, "v_cache", &p.v_map, a->v_cache, a,
-                                                p.page_rows));
+                                                page_rows));
         }
         return talon__prefill_launch(ctx, stream, op, &c, qs, kv, &pl,
                                      a->max_kv_len * 2 * a->head_dim * cache_es, &p);
