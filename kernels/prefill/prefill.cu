@@ -807,9 +807,21 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // the tile's phase of q_empty says when all are done (a phase no warpgroup a tile ahead
     // can overrun: the next one needs this epilogue first). Not at d256 or with fp8
     // (their k stage is half o's size) nor the gathering producers (their d64 kernels spilled
-    // with it).
+    // with it). The thread that stores a warpgroup's rows waits for the copy's read of the
+    // stage, and releases it, only after its next tile's first q k^T is issued (o_pending;
+    // two consumers): waited at once, the warpgroup's next wgmma waited for it. The producer
+    // fills two other stages first.
     constexpr bool STAGE_O = !FP8 && !GATHER && BN * D >= BM * DV;
     PipeState<STAGES> o_stage; // the held k stage
+    bool o_pending = false;
+    auto release_o_stage = [&] {
+        if (STAGE_O && o_pending) {
+            bulk_wait_group_read<0>();
+#pragma unroll
+            for (int w = 0; w < 4; w++) kpipe->consumer_release(o_stage); // one a warp
+            o_pending = false;
+        }
+    };
     auto release_k = [&](bool last) {
         if (STAGE_O && last) {
             o_stage = kst;
@@ -822,7 +834,10 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     for (int k = 0;; k++) {
         mbar_wait(q_full, k % 2); // the tile's q, or -1: no tiles left (and its slot)
         const int t = tile_slot[k % 2];
-        if (t < 0) break;
+        if (t < 0) {
+            release_o_stage(); // the last store's read before the CTA's shared memory goes
+            break;
+        }
         tl = tile_box[k % 3];
         first_pv = true;
 #pragma unroll
@@ -881,6 +896,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             my_turn();
             issue_qk(s);
             their_turn();
+            release_o_stage();
             wgmma_wait<0>();
             fence_operand(s);
             release_k(tl.nb_hi - 1 == tl.nb_lo);
@@ -911,6 +927,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             release_v();
         } else {
             release_q();
+            release_o_stage();
         }
 
         // ---- o = O / l, lse = ln(sum exp(score)) = (max + log2 l) ln 2
@@ -1037,9 +1054,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                     for (int c = 0; c < DV / 64; c++)
                         tma_store_3d(&p.o_map, rows + c * 4096, c * 64, tl.h, tl.q0 + row0);
                     bulk_commit_group();
-                    bulk_wait_group_read<0>();
-#pragma unroll
-                    for (int w = 0; w < 4; w++) kpipe->consumer_release(o_stage); // one a warp
+                    o_pending = true;
+                    if (SERIAL) release_o_stage(); // three consumers wait here: the flag through
+                                                   // their loop spilled at 160 registers
                 }
             } else {
                 named_bar_sync(6 + band, 128); // the warpgroup's rows are staged
