@@ -812,6 +812,15 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // two consumers): waited at once, the warpgroup's next wgmma waited for it. The producer
     // fills two other stages first.
     constexpr bool STAGE_O = !FP8 && !GATHER && BN * D >= BM * DV;
+    // UNIFORM_ISSUE: branches ptxas would take as divergent (on values each thread loaded:
+    // the tile's number, its bounds) written so that it can prove them uniform, the tile
+    // loop's exit as a warp vote and the block loop's first step as a flag. Otherwise the
+    // state handed past them (the held k stage, o_pending, v's pipeline state) took k's and
+    // v's wgmma descriptors out of the uniform registers: each rebuilt in ordinary ones and
+    // moved over (two R2UR) for every wgmma. The 16-bit d128 and d192 kernels, where that
+    // measured 1.02-1.06x; fp8, d64 and d256 measured 0.97-1.00x (docs/notes/prefill.md,
+    // step 24).
+    constexpr bool UNIFORM_ISSUE = !FP8 && (D == 128 || D == 192);
     PipeState<STAGES> o_stage; // the held k stage
     bool o_pending = false;
     auto release_o_stage = [&] {
@@ -834,7 +843,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     for (int k = 0;; k++) {
         mbar_wait(q_full, k % 2); // the tile's q, or -1: no tiles left (and its slot)
         const int t = tile_slot[k % 2];
-        if (t < 0) {
+        // (UNIFORM_ISSUE: a vote; every lane read the same t)
+        if (UNIFORM_ISSUE ? __any_sync(~0u, t < 0) : t < 0) {
             release_o_stage(); // the last store's read before the CTA's shared memory goes
             break;
         }
@@ -902,16 +912,20 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             release_k(tl.nb_hi - 1 == tl.nb_lo);
             if (tl.nb_hi - 1 == tl.nb_lo) release_q();
             softmax(s, tl.nb_hi - 1, alpha);
+            // whether the loop has issued a P v (all but its first step; UNIFORM_ISSUE: a flag
+            // rather than a test of n against the tile's bounds)
+            bool pv_issued = false;
             for (int n = tl.nb_hi - 2;; n--) {
                 wgmma_wait<0>(); // P v of block n + 2
                 fence_operand(o);
-                if (n != tl.nb_hi - 2) release_v();
+                if (UNIFORM_ISSUE ? pv_issued : n != tl.nb_hi - 2) release_v();
                 pack(s, pf);
                 my_turn();
                 if (n < tl.nb_lo) break;
                 issue_qk(s);
                 rescale_o(alpha);
                 issue_pv(pf);
+                pv_issued = true;
                 their_turn();
                 wgmma_wait<1>(); // S done, P v still running
                 fence_operand(s);
