@@ -292,7 +292,6 @@ static void want_common(talon__prefill_params *want, const talon__prefill_params
     /* scores in log2 units: sm_scale log2(e), or sm_scale / cap inside cap log2(e) tanh(.) */
     want->scale = cap > 0 ? sm / cap : sm * 1.4426950408889634f;
     want->cap = cap * 1.4426950408889634f;
-    want->exp_scale = cap > 0 ? 1.0f : want->scale;
     want->o_scale = 1.0f;
 }
 
@@ -305,6 +304,8 @@ static void assert_planned_launch(const char *symbol, talon__prefill_params *wan
     int64_t grid;
     talon__prefill_plan_of(c, kv, keys, 132, &pl);
     assert_int_equal(pl.m_blocks, want->m_blocks);
+    /* the exponent's scale: 1 under a soft-cap, else the final score scale */
+    want->exp_scale = want->cap > 0 ? 1.0f : want->scale;
     want->split_first = (int)pl.split_first;
     want->split_parts = pl.split_parts;
     want->split_magic = pl.split_parts > 1 ? (unsigned)((0x100000000ULL + pl.split_parts - 1) / pl.split_parts) : 0;
@@ -351,7 +352,6 @@ static void test_launch_paged(const launch_row *row) {
     want.page_warps = pages ? talon__prefill_page_warps(a.page_size, a.head_dim, bn) : 0;
     if (a.kv_dtype == TALON_DTYPE_FP8_E4M3) { /* k_scale in the score scale, v_scale on o */
         want.scale *= a.k_scale;
-        want.exp_scale = a.logits_soft_cap > 0 ? 1.0f : want.scale;
         want.o_scale = a.v_scale;
     }
     want.section = talon__prefill_sections(a.batch * a.num_kv_heads, want.m_blocks, want.group,
@@ -580,7 +580,6 @@ static void test_launch(void **state) {
     want.cu_seqlens_k = a.cu_seqlens_k;
     if (a.dtype == TALON_DTYPE_FP8_E4M3) { /* q_scale k_scale in the score scale, v_scale on o */
         want.scale *= a.q_scale * a.k_scale;
-        want.exp_scale = a.logits_soft_cap > 0 ? 1.0f : want.scale;
         want.o_scale = a.v_scale;
     }
     {

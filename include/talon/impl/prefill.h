@@ -245,7 +245,6 @@ static talon_status talon__prefill_common_params(const char *op, const talon__pr
     p->scale = a->logits_soft_cap > 0.0f ? sm_scale / a->logits_soft_cap
                                          : sm_scale * 1.4426950408889634f;
     p->cap = a->logits_soft_cap * 1.4426950408889634f;
-    p->exp_scale = p->cap != 0.0f ? 1.0f : p->scale;
     p->o_scale = 1.0f;
     return TALON_SUCCESS;
 }
@@ -257,7 +256,6 @@ static talon_status talon__prefill_fold_scales(const char *op, talon__prefill_pa
     TALON__TRY(talon__check_float(op, "k_scale", k_scale, 1, 0));
     TALON__TRY(talon__check_float(op, "v_scale", v_scale, 1, 0));
     p->scale *= (q_scale != 0.0f ? q_scale : 1.0f) * k_scale;
-    p->exp_scale = p->cap != 0.0f ? 1.0f : p->scale;
     p->o_scale = v_scale;
     if (p->scale > 0.0f && p->scale - p->scale == 0.0f) return TALON_SUCCESS;
     if (q_scale != 0.0f)
@@ -312,6 +310,7 @@ static talon_status talon__prefill_launch(talon_ctx *ctx, CUstream stream, const
                                           const talon__prefill_plan *pl, int64_t kv_bytes,
                                           talon__prefill_params *p) {
     int k;
+    p->exp_scale = p->cap != 0.0f ? 1.0f : p->scale; /* scale as fp8's scales left it */
     p->m_blocks = pl->m_blocks;
     p->split_first = (int)pl->split_first;
     p->split_parts = pl->split_parts;
