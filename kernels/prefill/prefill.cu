@@ -82,7 +82,7 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 
 // fp8: the v^T of one block of BN keys, by one of the three transposing producer warps
 // (warp w of 3). v landed as the k tiles do (rows of keys, 128-byte chunks of d, 128-byte
-// swizzle); v^T has rows of BN bytes (128: 128-byte swizzle, 64: 64-byte). v^T row d holds
+// swizzle); v^T has rows of BN = 128 bytes (128-byte swizzle). v^T row d holds
 // the keys of column d in the order the P fragments of mma_e4m3_rs want them: the score
 // accumulator gives a thread keys 8 j + 2 (l % 4) + {0, 1} of every 32, the A fragment reads
 // 4 (l % 4) + {0..3} (+16), so position 16 g + 4 q + 2 i + e of a row holds key 16 g + 8 i +
@@ -98,14 +98,14 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
 // twice (2-way).
 template <int BN, int DV>
 __device__ __forceinline__ void transpose_v_block(const uint8_t *land, uint8_t *vt, int w) {
+    static_assert(BN == 128, "v^T rows of 128 bytes");
     constexpr int G = BN / 16; // 16-key groups
     // lane l addresses row i of matrix m; every swizzle term but the pass's own is fixed per
-    // lane: the load's row key % 8 = i, the store's row d % 8 = 2 i + m % 2 (128-byte rows) or
-    // (d / 2) % 4 = i % 4 (64-byte rows)
+    // lane: the load's row key % 8 = i, the store's row d % 8 = 2 i + m % 2
     const unsigned l = lane_index(), m = l / 8, i = l % 8;
     const uint32_t ld_base = smem_addr(land) + (8 * (m % 2) + i) * 128 + (((m / 2) ^ (i % 2)) << 4);
     const uint32_t st_base = smem_addr(vt) + (16 * (m / 2) + 2 * i + m % 2) * BN;
-    const unsigned swz = BN == 128 ? (2 * i + m % 2) % 8 : i % 4;
+    const unsigned swz = (2 * i + m % 2) % 8;
     for (unsigned pass = w; pass < G * (DV / 32); pass += 3) {
         const unsigned g = pass % G, e = pass / G;
         // load: keys 16 g + 8 (m % 2) + i, d bytes 32 e + 16 (m / 2): chunk e / 4 of 128 bytes,
@@ -270,11 +270,15 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                                    : TALON__PREFILL_STAGES(D);
     constexpr int WLAND = TALON__PREFILL_WIDEN_LAND(D); // widen: landing buffers of fp8 k and v
     // the v stages the consumers read: the k ring's count, fp8 the v^T ring's
-    constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES : STAGES;
+    constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES(D) : STAGES;
     constexpr int LSTAGES = TALON__PREFILL_FP8_LAND_STAGES; // fp8: v's landing ring
-    constexpr int PRODUCER_REGS = FP8 ? 56 : WIDEN ? 72 : GATHER ? 56 : CONSUMERS == 3 ? 32 : 40;
-    constexpr int CONSUMER_REGS = FP8 ? 224 : WIDEN ? 216 : GATHER ? 224 : CONSUMERS == 3 ? 160 : 232;
-    static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <= 65536, "register file");
+    constexpr int PRODUCER_REGS = FP8 ? (D == 256 ? 24 : 56) : WIDEN ? 72 : GATHER ? 56 : CONSUMERS == 3 ? 32 : 40;
+    constexpr int CONSUMER_REGS = FP8 ? (D == 256 ? 240 : 224) : WIDEN ? 216 : GATHER ? 224 : CONSUMERS == 3 ? 160 : 232;
+    // setmaxnreg moves registers within the CTA's launch share (65536 / threads, rounded down
+    // to 8, a thread): the consumers' increase waits for registers that are not there
+    static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <=
+                      TALON__PREFILL_THREADS(BM) * (65536 / TALON__PREFILL_THREADS(BM) / 8 * 8),
+                  "register file");
     constexpr int DV = TALON__PREFILL_DV(D); // v's and o's head_dim
     static_assert(!PAGED || DV == D, "the paged caches have one head_dim");
     constexpr int CW = 128 / sizeof(T);                // elements of a 128-byte column chunk
@@ -346,7 +350,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     if (warpgroup_index() == 0) {
         // The CTA holds 384 x 168 registers (the launch bound's share, rounded to 8): 2 x 128 x
         // 232 + 128 x 40 (the tile hand-over and the paged address arithmetic spill at 24);
-        // fp8 2 x 128 x 224 + 128 x 56 (the transposing warps spill at 40); gathered pages
+        // fp8 2 x 128 x 224 + 128 x 56 (the transposing warps spill at 40), at d256 2 x 128 x
+        // 240 + 128 x 24 (the 64 + 128 accumulators; the producer threads spill, ~10 local
+        // accesses a block, outside the transposing passes); gathered pages
         // the same (their copy loops unrolled, which spill at 40); fp8 caches 2 x 128 x 216 +
         // 128 x 72 (the widening threads spill at 56). Three consumers: 512 x 128, 3 x 128 x
         // 160 + 128 x 32.
@@ -682,8 +688,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         if (GATHER) fence_proxy_async(); // written by cp.async, read by the tensor cores
         wgmma_fence();
         if constexpr (FP8) { // v^T rows of BN keys: a k32 step is 32 bytes along them
-            constexpr Swizzle SW = BN == 128 ? Swizzle::B128 : Swizzle::B64;
-            const uint64_t dv = make_desc_kmajor<SW>(svt + vst.stage * DV * BN);
+            const uint64_t dv = make_desc_kmajor<Swizzle::B128>(svt + vst.stage * DV * BN);
 #pragma unroll
             for (int kk = 0; kk < PK; kk++) mma_rs<DT, DV>(o, pf[kk], desc_add(dv, kk * 32));
         } else { // v's rows: a k16 step is 16 rows of 128 bytes

@@ -558,7 +558,7 @@ static void test_launch(void **state) {
     ks = a.k_stride ? a.k_stride : a.num_kv_heads * a.head_dim;
     vs = a.v_stride ? a.v_stride : a.num_kv_heads * dv;
     /* keys per block */
-    bn = a.dtype == TALON_DTYPE_FP8_E4M3 ? (a.head_dim == 256 ? 64 : 128)
+    bn = a.dtype == TALON_DTYPE_FP8_E4M3 ? 128
          : a.head_dim == 256 ? 80 : a.head_dim == 64 ? 192 : 128;
     /* query rows a tile: 192 (three consumer warpgroups) for 16-bit inputs at head_dim 64;
        else 128 */
