@@ -272,8 +272,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // the v stages the consumers read: the k ring's count, fp8 the v^T ring's
     constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES(D) : STAGES;
     constexpr int LSTAGES = TALON__PREFILL_FP8_LAND_STAGES; // fp8: v's landing ring
-    constexpr int PRODUCER_REGS = FP8 ? (D == 256 ? 24 : 56) : WIDEN ? 72 : GATHER ? 56 : CONSUMERS == 3 ? 32 : 40;
-    constexpr int CONSUMER_REGS = FP8 ? (D == 256 ? 240 : 224) : WIDEN ? 216 : GATHER ? 224 : CONSUMERS == 3 ? 160 : 232;
+    constexpr int PRODUCER_REGS = FP8 ? (D == 256 ? 24 : CONSUMERS == 3 ? 32 : 56) : WIDEN ? 72 : GATHER ? 56 : CONSUMERS == 3 ? 32 : 40;
+    constexpr int CONSUMER_REGS = FP8 ? (D == 256 ? 240 : CONSUMERS == 3 ? 160 : 224) : WIDEN ? 216 : GATHER ? 224 : CONSUMERS == 3 ? 160 : 232;
     // setmaxnreg moves registers within the CTA's launch share (65536 / threads, rounded down
     // to 8, a thread): the consumers' increase waits for registers that are not there
     static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <=
@@ -354,8 +354,8 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // 240 + 128 x 24 (the 64 + 128 accumulators; the producer threads spill, ~10 local
         // accesses a block, outside the transposing passes); gathered pages
         // the same (their copy loops unrolled, which spill at 40); fp8 caches 2 x 128 x 216 +
-        // 128 x 72 (the widening threads spill at 56). Three consumers: 512 x 128, 3 x 128 x
-        // 160 + 128 x 32.
+        // 128 x 72 (the widening threads spill at 56). Three consumers (16-bit d64, fp8 d128):
+        // 512 x 128, 3 x 128 x 160 + 128 x 32.
         setmaxnreg_dec<PRODUCER_REGS>();
         // contiguous: thread 0 alone (fp8: and warps 1-3 transpose v); pages: page_warps warps
         // (lane 0 of warp 0 leads); gather: 4 warps

@@ -459,8 +459,8 @@ static void test_plan(void **state) {
     assert_int_equal(pl.bytes, 16);
 }
 
-/* Query rows a tile (talon__prefill_tile_rows): 192 for 16-bit contiguous k/v at head_dim 64;
-   128 for every other head_dim, fp8, and every paged source. */
+/* Query rows a tile (talon__prefill_tile_rows): 192 for 16-bit contiguous k/v at head_dim 64
+   and fp8 at head_dim 128; 128 for every other head_dim and every paged source. */
 static void test_tile_rows(void **state) {
     static const struct {
         talon_dtype dt;
@@ -471,7 +471,8 @@ static void test_tile_rows(void **state) {
         {TALON_DTYPE_F16, 64, TALON__PREFILL_KV_CONTIGUOUS, 192},
         {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_CONTIGUOUS, 128},
         {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_CONTIGUOUS, 128},
-        {TALON_DTYPE_FP8_E4M3, 128, TALON__PREFILL_KV_CONTIGUOUS, 128},
+        {TALON_DTYPE_FP8_E4M3, 128, TALON__PREFILL_KV_CONTIGUOUS, 192},
+        {TALON_DTYPE_FP8_E4M3, 256, TALON__PREFILL_KV_CONTIGUOUS, 128},
         {TALON_DTYPE_BF16, 192, TALON__PREFILL_KV_CONTIGUOUS, 128},
         {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_CONTIGUOUS, 128},
         {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_PAGES, 128},
@@ -560,9 +561,9 @@ static void test_launch(void **state) {
     /* keys per block */
     bn = a.dtype == TALON_DTYPE_FP8_E4M3 ? 128
          : a.head_dim == 256 ? 80 : a.head_dim == 64 ? 192 : 128;
-    /* query rows a tile: 192 (three consumer warpgroups) for 16-bit inputs at head_dim 64;
-       else 128 */
-    rows = a.dtype != TALON_DTYPE_FP8_E4M3 && a.head_dim == 64 ? 192 : 128;
+    /* query rows a tile: 192 (three consumer warpgroups) for 16-bit inputs at head_dim 64 and
+       fp8 at head_dim 128; else 128 */
+    rows = a.head_dim == (a.dtype == TALON_DTYPE_FP8_E4M3 ? 128 : 64) ? 192 : 128;
     keys = a.total_kv / a.batch > a.max_seqlen_q ? a.total_kv / a.batch : a.max_seqlen_q;
     assert_int_equal(fake.encodes, 4);
     check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, (uint32_t)bn, a.dtype);

@@ -90,12 +90,13 @@ static int talon__prefill_sections(int64_t pairs, int64_t m_blocks, int64_t grou
 
 /* Query rows a tile (the kernel's BM, prefill.def), a host rule: 192 (three consumer
    warpgroups) for 16-bit q, k, v with contiguous k/v at head_dim 64 (measured on the H100
-   against 128 rows: 1.00-1.21x at 512 to 8192 tokens a request, docs/notes/prefill.md); else
-   128. At head_dim 128, 192 rows served long requests (1.07-1.12x on the H100) until the
+   against 128 rows: 1.00-1.21x at 512 to 8192 tokens a request, docs/notes/prefill.md) and for
+   fp8 at head_dim 128 (H200: 1.03-1.06x at L = 8192); else 128. At head_dim 128, 192 rows served long requests (1.07-1.12x on the H100) until the
    128-row kernel rescaled O under the next q k^T: on the H200, 128 rows then ran 1.02-1.03x
    faster causal at L = 8192 and as fast without a mask (docs/notes/prefill.md, step 20). */
 static int talon__prefill_tile_rows(talon_dtype dt, int64_t head_dim, int kv) {
-    return dt != TALON_DTYPE_FP8_E4M3 && kv == TALON__PREFILL_KV_CONTIGUOUS && head_dim == 64
+    return (dt != TALON_DTYPE_FP8_E4M3 && kv == TALON__PREFILL_KV_CONTIGUOUS && head_dim == 64) ||
+                   (dt == TALON_DTYPE_FP8_E4M3 && head_dim == 128)
                ? TALON__PREFILL_BM_WIDE
                : TALON__PREFILL_BM;
 }
