@@ -828,12 +828,13 @@ talon_status talon_merge_attention_states(talon_ctx *ctx, CUstream stream,
    accumulation error (fewer bits than fp32) and o's bf16 rounding.
    Kernel: a fill of the workspace's counters (cuMemsetD32Async: a memset node when captured),
    then one launch of min(tiles, SMs) persistent CTAs over the tiles of 128 query rows of one
-   head of one request (192 with 16-bit q, k, v at head_dim 64 and with fp8 at head_dim 128),
-   in the order (request, kv head, query block from the last, query head): CTA i starts at
-   tile i and takes the next untaken tile from a counter in the workspace whenever it
-   finishes one, so causal and ragged batches stay balanced, the longest tiles of each
-   (request, kv head) pair go first and the tiles in flight share the k/v of a few pairs in
-   L2. Which CTA runs a tile never changes the result (each tile's output is computed alone).
+   head of one request (192 with 16-bit q, k, v at head_dim 64, and with fp8 at head_dim 128
+   without a causal mask or window or from max_seqlen_q 8192 on), in the order (request, kv
+   head, query block from the last, query head): CTA i starts at tile i and takes the next
+   untaken tile from a counter in the workspace whenever it finishes one, so causal and
+   ragged batches stay balanced, the longest tiles of each (request, kv head) pair go first
+   and the tiles in flight share the k/v of a few pairs in L2. Which CTA runs a tile never
+   changes the result (each tile's output is computed alone).
    Split keys: where the tiles fill fewer than 3 rounds of the SMs and every request has
    max_seqlen_q queries, the tiles of the last, partial round may each run as 2-8 pieces over
    a share of its key blocks, on as many SMs (a host rule on the shapes and the SM count:

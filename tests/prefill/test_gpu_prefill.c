@@ -787,6 +787,12 @@ static void test_fp8(void **state) {
         pcase c = fp8_case(128, 4, 2, 1, ql, kl, 4, 1031);
         run_case(&t, &c, 1, 3);
     }
+    if (!g_quick) { /* causal from 8192 queries: d128's 192-row kernel (talon__prefill_tile_rows) */
+        static const int l8k[] = {8192};
+        pcase c = fp8_case(128, 2, 1, 1, l8k, NULL, 1, 1041);
+        c.sample = 31;
+        run_case(&t, &c, 0, 1);
+    }
     tally_end(&t);
 }
 

@@ -191,7 +191,9 @@ static const launch_row launch_rows[] = {
     {.name = "prefill max_seqlen_q + total_kv = 2^31 - 256 -> _bf16_d128", .set = ONE(P(total_kv, I64, 2147482392LL)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill d128 full, 1536 keys a request (128 rows at any length) -> _bf16_d128", .set = ONE(P(causal, INT, 0), P(total_kv, I64, 3072)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill f16 d128 causal, 3072 keys a request (128 rows at any length) -> _f16_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_F16), P(total_kv, I64, 6144)), .symbol = "talon_prefill_attention_f16_d128"},
-    {.name = "prefill fp8 d128 full, 4096 keys a request -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(causal, INT, 0), P(total_kv, I64, 8192)), .symbol = "talon_prefill_attention_e4m3_d128"},
+    {.name = "prefill fp8 d128 full, 4096 keys a request (192 rows) -> _e4m3_d128_rows192", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(causal, INT, 0), P(total_kv, I64, 8192)), .symbol = "talon_prefill_attention_e4m3_d128_rows192"},
+    {.name = "prefill fp8 d128 causal, 8192 queries (192 rows) -> _e4m3_d128_rows192", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(batch, I64, 1), P(total_q, I64, 8192), P(max_seqlen_q, I64, 8192), P(total_kv, I64, 8192)), .symbol = "talon_prefill_attention_e4m3_d128_rows192"},
+    {.name = "prefill fp8 d128 window, 8191 queries (128 rows) -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 1), P(k_scale, F32, 1), P(v_scale, F32, 1), P(causal, INT, 0), P(window, I64, 512), P(batch, I64, 1), P(total_q, I64, 8191), P(max_seqlen_q, I64, 8191), P(total_kv, I64, 8191)), .symbol = "talon_prefill_attention_e4m3_d128"},
     {.name = "prefill window 2^31-1 (no key excluded: passed as none) -> _bf16_d128", .set = ONE(P(window, I64, 2147483647LL), P(causal, INT, 0)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill window = total_kv (passed as none) -> _bf16_d128", .set = ONE(P(window, I64, 1500)), .symbol = "talon_prefill_attention_bf16_d128"},
     {.name = "prefill fp8 d128 GQA 4 causal, scales -> _e4m3_d128", .set = ONE(P(dtype, ENUM, TALON_DTYPE_FP8_E4M3), P(q_scale, F32, 0.5f), P(k_scale, F32, 0.25f), P(v_scale, F32, 3.0f)), .symbol = "talon_prefill_attention_e4m3_d128"},
@@ -460,31 +462,40 @@ static void test_plan(void **state) {
 }
 
 /* Query rows a tile (talon__prefill_tile_rows): 192 for 16-bit contiguous k/v at head_dim 64
-   and fp8 at head_dim 128; 128 for every other head_dim and every paged source. */
+   (masked or not, any length) and for fp8 at head_dim 128 without a causal mask or window or
+   from 8192 queries; 128 for every other head_dim and every paged source. */
 static void test_tile_rows(void **state) {
     static const struct {
         talon_dtype dt;
         int64_t head_dim;
-        int kv, want;
+        int kv, masked;
+        int64_t max_seqlen_q;
+        int want;
     } rows[] = {
-        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_CONTIGUOUS, 192},
-        {TALON_DTYPE_F16, 64, TALON__PREFILL_KV_CONTIGUOUS, 192},
-        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_CONTIGUOUS, 128},
-        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_CONTIGUOUS, 128},
-        {TALON_DTYPE_FP8_E4M3, 128, TALON__PREFILL_KV_CONTIGUOUS, 192},
-        {TALON_DTYPE_FP8_E4M3, 256, TALON__PREFILL_KV_CONTIGUOUS, 128},
-        {TALON_DTYPE_BF16, 192, TALON__PREFILL_KV_CONTIGUOUS, 128},
-        {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_CONTIGUOUS, 128},
-        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_PAGES, 128},
-        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_PAGES, 128},
-        {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_PAGES, 128},
-        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_GATHER, 128},
-        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_WIDEN, 128},
+        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_CONTIGUOUS, 0, 1024, 192},
+        {TALON_DTYPE_F16, 64, TALON__PREFILL_KV_CONTIGUOUS, 1, 100, 192},
+        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
+        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_CONTIGUOUS, 1, 8192, 128},
+        {TALON_DTYPE_FP8_E4M3, 128, TALON__PREFILL_KV_CONTIGUOUS, 0, 1, 192},
+        {TALON_DTYPE_FP8_E4M3, 128, TALON__PREFILL_KV_CONTIGUOUS, 0, 4096, 192},
+        {TALON_DTYPE_FP8_E4M3, 128, TALON__PREFILL_KV_CONTIGUOUS, 1, 8191, 128},
+        {TALON_DTYPE_FP8_E4M3, 128, TALON__PREFILL_KV_CONTIGUOUS, 1, 8192, 192},
+        {TALON_DTYPE_FP8_E4M3, 256, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
+        {TALON_DTYPE_FP8_E4M3, 256, TALON__PREFILL_KV_CONTIGUOUS, 1, 16384, 128},
+        {TALON_DTYPE_BF16, 192, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
+        {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_CONTIGUOUS, 0, 8192, 128},
+        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_PAGES, 0, 8192, 128},
+        {TALON_DTYPE_F16, 128, TALON__PREFILL_KV_PAGES, 0, 8192, 128},
+        {TALON_DTYPE_BF16, 256, TALON__PREFILL_KV_PAGES, 1, 8192, 128},
+        {TALON_DTYPE_BF16, 64, TALON__PREFILL_KV_GATHER, 0, 8192, 128},
+        {TALON_DTYPE_BF16, 128, TALON__PREFILL_KV_WIDEN, 0, 8192, 128},
     };
     size_t i;
     (void)state;
     for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        assert_int_equal(talon__prefill_tile_rows(rows[i].dt, rows[i].head_dim, rows[i].kv), rows[i].want);
+        assert_int_equal(talon__prefill_tile_rows(rows[i].dt, rows[i].head_dim, rows[i].kv,
+                                                  rows[i].masked, rows[i].max_seqlen_q),
+                         rows[i].want);
 }
 
 /* Producer warps of the box-per-page loader (talon__prefill_page_warps): 4 from 32 TMA copies
@@ -562,8 +573,11 @@ static void test_launch(void **state) {
     bn = a.dtype == TALON_DTYPE_FP8_E4M3 ? 128
          : a.head_dim == 256 ? 80 : a.head_dim == 64 ? 192 : 128;
     /* query rows a tile: 192 (three consumer warpgroups) for 16-bit inputs at head_dim 64 and
-       fp8 at head_dim 128; else 128 */
-    rows = a.head_dim == (a.dtype == TALON_DTYPE_FP8_E4M3 ? 128 : 64) ? 192 : 128;
+       fp8 at head_dim 128 without a mask or from 8192 queries; else 128 */
+    if (a.dtype == TALON_DTYPE_FP8_E4M3)
+        rows = a.head_dim == 128 && (!(a.causal || a.window > 0) || a.max_seqlen_q >= 8192) ? 192 : 128;
+    else
+        rows = a.head_dim == 64 ? 192 : 128;
     keys = a.total_kv / a.batch > a.max_seqlen_q ? a.total_kv / a.batch : a.max_seqlen_q;
     assert_int_equal(fake.encodes, 4);
     check_map(&fake.enc_log[0], a.k, a.total_kv, a.num_kv_heads, a.head_dim, ks, (uint32_t)bn, a.dtype);

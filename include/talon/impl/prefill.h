@@ -90,15 +90,19 @@ static int talon__prefill_sections(int64_t pairs, int64_t m_blocks, int64_t grou
 
 /* Query rows a tile (the kernel's BM, prefill.def), a host rule: 192 (three consumer
    warpgroups) for 16-bit q, k, v with contiguous k/v at head_dim 64 (measured on the H100
-   against 128 rows: 1.00-1.21x at 512 to 8192 tokens a request, docs/notes/prefill.md) and for
-   fp8 at head_dim 128 (H200: 1.03-1.06x at L = 8192); else 128. At head_dim 128, 192 rows served long requests (1.07-1.12x on the H100) until the
+   against 128 rows: 1.00-1.21x at 512 to 8192 tokens a request, docs/notes/prefill.md), and
+   for fp8 at head_dim 128 without a causal mask or window (H200: 1.02-1.08x at 512 to 8192)
+   or with max_seqlen_q >= 8192 (causal: 1.03-1.04x there, 0.88-0.99x at 512 to 4096); else
+   128. At head_dim 128, 192 rows served long 16-bit requests (1.07-1.12x on the H100) until the
    128-row kernel rescaled O under the next q k^T: on the H200, 128 rows then ran 1.02-1.03x
    faster causal at L = 8192 and as fast without a mask (docs/notes/prefill.md, step 20). */
-static int talon__prefill_tile_rows(talon_dtype dt, int64_t head_dim, int kv) {
-    return (dt != TALON_DTYPE_FP8_E4M3 && kv == TALON__PREFILL_KV_CONTIGUOUS && head_dim == 64) ||
-                   (dt == TALON_DTYPE_FP8_E4M3 && head_dim == 128)
-               ? TALON__PREFILL_BM_WIDE
-               : TALON__PREFILL_BM;
+static int talon__prefill_tile_rows(talon_dtype dt, int64_t head_dim, int kv, int masked,
+                                    int64_t max_seqlen_q) {
+    if (dt == TALON_DTYPE_FP8_E4M3)
+        return head_dim == 128 && (!masked || max_seqlen_q >= 8192) ? TALON__PREFILL_BM_WIDE
+                                                                    : TALON__PREFILL_BM;
+    return kv == TALON__PREFILL_KV_CONTIGUOUS && head_dim == 64 ? TALON__PREFILL_BM_WIDE
+                                                                : TALON__PREFILL_BM;
 }
 
 /* Producer warps that issue a paged block's TMA copies (KV_PAGES: a box per page run of
@@ -162,7 +166,8 @@ static void talon__prefill_plan_of(const talon__prefill_common *a, int kv, int64
     const int64_t bn = a->dtype == TALON_DTYPE_FP8_E4M3 ? TALON__PREFILL_FP8_BN(a->head_dim)
                                                         : TALON__PREFILL_BN(a->head_dim, kv);
     int64_t last = keys, split;
-    pl->rows = talon__prefill_tile_rows(a->dtype, a->head_dim, kv);
+    pl->rows = talon__prefill_tile_rows(a->dtype, a->head_dim, kv, a->causal || a->window > 0,
+                                        a->max_seqlen_q);
     pl->m_blocks = (int)((a->max_seqlen_q + pl->rows - 1) / pl->rows);
     pl->tiles = (int64_t)pl->m_blocks * a->batch * a->num_qo_heads;
     /* the last tiles in the order: a causal mask gives them a request's first queries */
