@@ -272,8 +272,14 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // the v stages the consumers read: the k ring's count, fp8 the v^T ring's
     constexpr int VSTAGES = FP8 ? TALON__PREFILL_FP8_VT_STAGES(D) : STAGES;
     constexpr int LSTAGES = TALON__PREFILL_FP8_LAND_STAGES; // fp8: v's landing ring
-    constexpr int PRODUCER_REGS = FP8 ? (D == 256 ? 24 : CONSUMERS == 3 ? 32 : 56) : WIDEN ? 72 : GATHER ? 56 : CONSUMERS == 3 ? 32 : 40;
-    constexpr int CONSUMER_REGS = FP8 ? (D == 256 ? 240 : CONSUMERS == 3 ? 160 : 224) : WIDEN ? 216 : GATHER ? 224 : CONSUMERS == 3 ? 160 : 232;
+    constexpr int PRODUCER_REGS = FP8     ? (D == 256 ? 24 : CONSUMERS == 3 ? 32 : 56)
+                                  : WIDEN ? 72
+                                  : GATHER ? 56
+                                           : CONSUMERS == 3 ? 32 : 40;
+    constexpr int CONSUMER_REGS = FP8     ? (D == 256 ? 240 : CONSUMERS == 3 ? 160 : 224)
+                                  : WIDEN ? 216
+                                  : GATHER ? 224
+                                           : CONSUMERS == 3 ? 160 : 232;
     // setmaxnreg moves registers within the CTA's launch share (65536 / threads, rounded down
     // to 8, a thread): the consumers' increase waits for registers that are not there
     static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <=
