@@ -28,8 +28,9 @@ fi_pack.py's list and rebuild). Check: an fp32 reference of the first and last q
 for talon and for FA3 paged. Target (issue 22): 2048 new
 tokens over a 30000-token prefix, page 16, GQA 32/8 hd128 >= 560 TFLOP/s.
 
-fp8 (fp8_case): e4m3 q/k/v with per-tensor scales, B=2 x L=8192 and B=16 x L=1024 causal;
-targets (issue 22): hd128 non-causal >= 950 TFLOP/s, hd256 >= 1100.
+fp8 (fp8_case): e4m3 q/k/v with per-tensor scales, B=2 x L=8192 and B=16 x L=1024 causal,
+beside FlashInfer's FA3 fp8 where its modules are packed; targets (issue 22): hd128
+non-causal >= 950 TFLOP/s, hd256 >= 1100.
 """
 import ctypes
 import math
@@ -352,15 +353,19 @@ def paged_case(h, new, prefix, hq, hk, d, page, layout, label, targets=(), kv8=F
 def fp8_case(h, lens, heads, d, causal, label, targets=()):
     """fp8 e4m3 q, k, v (per-tensor scales: amax / 448), o bf16, B equal requests. Peers: the
     same attention in bf16 on the dequantised values, talon's ("talon_bf16") and cuDNN SDPA's
-    (torch has no fp8 attention; FlashInfer's FA3 fp8 is not in the peer pack). Check: against
-    fp32 SDPA of the dequantised values, |talon - ref| <= 2^-4 max|ref| + 4e-3 (P rounded to
-    e4m3)."""
+    (torch has no fp8 attention), and FlashInfer's FA3 on the same fp8 tensors
+    (single_prefill_with_kv_cache with per-head dequantisation scales, o bf16, one call per
+    request: batches of 1 or 2; its fp8 modules need ../shared/peers' fi_pack.py entries
+    `gen_single_prefill_module("fa3", e4m3, e4m3, bf16, d, d, 0, False, False, False)`, else
+    skipped with the reason). Check: against fp32 SDPA of the dequantised values,
+    |o - ref| <= 2^-4 max|ref| + 4e-3 (P rounded to e4m3), talon's and FA3's."""
     Args = h.struct("talon_prefill_attention_args")
     B, L = len(lens), lens[0]
     total = sum(lens)
     q0s = [sum(lens[:b]) for b in range(B + 1)]
     flops = 4 * sum(x * x for x in lens) * heads * d // (2 if causal else 1)
     FP8 = 4
+    fa3, fa3_skip = flashinfer_fa3()
 
     def make():
         s = ragged_inputs(total, total, heads, heads, d, q0s, q0s)
@@ -381,6 +386,8 @@ def fp8_case(h, lens, heads, d, causal, label, targets=()):
                            dtype=BF16, **common)
         with_workspace(h, s, "args", "ws")
         with_workspace(h, s, "args16", "ws16")
+        for name in ("q", "k", "v"):  # FA3's per-head dequantisation scales
+            s["fa3_" + name] = torch.full((heads,), scales[name], device="cuda")
         return s
 
     def talon(s, stream):
@@ -397,6 +404,22 @@ def fp8_case(h, lens, heads, d, causal, label, targets=()):
             return F.scaled_dot_product_attention(bhld(s["q"]), bhld(s["k"]), bhld(s["v"]),
                                                   is_causal=causal)
 
+    def fa3_run(s, outs=None):  # outs: a list that gets each request's o (the check)
+        for b in range(B):
+            sl = slice(q0s[b], q0s[b + 1])
+            o = fa3(s["q8"][sl], s["k8"][sl], s["v8"][sl], scale_q=s["fa3_q"], scale_k=s["fa3_k"],
+                    scale_v=s["fa3_v"], o_dtype=torch.bfloat16, causal=causal, backend="fa3")
+            if outs is not None:
+                outs.append(o)
+
+    peers = {"talon_bf16": talon_bf16, "sdpa_cudnn": sdpa_cudnn}
+    meta = {"dtype": "fp8_e4m3", "batch": B, "hq": heads, "hk": heads, "head_dim": d,
+            "causal": causal, "total_q": total}
+    if fa3 is None:
+        meta["skipped_peers"] = {"flashinfer_fa3": fa3_skip}
+    elif B <= 2:
+        peers["flashinfer_fa3"] = fa3_run
+
     def check(s):
         torch.cuda.synchronize()
         ref = torch.empty(total, heads, d, device="cuda")
@@ -409,11 +432,17 @@ def fp8_case(h, lens, heads, d, causal, label, targets=()):
         err = (s["o"].float() - ref).abs().max().item()
         tol = 2.0 ** -4 * ref.abs().max().item() + 4e-3
         assert math.isfinite(err) and err <= tol, f"talon o differs from the reference by {err} (tol {tol})"
+        if "flashinfer_fa3" in peers:  # the peer's scales were read as meant
+            outs = []
+            try:
+                fa3_run(s, outs)
+            except Exception:  # not runnable here (e.g. its module not packed): timing noted why
+                outs = []
+            if outs:
+                err = (torch.cat(outs).float() - ref).abs().max().item()
+                assert math.isfinite(err) and err <= tol, f"FA3 fp8 differs from the reference by {err} (tol {tol})"
 
-    meta = {"dtype": "fp8_e4m3", "batch": B, "hq": heads, "hk": heads, "head_dim": d,
-            "causal": causal, "total_q": total}
-    return Case("prefill_attention", label, make, talon,
-                {"talon_bf16": talon_bf16, "sdpa_cudnn": sdpa_cudnn}, check=check, flops=flops,
+    return Case("prefill_attention", label, make, talon, peers, check=check, flops=flops,
                 targets=targets, meta=meta)
 
 
