@@ -326,8 +326,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     const int tiles = p.split_first + (p.m_blocks * p.batch * p.num_qo_heads - p.split_first) * p.split_parts;
     // KV_PAGES: a block's page runs (a box each for k and v per 64 columns) and the producer
     // warps that issue their copies (talon__prefill_page_warps: 4 or 1)
-    // (page_rows = min(page size, BN) keys a box)
-    const int page_rows = min(1 << p.page_shift, BN);
+    const int page_rows = TALON__PREFILL_PAGE_ROWS(1 << p.page_shift, BN); // keys a box
     const int page_runs = KV == TALON__PREFILL_KV_PAGES ? BN / page_rows : 0;
     const int page_warps = KV == TALON__PREFILL_KV_PAGES ? p.page_warps : 1;
 

@@ -545,7 +545,7 @@ talon_status talon_prefill_attention_paged(talon_ctx *ctx, CUstream stream,
         TALON__TRY(talon__prefill_plan_checked(ctx, op, &c, kv, a->max_kv_len, o_bytes, &pl));
         if (kv == TALON__PREFILL_KV_PAGES) {
             const int bn = TALON__PREFILL_BN(a->head_dim, TALON__PREFILL_KV_PAGES);
-            const int page_rows = (int)(a->page_size < bn ? a->page_size : bn);
+            const int page_rows = (int)TALON__PREFILL_PAGE_ROWS(a->page_size, bn);
             p.page_warps = talon__prefill_page_warps(a->page_size, a->head_dim, bn);
             TALON__TRY(talon__prefill_cache_map(ctx, op, "k_cache", &p.k_map, a->k_cache, a,
                                                 page_rows));
