@@ -409,10 +409,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         // the lead's next candidate tile (unsigned: grid + tickets may pass 2^31 - 1 when
         // tiles come near it)
         unsigned next = blockIdx.x;
-        // the lead decodes its next tile once, after the current tile's k/v copies (for the q
-        // prefetch), into the tile's box
+        // the lead decodes its first tile here and every later one once, after the previous
+        // tile's k/v copies (for the q prefetch), into the tile's box
         Tile tl;
-        bool decoded = false;
         // the lead's next tile with work (tile_of false: a query block past the request's
         // queries), taking tickets past those without, decoded into box
         auto find_next = [&](Tile &box) {
@@ -425,8 +424,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             // publishes it (-1: none left) and loads its q.
             int t = -1;
             if (lead) {
-                if (!decoded) find_next(tile_box[k % 3]);
-                decoded = false;
+                if (k == 0) find_next(tile_box[0]);
                 t = next < unsigned(tiles) ? int(next) : -1;
                 mbar_wait(q_empty, q_phase ^ 1);
                 tile_slot[k % 2] = t;
@@ -634,7 +632,6 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             if (lead) {
                 Tile &nt = tile_box[(k + 1) % 3];
                 find_next(nt);
-                decoded = true;
                 if (next < unsigned(tiles)) {
 #pragma unroll
                     for (int c = 0; c < CH; c++) tma_prefetch_3d(&p.q_map, c * CW, nt.h, nt.q0 + nt.m0);
