@@ -919,9 +919,12 @@ talon_status talon_prefill_attention(talon_ctx *ctx, CUstream stream,
    talon_prefill_attention's; tiles of 128 query rows.
    fp8 caches (kv_dtype TALON_DTYPE_FP8_E4M3, as talon_kv_append and talon_decode_attention
    use them: real value = e4m3 value x k_scale / v_scale): the producer warps load each block's
-   rows and widen them (exact) in shared memory, k to dtype and v to f16, so q k^T keeps q's
-   precision and P v runs in f16 (P rounded to f16, 3 bits more than bf16); k_scale is folded
-   into sm_scale and v_scale into o. Any page size, both layouts, head_dim 64, 128, 256. */
+   rows and widen them (exact) in shared memory, v to f16 and k to f16 (to dtype at head_dim
+   256), so P v runs in f16 (P rounded to f16, 3 bits more than bf16) and q k^T keeps q's
+   precision: a bf16 q meets an f16 k as f16 scaled by a power of two per 16 query rows (the
+   largest finite |q| of those rows in [2^14, 2^15)), exact except for elements over 2^28
+   times smaller than that largest; inf and NaN stay themselves. k_scale is folded into
+   sm_scale and v_scale into o. Any page size, both layouts, head_dim 64, 128, 256. */
 typedef struct talon_prefill_attention_paged_args {
     CUdeviceptr o;              /* out: [total_q, num_qo_heads, head_dim], dtype */
     CUdeviceptr lse;            /* out, optional (0: none): fp32 [total_q, num_qo_heads] */

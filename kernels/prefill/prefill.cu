@@ -257,6 +257,11 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // a pair where bf16 takes four; exact, as every e4m3 value is an f16 value, and P in [0, 1]
     // keeps three more bits in f16 than in bf16)
     constexpr int DTV = WIDEN ? TALON__F16 : DT;
+    // q k^T likewise runs in f16 on fp8 caches up to d128: k widens in one instruction a pair
+    // (bf16 takes four), and a bf16 q is converted in shared memory, exactly, scaled by a power
+    // of two (q_to_f16). At d256 the scale's register made the consumers spill 144 bytes.
+    constexpr bool Q_TO_F16 = WIDEN && DT == TALON__BF16 && D <= 128;
+    constexpr int DTK = Q_TO_F16 ? TALON__F16 : DT;
     static_assert(!FP8 || !PAGED, "fp8: contiguous k/v only");
     constexpr int BN = FP8 ? TALON__PREFILL_FP8_BN(D) : TALON__PREFILL_BN(D, KV);
     constexpr int CONSUMERS = BM / 64; // consumer warpgroups
@@ -598,7 +603,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
 #pragma unroll
                                 for (int k = 0; k < 8; k++) {
                                     const uint32_t two = in[k / 2] >> (16 * (k % 2));
-                                    h[k] = DT == TALON__BF16 && half == 0 ? e4m3x2_to_bf16x2(two) : e4m3x2_to_f16x2(two);
+                                    h[k] = DTK == TALON__BF16 && half == 0 ? e4m3x2_to_bf16x2(two) : e4m3x2_to_f16x2(two);
                                 }
                                 const uint32_t row = to + (x / 4) * (KV_CHUNK * 2) + i * 2048;
                                 sts4(row + (((2 * (x % 4)) ^ (r0 % 8)) << 4), h[0], h[1], h[2], h[3]);
@@ -649,6 +654,46 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     PipeState<VSTAGES> vst; // v is consumed one block behind k
     float o[DV / 2], m_run[2], l_run[2];
     Tile tl{};
+    // Q_TO_F16: the warp's scores are q k^T / 2^e, e its q rows' scale (q_to_f16)
+    float q_unscale = 1.f;
+    // Q_TO_F16: the warp's 16 rows of the tile's q (bf16, 2 KB of each 64-column chunk) to
+    // f16 times 2^-e in place, e = the exponent of their largest finite |q| less 14 (so it is
+    // below 2^15): exact wherever the scaled value is an f16 normal (bf16's 8 significant bits
+    // fit in f16's 11), that is every element within 2^-28 of the largest; the smaller ones
+    // round to f16's subnormals (an error under 2^-39 of the largest). inf and NaN stay
+    // themselves. Then 2^e scales the warp's scores (q_unscale), and the warpgroup meets
+    // before its first q k^T reads the others' rows.
+    auto q_to_f16 = [&] {
+        constexpr int PIECES = CH * 2048 / 16 / 32; // 16-byte pieces a lane
+        const uint32_t base = smem_addr(sq) + (band * 64 + 16 * warp_in_warpgroup()) * 128 + lane * 16;
+        auto piece = [&](int j) { return base + (j % (2048 / 512)) * 512 + (j / (2048 / 512)) * (Q_CHUNK * 2); };
+        uint32_t mx = 0; // the largest finite |q|'s bf16 bits
+#pragma unroll 1
+        for (int j = 0; j < PIECES; j++) {
+            uint32_t w[4];
+            lds<4>(w, piece(j));
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const uint32_t a = (w[e / 2] >> (16 * (e % 2))) & 0x7fffu;
+                mx = max(mx, a < 0x7f80u ? a : 0u);
+            }
+        }
+        mx = warp_allreduce(mx, [](uint32_t a, uint32_t b) { return max(a, b); });
+        const int ex = mx == 0 ? 0 : max(int(mx >> 7) - 141, -126);
+        const float down = __int_as_float((127 - ex) << 23);
+        q_unscale = __int_as_float((127 + ex) << 23);
+#pragma unroll 1
+        for (int j = 0; j < PIECES; j++) {
+            uint32_t w[4];
+            lds<4>(w, piece(j));
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                w[e] = pack2<__half>(__uint_as_float(w[e] << 16) * down, __uint_as_float(w[e] & 0xffff0000u) * down);
+            sts4(piece(j), w[0], w[1], w[2], w[3]);
+        }
+        fence_proxy_async(); // ordinary stores, read next by the tensor cores
+        named_bar_sync(6 + band, 128);
+    };
 
     // S = q k^T of the next k stage, issued (accumulator layout: wgmma.cuh; register i holds
     // row r0 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (lane % 4) + i % 2 of the block)
@@ -659,7 +704,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         const uint64_t dk = make_desc_kmajor<Swizzle::B128>(sk + kst.stage * BN * D);
 #pragma unroll
         for (int kk = 0; kk < D * int(sizeof(T)) / 32; kk++) // 32 bytes of d a step
-            mma_ss<DT, BN>(s, desc_add(dq, (kk / 4) * Q_CHUNK * sizeof(T) + (kk % 4) * 32),
+            mma_ss<DTK, BN>(s, desc_add(dq, (kk / 4) * Q_CHUNK * sizeof(T) + (kk % 4) * 32),
                            desc_add(dk, (kk / 4) * KV_CHUNK * sizeof(T) + (kk % 4) * 32), kk > 0);
         wgmma_commit();
     };
@@ -704,10 +749,15 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
     // units: e folds log2 e into sm_scale, which is > 0, so the max of s gives the max of s e;
     // with a soft-cap the capped scores are in log2 units and e is 1); the running max and sum
     // move on, alpha gets the factor the rows' O must be rescaled by.
+    // (Q_TO_F16: the scores' factor takes the warp's q_unscale, before a soft-cap's tanh,
+    // otherwise with e; each written twice so that the other kernels' code stays as it was)
     auto softmax = [&](float (&s)[BN / 2], int n, float (&alpha)[2]) {
         if (p.cap != 0.f) {
 #pragma unroll
-            for (int i = 0; i < BN / 2; i++) s[i] = p.cap * tanhf(s[i] * p.scale);
+            for (int i = 0; i < BN / 2; i++) {
+                if constexpr (Q_TO_F16) s[i] = p.cap * tanhf(s[i] * (p.scale * q_unscale));
+                else s[i] = p.cap * tanhf(s[i] * p.scale);
+            }
         }
         const int j0 = n * BN;
         const bool tail = j0 + BN > tl.kv_len;
@@ -753,14 +803,17 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             mx[r] = fmaxf(fmaxf(mx4[r][0], mx4[r][1]), fmaxf(mx4[r][2], mx4[r][3]));
             mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 1));
             mx[r] = fmaxf(mx[r], shfl_xor(mx[r], 2));
-            const float m_new = fmaxf(m_run[r], mx[r] * p.exp_scale);
+            float m_new;
+            if constexpr (Q_TO_F16) m_new = fmaxf(m_run[r], mx[r] * (p.cap != 0.f ? p.exp_scale : p.exp_scale * q_unscale));
+            else m_new = fmaxf(m_run[r], mx[r] * p.exp_scale);
             ms[r] = m_new == NEG_INF ? 0.f : m_new; // a row with no key yet: p = 0, not NaN
             alpha[r] = exp2_ftz(m_run[r] - ms[r]);
             m_run[r] = m_new;
         }
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) {
-            s[i] = exp2_ftz(fmaf(s[i], p.exp_scale, -ms[(i / 2) % 2]));
+            if constexpr (Q_TO_F16) s[i] = exp2_ftz(fmaf(s[i], p.cap != 0.f ? p.exp_scale : p.exp_scale * q_unscale, -ms[(i / 2) % 2]));
+            else s[i] = exp2_ftz(fmaf(s[i], p.exp_scale, -ms[(i / 2) % 2]));
             rs4[(i / 2) % 2][(i / 4) % 4] += s[i];
         }
 #pragma unroll
@@ -855,6 +908,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
             release_o_stage(); // the last store's read before the CTA's shared memory goes
             break;
         }
+        if constexpr (Q_TO_F16) q_to_f16();
         tl = tile_box[k % 3];
         first_pv = true;
 #pragma unroll

@@ -879,6 +879,15 @@ static void test_paged_fp8(void **state) {
         fp8_caches(&c, 1.0f / 250, 1.0f / 320);
         run_case(&t, &c, 1, 3);
     }
+    for (i = 0; i < 2; i++) { /* bf16 q far outside f16's range, with moderate scores: the
+                                 kernel converts q to f16 scaled by a power of two */
+        pcase c = base(TALON_DTYPE_BF16, i ? 64 : 128, 4, 2, 1, ol, okl, 3, 1141 + i);
+        c.page_size = 16;
+        c.qamp = i ? 0x1p-24f : 0x1p20f;
+        c.sm_scale = (float)((i ? 0x1p24 : 0x1p-20) / sqrt(i ? 64.0 : 128.0));
+        fp8_caches(&c, 1.0f / 200, 1.0f / 100);
+        run_case(&t, &c, 0, 1);
+    }
     tally_end(&t);
 }
 
