@@ -592,7 +592,9 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         const uint32_t src = smem_addr(sland + (slot * 2 + half) * BN * D) + r0 * D + (lane % 8) * 16;
                         pipe->producer_acquire(st);
                         const uint32_t to = smem_addr(ring + st.stage * BN * D) + r0 * 128;
-#pragma unroll 1
+                        // two rows' pieces at a time: the loop waits on its shared loads
+                        // (measured 1.02-1.04x against one; docs/notes/prefill.md, step 28)
+#pragma unroll 2
                         for (int i = 0; i < BN / 16; i++) {
 #pragma unroll
                             for (int j = 0; j < XP; j++) {
