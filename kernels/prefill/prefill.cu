@@ -45,8 +45,9 @@
 // the rows by 16-byte cp.async, zero-filling rows past the keys (docs/notes/prefill.md).
 // KV_WIDEN (paged fp8 e4m3 caches, 16-bit q and o): the producer warpgroup's threads copy
 // their pieces of each block's rows into a landing buffer by cp.async and widen them (exact)
-// into the 16-bit k/v ring (k to q's type, v to f16, P v in f16), so the rest is the 16-bit
-// kernel.
+// into the 16-bit k/v ring (v to f16, P v in f16; k to f16 up to d128, a bf16 q converted to
+// f16 in shared memory by the consumers, scaled by a power of two; k to q's type at d256), so
+// the rest is the 16-bit kernel.
 // Checked mode (kernels/dev/check.cuh), paged only: the lead producer thread records a kv_lens
 // outside [0, max_kv_len] (clamped, as always), and a producer warp scans the page ids of each
 // tile's keys once, before its block loop (a page id outside the cache reads as zeros, as
