@@ -594,7 +594,7 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
                         pipe->producer_acquire(st);
                         const uint32_t to = smem_addr(ring + st.stage * BN * D) + r0 * 128;
                         // two rows' pieces at a time: the loop waits on its shared loads
-                        // (measured 1.02-1.04x against one; docs/notes/prefill.md, step 28)
+                        // (docs/notes/prefill.md, step 28)
 #pragma unroll 2
                         for (int i = 0; i < BN / 16; i++) {
 #pragma unroll
