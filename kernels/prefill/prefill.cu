@@ -670,14 +670,14 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         constexpr int PIECES = CH * 2048 / 16 / 32; // 16-byte pieces a lane
         const uint32_t base = smem_addr(sq) + (band * 64 + 16 * warp_in_warpgroup()) * 128 + lane * 16;
         auto piece = [&](int j) { return base + (j % (2048 / 512)) * 512 + (j / (2048 / 512)) * (Q_CHUNK * 2); };
-        uint32_t mx = 0; // the largest finite |q|'s bf16 bits
-#pragma unroll 1
+        uint32_t w[PIECES][4]; // read once: at most 8 pieces (d128)
+        uint32_t mx = 0;       // the largest finite |q|'s bf16 bits
+#pragma unroll
         for (int j = 0; j < PIECES; j++) {
-            uint32_t w[4];
-            lds<4>(w, piece(j));
+            lds<4>(w[j], piece(j));
 #pragma unroll
             for (int e = 0; e < 8; e++) {
-                const uint32_t a = (w[e / 2] >> (16 * (e % 2))) & 0x7fffu;
+                const uint32_t a = (w[j][e / 2] >> (16 * (e % 2))) & 0x7fffu;
                 mx = max(mx, a < 0x7f80u ? a : 0u);
             }
         }
@@ -685,14 +685,14 @@ __device__ void prefill_tile(const talon__prefill_params &p) {
         const int ex = mx == 0 ? 0 : max(int(mx >> 7) - 141, -126);
         const float down = __int_as_float((127 - ex) << 23);
         q_unscale = __int_as_float((127 + ex) << 23);
-#pragma unroll 1
-        for (int j = 0; j < PIECES; j++) {
-            uint32_t w[4];
-            lds<4>(w, piece(j));
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                w[e] = pack2<__half>(__uint_as_float(w[e] << 16) * down, __uint_as_float(w[e] & 0xffff0000u) * down);
-            sts4(piece(j), w[0], w[1], w[2], w[3]);
+        for (int j = 0; j < PIECES; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float2 f = unpack2<__nv_bfloat16>(w[j][e]);
+                w[j][e] = pack2<__half>(f.x * down, f.y * down);
+            }
+            sts4(piece(j), w[j][0], w[j][1], w[j][2], w[j][3]);
         }
         fence_proxy_async(); // ordinary stores, read next by the tensor cores
         named_bar_sync(6 + band, 128);
