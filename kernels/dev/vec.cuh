@@ -91,6 +91,14 @@ __device__ __forceinline__ void store_f32(T *p, const float (&x)[VEC]) {
     store_vec(p, to_vec<T, VEC>(x));
 }
 
+// A read-only global load that keeps its place in program order among asm volatile
+// statements (__ldg may be sunk past them, e.g. under a later wait).
+__device__ __forceinline__ float ldg_ordered(const float *p) {
+    float x;
+    asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(x) : "l"(p));
+    return x;
+}
+
 // Two 16-bit elements packed in a 32-bit word (the low one first) <-> fp32; packing rounds to
 // nearest even (cvt.rn.{bf16,f16}x2.f32).
 template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);

@@ -455,7 +455,7 @@ __device__ void gemm_tile(const talon__gemm_params &p) {
                                      reinterpret_cast<const float *>(p.b_scale), p.b_scale_ld, p.n};
                 int ra[2];
                 block_scale_rows(m0 + band * 64, p.m, ra);
-                consume_kblocks_block_scaled<DT, BN, G>(d, pipe, st, kb0, kb1, sc, ra,
+                consume_kblocks_block_scaled<DT, BN, G, 0>(d, pipe, st, kb0, kb1, sc, ra,
                     tc.n * (G ? BN / 2 : BN),
                     [&](uint32_t s) { return make_desc_kmajor<Swizzle::B128>(sa + s * A_ELEMS + band * 64 * BK); },
                     [&](uint32_t s) { return sb + s * B_ELEMS; }, release);

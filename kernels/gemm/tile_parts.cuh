@@ -253,28 +253,26 @@ __device__ __forceinline__ void block_scale_rows(int row0, int rows, int (&ra)[2
 // a time; the other warpgroup's wgmmas keep the tensor cores busy during each promotion (two
 // full 64 x 256 sets would take all 256 registers). a_desc(stage): the warpgroup's a
 // descriptor; b_tile(stage): the stage's b tile.
-template <int DT, int BN, int G, int STAGES, typename ADesc, typename BTile, typename Release>
+// AHEAD 1: each k-block's scales are loaded a k-block before their use, into one of two
+// register sets that alternate (two k-blocks a pass, so that no just-loaded value is copied:
+// the copy would wait for it). talon_moe_gemm's kernels take it; the dense kernel measured
+// slower with it and keeps AHEAD 0 (gemm.md: its scale loads outlast even a k-block).
+template <int DT, int BN, int G, int AHEAD, int STAGES, typename ADesc, typename BTile, typename Release>
 __device__ __forceinline__ void consume_kblocks_block_scaled(
     float (&d)[BN / 2], Pipeline<STAGES> *pipe, PipeState<STAGES> &st, int kb0, int kb1,
     const BlockScales &sc, const int (&ra)[2], int n0, ADesc a_desc, BTile b_tile,
     Release release) {
+    static_assert(AHEAD == 0 || AHEAD == 1, "scales ahead: 0 or 1 k-block");
     constexpr int PN = BN == 256 ? 128 : BN, BK = kblock<DT>;
     const int hi = G ? n0 + sc.n : n0 + BN / 2;
-    // a's row pointer steps in 64 bits: ceil(k / 128) x a_ld may pass 2^31. A last tile's
-    // second half-tile may start past b's rows (its columns are clipped): its scales row
-    // would too, so it reads the first's.
-    const float *as = sc.a + int64_t(kb0) * sc.a_ld;
+    // A last tile's second half-tile may start past b's rows (its columns are clipped): its
+    // scales row would too, so it reads the first's.
     const float *bl = sc.b + (n0 / 128) * sc.b_ld;
     const float *bh = G || hi < sc.n ? sc.b + (hi / 128) * sc.b_ld : bl;
     float tmp[PN / 2];
-    zero(d);
-    for (int kb = kb0; kb < kb1; kb++, as += sc.a_ld) {
-        // (loading these a k-block ahead, also as volatile loads, measured 4-8% slower on
-        // H100; releasing the stage before the adds 10%: gemm.md)
-        const float a0 = __ldg(as + ra[0]);
-        const float a1 = __ldg(as + ra[1]);
-        const float b0 = __ldg(bl + kb), b1 = __ldg(bh + kb);
-        const float c[2][2] = {{a0 * b0, a0 * b1}, {a1 * b0, a1 * b1}};
+    // One k-block with its scales s: a's of the thread's two rows, b's of the two half-tiles.
+    auto kblock = [&](const float (&s)[4]) {
+        const float c[2][2] = {{s[0] * s[2], s[0] * s[3]}, {s[1] * s[2], s[1] * s[3]}};
         pipe->consumer_wait(st);
         const uint64_t da = a_desc(st.stage);
         const auto *b = b_tile(st.stage);
@@ -294,6 +292,36 @@ __device__ __forceinline__ void consume_kblocks_block_scaled(
         }
         release(st.stage);
         st.advance();
+    };
+    if constexpr (AHEAD == 0) {
+        zero(d);
+        // a's row pointer steps in 64 bits: ceil(k / 128) x a_ld may pass 2^31
+        const float *as = sc.a + int64_t(kb0) * sc.a_ld;
+        for (int kb = kb0; kb < kb1; kb++, as += sc.a_ld) {
+            const float s[4] = {__ldg(as + ra[0]), __ldg(as + ra[1]), __ldg(bl + kb), __ldg(bh + kb)};
+            kblock(s);
+        }
+    } else {
+        // in program order before the stage waits (ldg_ordered: __ldg may be sunk under them)
+        auto load_scales = [&](int kb, float (&s)[4]) {
+            const float *ak = sc.a + int64_t(kb) * sc.a_ld;
+            s[0] = ldg_ordered(ak + ra[0]);
+            s[1] = ldg_ordered(ak + ra[1]);
+            s[2] = ldg_ordered(bl + kb);
+            s[3] = ldg_ordered(bh + kb);
+        };
+        float q[2][4] = {};
+        if (kb0 < kb1) load_scales(kb0, q[0]);
+        zero(d);
+        for (int kb = kb0; kb < kb1; kb += 2) {
+            static_for<0, 2>([&](auto j) { // k-block kb + j, its scales in q[j]
+                constexpr int J = decltype(j)::value;
+                const int k = kb + J;
+                if (k >= kb1) return;
+                if (k + 1 < kb1) load_scales(k + 1, q[(J + 1) % 2]);
+                kblock(q[J]);
+            });
+        }
     }
 }
 

@@ -425,7 +425,7 @@ __device__ void moe_gemm_tile(const talon__moe_gemm_params &p) {
                                  p.b_scale_ld, p.n};
             const int r = blk.s0 + band * 64 + 16 * warp_in_warpgroup() + lane_index() / 4;
             const int ra[2] = {scale_row(p, r), scale_row(p, r + 8)};
-            consume_kblocks_block_scaled<DT, BN, G>(d, pipe, st, 0, kblocks, sc, ra,
+            consume_kblocks_block_scaled<DT, BN, G, 1>(d, pipe, st, 0, kblocks, sc, ra,
                 tc.n * (G ? BN / 2 : BN),
                 [&](uint32_t s) {
                     if (gather) fence_proxy_async(); // as below
